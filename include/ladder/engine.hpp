@@ -1,0 +1,56 @@
+// E1: the decode engine. Holds one plane per layer for a geometry on the chosen device; each
+// encode_token appends, asks the ladder for a route per layer, and runs it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ladder/errors.hpp"
+#include "ladder/geometry.hpp"
+#include "ladder/ladder.hpp"
+
+namespace ladder {
+
+enum class Device { cpu, cuda };
+const char* device_name(Device d);
+// True when a CUDA device is usable by this build (false in builds without CUDA).
+bool cuda_available();
+
+struct EngineOptions {
+  Device device = Device::cpu;
+  Capabilities caps;
+  Switches switches;
+  bool record_trace = false;
+  // Initial capacity of the growing (NoPE) planes; 0 picks a default. They double when full.
+  int initial_growing_capacity = 0;
+};
+
+// Per-token activations for all layers, host memory, f32:
+//   q, out: [n_layers][n_heads][head_dim];  k, v: [n_layers][n_kv_heads][head_dim].
+struct TokenIO {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const Geometry& g, const EngineOptions& opt);
+  virtual ~Engine() = default;
+
+  // Append `position` to every layer's plane and compute every layer's attention output.
+  // Positions must arrive in order from 0; a refused position leaves every plane untouched.
+  virtual Status encode_token(int position, const TokenIO& io) = 0;
+
+  virtual const Geometry& geometry() const = 0;
+  virtual Device device() const = 0;
+  virtual std::string device_description() const = 0;
+  virtual PlaneState plane_state(int layer) const = 0;
+  // Trace of every (token, layer) since creation (when record_trace) — R4.
+  virtual const std::vector<TraceEntry>& trace() const = 0;
+  virtual void clear_trace() = 0;
+};
+
+}  // namespace ladder

@@ -1,0 +1,66 @@
+// Model geometry: how many layers of which class, the GQA head layout, window, max context.
+// Muse Glimmer (the chapter's model) is the preset; any geometry that validates is supported
+// on the CPU. The GPU kernels support head_dim 128 only and say so (ErrorCode::unsupported).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ladder/errors.hpp"
+
+namespace ladder {
+
+// SWA layers keep a ring plane (token-major); NoPE (global) layers keep a growing plane
+// (head-major). See plane.hpp.
+enum class LayerClass : std::uint8_t { swa, nope };
+const char* layer_class_name(LayerClass c);
+
+struct Geometry {
+  std::string name = "custom";
+  int n_layers = 0;
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // KV heads; n_heads % n_kv_heads == 0 (GQA)
+  int head_dim = 0;
+  int window = 0;       // SWA window in tokens; 0 means unbounded (visible = position + 1)
+  int max_context = 0;  // positions 0 .. max_context-1 may be appended
+  // Extra ring rows beyond the window (capacity = window + ring_slack). Slack > 0 makes
+  // partially wrapped rings occur, which the vec predicate must refuse (R1).
+  int ring_slack = 0;
+  // Layer i is NoPE when (i % nope_period) == nope_phase; nope_period 0 means no NoPE layers.
+  // An explicit per-layer list overrides the pattern when non-empty.
+  int nope_period = 0;
+  int nope_phase = 0;
+  std::vector<LayerClass> layer_classes;
+  // Weight bytes streamed per decoded token; used only by the budget arithmetic (C3).
+  std::int64_t weight_bytes_per_token = 0;
+
+  static Geometry muse_glimmer();
+
+  Status validate() const;
+  LayerClass layer_class(int layer) const;
+  int heads_per_kv() const { return n_heads / n_kv_heads; }
+  int kv_head_of(int head) const { return head / heads_per_kv(); }  // M1
+  // 1/sqrt(head_dim): the softmax scale every route uses.
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+  double scale_f64() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
+  int ring_capacity() const { return (window > 0 ? window : max_context) + ring_slack; }
+  // Tokens of KV a layer at `position` attends to (K3).
+  int visible(LayerClass c, int position) const;
+  // Bytes of K and V per token per layer: 2 planes x n_kv_heads x head_dim x sizeof(f16).
+  std::int64_t kv_bytes_per_token_layer() const {
+    return std::int64_t{2} * n_kv_heads * head_dim * 2;
+  }
+  int count_layers(LayerClass c) const;
+  std::string describe() const;
+};
+
+// K3: visible = min(position + 1, window) (window 0: position + 1); the window's first token.
+inline int visible_rows(int position, int window) {
+  const int upto = position + 1;
+  return window > 0 && window < upto ? window : upto;
+}
+inline int logical_start(int position, int window) { return position + 1 - visible_rows(position, window); }
+
+}  // namespace ladder

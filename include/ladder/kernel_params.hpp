@@ -1,0 +1,116 @@
+// The parameter structs every kernel family takes, CPU twin and CUDA kernel alike (one struct
+// per kernel, not thirty positional ints). Shapes at the boundary:
+//   q, out      : f32 [n_heads][head_dim]
+//   cur_k/cur_v : f32 [n_kv_heads][head_dim]         (this token's activations)
+//   planes      : f16 bits, addressed by PlaneStrides  (see plane.hpp)
+//   partials    : f32 [n_heads][nwg][2 + head_dim]    (m, s, o[head_dim]) per (head, workgroup)
+#pragma once
+
+#include <cstdint>
+
+#include "ladder/hd.hpp"
+#include "ladder/plane.hpp"
+#include "ladder/schedule.hpp"
+
+namespace ladder {
+
+struct HeadShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 0.0f;  // 1/sqrt(head_dim)
+  LADDER_HD int heads_per_kv() const { return n_heads / n_kv_heads; }
+  LADDER_HD int kv_head_of(int head) const { return head / heads_per_kv(); }
+};
+LADDER_HD int partial_stride(int head_dim) { return 2 + head_dim; }
+
+// How a producer finds the t-th visible token (t in [0, visible)) of the window.
+enum class RowOrder : std::uint8_t {
+  ring_logical,  // row = state.physical(logical_start + t): walks the explicit origins (splitk)
+  contiguous,    // row = t: one contiguous physical span starting at row 0 (vec, staged)
+};
+
+struct RowSource {
+  const std::uint16_t* k = nullptr;
+  const std::uint16_t* v = nullptr;
+  PlaneStrides strides;
+  RowOrder order = RowOrder::contiguous;
+  PlaneState state;       // origins, for ring_logical
+  int logical_start = 0;  // first visible logical token, for ring_logical
+
+  LADDER_HD int row(int t) const {
+    return order == RowOrder::ring_logical ? state.physical(logical_start + t) : t;
+  }
+};
+
+// One producer struct for the three producer families (splitk, vec, interleaved); which
+// fields are live is the family's contract:
+//  * splitk:      rows.order = ring_logical; no tail; no current token.
+//  * vec/staged:  rows.order = contiguous; tokens t >= tail_first come from `tail`
+//                 (the pad scratch, rows t - tail_first) — tail_first = visible when no pad.
+//  * interleaved: rows.order = contiguous (a growing plane never wraps); token visible-1 is
+//                 read from cur_k/cur_v in f32 and also stored (f16) into store_k/store_v at
+//                 store_slot by exactly one worker.
+struct ProducerParams {
+  HeadShape shape;
+  int visible = 0;
+  Schedule sched;
+  const float* q = nullptr;
+  RowSource rows;
+  RowSource tail;
+  int tail_first = 0;
+  const float* cur_k = nullptr;
+  const float* cur_v = nullptr;
+  std::uint16_t* store_k = nullptr;
+  std::uint16_t* store_v = nullptr;
+  int store_slot = -1;
+  float* partials = nullptr;
+};
+
+// Merges the nwg partials of each head (exp(m_i - M) corrections) and divides once.
+struct ReduceParams {
+  HeadShape shape;
+  int nwg = 0;
+  const float* partials = nullptr;
+  float* out = nullptr;
+};
+
+// G1: f32 activations in, f16 plane rows out (one token, all KV heads).
+struct StoreParams {
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  std::uint16_t* plane_k = nullptr;
+  std::uint16_t* plane_v = nullptr;
+  PlaneStrides strides;
+  int slot = 0;
+};
+
+// G3 pad: copy the ragged tail [tail_first, tail_first + tail_count) of a contiguous span into a
+// 32-row scratch block (rows past tail_count are zero and never weighted).
+struct PadParams {
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  RowSource src;
+  int tail_first = 0;
+  int tail_count = 0;
+  std::uint16_t* dst_k = nullptr;
+  std::uint16_t* dst_v = nullptr;
+  PlaneStrides dst_strides;
+};
+
+// G5 staging: copy the visible rows of a (wrapped) ring into absolute order: staged row t holds
+// logical token logical_start + t; rows [visible, padded_rows) are zero-filled padding.
+struct StageParams {
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  RowSource src;  // order = ring_logical
+  int visible = 0;
+  int padded_rows = 0;  // ceil(visible / 32) * 32
+  std::uint16_t* dst_k = nullptr;
+  std::uint16_t* dst_v = nullptr;
+  PlaneStrides dst_strides;  // token-major
+};
+
+}  // namespace ladder

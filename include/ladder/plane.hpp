@@ -1,0 +1,108 @@
+// KV planes (K1–K4). A plane is two f16 arrays (K and V) plus the explicit-origin metadata
+// below. The metadata and its append rule are shared by the CPU and GPU planes; only where
+// the rows live differs.
+//
+//   SWA ring (token-major): row r holds all KV heads of one token:
+//       element (row, kv_head, d) at  row * n_kv_heads * head_dim + kv_head * head_dim + d
+//   NoPE growing plane (head-major): each KV head's rows are contiguous:
+//       element (row, kv_head, d) at  kv_head * capacity * head_dim + row * head_dim + d
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ladder/errors.hpp"
+#include "ladder/geometry.hpp"
+#include "ladder/hd.hpp"
+
+namespace ladder {
+
+enum class PlaneKind : std::uint8_t { ring, growing };
+const char* plane_kind_name(PlaneKind k);
+
+// Explicit origins (Ch 15): rows held are logical tokens [origin_logical, origin_logical+len),
+// and logical origin_logical lives at physical slot origin_physical.
+struct PlaneState {
+  int capacity = 0;
+  int len = 0;
+  int origin_logical = 0;
+  int origin_physical = 0;
+  int next_position = 0;  // the only position the next append accepts
+
+  // K1: the one logical -> physical accessor. Every kernel, CPU and GPU, addresses through it.
+  LADDER_HD int physical(int logical) const {
+    return (origin_physical + (logical - origin_logical)) % capacity;
+  }
+  // Partially wrapped: the held rows are not one contiguous physical span.
+  LADDER_HD bool partially_wrapped() const { return origin_physical != 0 && len != capacity; }
+  bool operator==(const PlaneState&) const = default;
+};
+
+// Element strides of a plane: offset(row, kv_head, d) = row*row_stride + kv_head*head_stride + d.
+struct PlaneStrides {
+  std::int64_t row_stride = 0;
+  std::int64_t head_stride = 0;
+  LADDER_HD std::int64_t offset(int row, int kv_head) const {
+    return static_cast<std::int64_t>(row) * row_stride + static_cast<std::int64_t>(kv_head) * head_stride;
+  }
+};
+PlaneStrides plane_strides(PlaneKind kind, int capacity, int n_kv_heads, int head_dim);
+
+// What one append will do, computed without touching the plane (K4: a refused append leaves
+// the plane untouched because nothing is mutated until the plan is valid).
+struct AppendPlan {
+  PlaneState next;       // the state after the append
+  int slot = 0;          // physical row the new token is written to
+  int grow_to = 0;       // growing plane: new capacity if it must grow first, else 0
+};
+
+struct PlaneConfig {
+  PlaneKind kind = PlaneKind::ring;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int window = 0;           // ring: tokens kept in window (0 = unbounded)
+  int capacity = 0;         // ring: fixed capacity >= window; growing: initial capacity
+  int max_context = 0;      // positions >= max_context are refused
+
+  Status validate() const;
+  // The plane a geometry gives a layer of class c.
+  static PlaneConfig for_layer(const Geometry& g, LayerClass c, int initial_growing_capacity = 0);
+};
+
+// K1/K2/K4 append rule. Ring: len grows to the window, then the oldest row is evicted
+// (origin advances) — an in-window row is never overwritten because capacity >= window.
+// Growing: never wraps; doubles capacity (capped at max_context) when full.
+Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& state, int position);
+
+// A plane in host memory: the CPU device's storage and the tests' reference storage.
+class HostPlane {
+ public:
+  static Result<HostPlane> create(const PlaneConfig& cfg);
+
+  const PlaneConfig& config() const { return cfg_; }
+  const PlaneState& state() const { return state_; }
+  PlaneStrides strides() const { return plane_strides(cfg_.kind, state_.capacity, cfg_.n_kv_heads, cfg_.head_dim); }
+
+  // Metadata half of an append; growth (with data preserved) happens here. Returns the slot.
+  // The row itself is written by a store kernel (or by write_row below).
+  Result<int> append(int position);
+  // Convenience: append and store f32 K/V for all KV heads ([n_kv_heads][head_dim] each).
+  Result<int> append_row(int position, const float* k, const float* v);
+  // Write f32 K/V rows of one token into a physical slot (rounded to f16).
+  void write_row(int slot, const float* k, const float* v);
+
+  std::uint16_t* k() { return k_.data(); }
+  std::uint16_t* v() { return v_.data(); }
+  const std::uint16_t* k() const { return k_.data(); }
+  const std::uint16_t* v() const { return v_.data(); }
+  std::size_t elements() const { return k_.size(); }
+
+ private:
+  HostPlane(PlaneConfig cfg, PlaneState st) : cfg_(cfg), state_(st) {}
+  void grow(int new_capacity);
+  PlaneConfig cfg_;
+  PlaneState state_;
+  std::vector<std::uint16_t> k_, v_;
+};
+
+}  // namespace ladder

@@ -1,0 +1,39 @@
+// G6: the chapter's pinned split-K schedule (llama.cpp's Metal launch rule), shared by every
+// route's producer on CPU and GPU. It is a function of the sequence's own visible length only
+// — never of batch composition, SM count or load — which is what makes P4 possible.
+#pragma once
+
+#include "ladder/hd.hpp"
+
+namespace ladder {
+
+// Tokens per logical block: the read granularity of the vec kernel (ncpsg = 32).
+inline constexpr int kBlockTokens = 32;
+// Workgroup cap per head (llama's fixed nwg = 32; see heuristics.hpp for the measured reason).
+inline constexpr int kMaxWorkgroups = 32;
+// Warps (SIMD groups) per workgroup grow 1 -> 2 -> 4 and stop at 4.
+inline constexpr int kMaxWarpsPerWorkgroup = 4;
+
+struct Schedule {
+  int blocks = 0;  // ceil(visible / 32)
+  int nwg = 0;     // workgroups per head: min(blocks, 32)
+  int nsg = 0;     // warps per workgroup: 1, 2 or 4
+
+  // Block b is owned by the (workgroup, warp) pair whose flat slot is b % (nwg * nsg);
+  // slot = workgroup * nsg + warp. Each owner walks its blocks in increasing order.
+  LADDER_HD int slots() const { return nwg * nsg; }
+  LADDER_HD int first_block(int workgroup, int warp) const { return workgroup * nsg + warp; }
+  LADDER_HD int block_stride() const { return nwg * nsg; }
+};
+
+LADDER_HD Schedule pinned_schedule(int visible) {
+  Schedule s;
+  if (visible <= 0) return s;
+  s.blocks = (visible + kBlockTokens - 1) / kBlockTokens;
+  s.nwg = s.blocks < kMaxWorkgroups ? s.blocks : kMaxWorkgroups;
+  s.nsg = 1;
+  while (2 * s.nwg * s.nsg * kBlockTokens < visible && s.nsg < kMaxWarpsPerWorkgroup) s.nsg *= 2;
+  return s;
+}
+
+}  // namespace ladder

@@ -1,0 +1,105 @@
+// M2: the one online-softmax state, shared by every producer and reducer, CPU and GPU.
+//
+// Conventions (written once, used everywhere):
+//  * base e; scores are already scaled: score = (q . k) * (1/sqrt(head_dim)).
+//  * m = running max of the scores seen (-inf when nothing was seen),
+//    s = sum exp(score - m),  o[d] = sum exp(score - m) * v[d]   (unnormalised).
+//  * The output is o / s, divided exactly once, at the very end (normalize). Producers never
+//    normalise: an early division would only have to be undone by the merge.
+//  * Merging k states: M = max m_i; c_i = exp(m_i - M) (0 for an empty state, so an empty
+//    partial is an exact identity); S = sum s_i c_i; O = sum o_i c_i, summed in index order.
+//  * Every multiply-add is an explicit fmaf and exp is softmax_exp below, on CPU and GPU
+//    alike; both builds turn off floating-point contraction. That makes the CPU twins able to
+//    reproduce the GPU kernels' bits, not only their mathematics.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ladder/hd.hpp"
+
+namespace ladder {
+
+LADDER_HD float neg_inf_f32() { return -std::numeric_limits<float>::infinity(); }
+
+LADDER_HD float bits_to_f32(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// exp(x) for x <= 0 (every softmax argument is score - max <= 0), deterministic across CPU and
+// GPU: Cody–Waite reduction x = n ln2 + r, |r| <= ln2/2, then a degree-7 Taylor polynomial in
+// Horner form with explicit fmaf, then scaling by 2^n through the exponent bits.
+// Accuracy: relative error below 2e-7 on [-87, 0] (tested against std::exp in f64);
+// returns exactly 0 below -87 (the result would be subnormal) and for -inf.
+LADDER_HD float softmax_exp(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;        // ln 2 split so n*kLn2Hi is exact
+  constexpr float kLn2Lo = 1.42860682030941723e-6f;
+  constexpr float kMinArg = -87.0f;                    // exp(-87) ~ 1.6e-38, still normal
+  if (!(x >= kMinArg)) return 0.0f;                    // also catches -inf and NaN-free -inf - m
+  if (x > 0.0f) x = 0.0f;                              // callers pass score - max <= 0
+  const float n = rintf(x * kLog2e);
+  float r = fmaf(-n, kLn2Hi, x);
+  r = fmaf(-n, kLn2Lo, r);
+  float p = 1.0f / 5040.0f;
+  p = fmaf(p, r, 1.0f / 720.0f);
+  p = fmaf(p, r, 1.0f / 120.0f);
+  p = fmaf(p, r, 1.0f / 24.0f);
+  p = fmaf(p, r, 1.0f / 6.0f);
+  p = fmaf(p, r, 0.5f);
+  p = fmaf(p, r, 1.0f);
+  p = fmaf(p, r, 1.0f);
+  const int e = static_cast<int>(n) + 127;            // n in [-126, 0]: a normal exponent
+  return p * bits_to_f32(static_cast<std::uint32_t>(e) << 23);
+}
+
+// Running statistics (m, s); the accumulator o lives beside it in whatever shape the
+// producer holds it (a float4 per lane on the GPU, a span on the CPU).
+struct SoftmaxStats {
+  float m = neg_inf_f32();
+  float s = 0.0f;
+};
+
+// Factor that rescales statistics kept against max `m_old` to max `m_new` (m_new >= m_old).
+// An empty state (m_old = -inf) rescales to exactly 0: it contributes nothing.
+LADDER_HD float rescale_factor(float m_old, float m_new) {
+  return m_old == neg_inf_f32() ? 0.0f : softmax_exp(m_old - m_new);
+}
+
+// Fold one 32-token block (the chapter's per-block step): given the block's max, rescale the
+// running state once. Returns the factor the caller applies to its accumulator o.
+LADDER_HD float fold_block_max(SoftmaxStats& st, float block_max) {
+  const float next = st.m > block_max ? st.m : block_max;
+  const float corr = rescale_factor(st.m, next);
+  st.s *= corr;
+  st.m = next;
+  return corr;
+}
+// Weight of one score under the current max; the caller adds it to s and w*v to o (fmaf).
+LADDER_HD float score_weight(const SoftmaxStats& st, float score) { return softmax_exp(score - st.m); }
+
+// Host-side full state with its accumulator: the reference shape used by the CPU twins'
+// merge and by tests (Figure 16.2).
+struct SoftmaxState {
+  SoftmaxStats st;
+  std::vector<float> o;
+
+  explicit SoftmaxState(int dim = 0) : o(static_cast<std::size_t>(dim), 0.0f) {}
+  // Fold a single score with its value row (one token of the running table).
+  void fold(float score, const float* v);
+  // Merge states in index order into one (the reducer's rule above).
+  static SoftmaxState merge(const SoftmaxState* parts, int count);
+  // o / s: the single final divide.
+  void normalize(float* out) const;
+};
+
+}  // namespace ladder

@@ -1,0 +1,96 @@
+#include "ladder/ladder.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace ladder {
+
+const char* route_name(Route r) {
+  switch (r) {
+    case Route::vec: return "vec";
+    case Route::splitk: return "splitk";
+    case Route::interleaved: return "interleaved";
+    case Route::staged: return "staged";
+  }
+  return "?";
+}
+
+namespace {
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+}  // namespace
+
+Switches Switches::from_env() {
+  Switches s;
+  s.strict = env_on("LADDER_STRICT_ATTENTION");
+  s.disable_vec = env_on("LADDER_DISABLE_VEC");
+  return s;
+}
+
+RouteDecision choose_route(LayerClass cls, const PlaneState& st, Capabilities caps, Switches sw) {
+  RouteDecision d;
+  Predicates& p = d.pred;
+  p.has_vec = caps.has_vec && !sw.disable_vec;
+  p.strict = sw.strict;
+  // The vec kernel reads 32-row blocks of one contiguous span: a backing store under 32 rows
+  // would be read past its end (the chapter's NaN case), and a partially wrapped ring is not
+  // one span. A full wrapped ring is: every slot is in-window.
+  p.vec_rows = (p.strict || p.has_vec) && st.len > 0 && st.capacity >= kBlockTokens &&
+               (st.origin_physical == 0 || st.len == st.capacity);
+  // Token-major rows cannot be padded per head, so SWA takes vec only when nothing pads.
+  p.swa_vec = p.vec_rows && st.len % kBlockTokens == 0;
+  p.stage = cls == LayerClass::swa && sw.stage_wrapped_swa && (p.strict || p.has_vec) && st.len > 0 &&
+            st.capacity >= kBlockTokens && st.origin_physical != 0;
+  if (cls == LayerClass::swa) {
+    d.route = p.stage ? Route::staged : (p.swa_vec ? Route::vec : Route::splitk);
+  } else {
+    d.route = p.vec_rows ? Route::vec : Route::interleaved;
+  }
+  return d;
+}
+
+std::string format_trace_header() {
+  return fmt::format("{:>8} {:>5} {:>5} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>5} {:>4}",
+                     "position", "layer", "class", "route", "capacity", "len", "orig_log", "orig_phy", "visible",
+                     "has_vec", "vec_rows", "swa_vec", "stage", "nwg", "nsg");
+}
+
+std::string format_trace(const TraceEntry& e) {
+  const Predicates& p = e.decision.pred;
+  return fmt::format("{:>8} {:>5} {:>5} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>5} {:>4}",
+                     e.position, e.layer, layer_class_name(e.cls), route_name(e.decision.route), e.state.capacity,
+                     e.state.len, e.state.origin_logical, e.state.origin_physical, e.visible, p.has_vec ? 1 : 0,
+                     p.vec_rows ? 1 : 0, p.swa_vec ? 1 : 0, p.stage ? 1 : 0, e.schedule.nwg, e.schedule.nsg);
+}
+
+ScratchNeeds scratch_needs(Route r, const Geometry& g, int visible) {
+  ScratchNeeds n;
+  const Schedule s = pinned_schedule(visible);
+  const std::int64_t row_halfs = static_cast<std::int64_t>(g.n_kv_heads) * g.head_dim;
+  n.partial_floats = static_cast<std::int64_t>(g.n_heads) * s.nwg * (2 + g.head_dim);
+  if (r == Route::vec) n.pad_halfs = 2 * kBlockTokens * row_halfs;
+  if (r == Route::staged) n.stage_halfs = 2 * static_cast<std::int64_t>(s.blocks) * kBlockTokens * row_halfs;
+  return n;
+}
+
+ScratchNeeds max_scratch_needs(const Geometry& g) {
+  // The schedule's nwg and the staged rows grow monotonically with visible, so the worst case
+  // is each route at the largest visible length its layer class can reach.
+  const int swa_max = std::min(g.window > 0 ? g.window : g.max_context, g.max_context);
+  ScratchNeeds worst;
+  const auto take = [&](Route r, int visible) {
+    const ScratchNeeds n = scratch_needs(r, g, visible);
+    worst.partial_floats = std::max(worst.partial_floats, n.partial_floats);
+    worst.pad_halfs = std::max(worst.pad_halfs, n.pad_halfs);
+    worst.stage_halfs = std::max(worst.stage_halfs, n.stage_halfs);
+  };
+  for (Route r : {Route::vec, Route::splitk, Route::staged}) take(r, swa_max);
+  for (Route r : {Route::vec, Route::interleaved}) take(r, g.max_context);
+  return worst;
+}
+
+}  // namespace ladder

@@ -1,0 +1,172 @@
+#include "ladder/plane.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "ladder/reference.hpp"
+
+namespace ladder {
+
+namespace {
+// Unwritten plane rows hold f16 NaN, so a kernel that reads a row nobody stored poisons its
+// output instead of silently using stale data.
+constexpr std::uint16_t kPoisonHalf = 0x7E00;
+// Default first capacity of a growing plane: large enough that growth is rare at short depth,
+// small enough that 13 planes x 2 KV heads cost little before the context grows.
+constexpr int kDefaultGrowingCapacity = 4096;
+Status bad(std::string msg) { return make_error(ErrorCode::invalid_argument, std::move(msg)); }
+}  // namespace
+
+const char* plane_kind_name(PlaneKind k) { return k == PlaneKind::ring ? "ring" : "growing"; }
+
+PlaneStrides plane_strides(PlaneKind kind, int capacity, int n_kv_heads, int head_dim) {
+  PlaneStrides s;
+  if (kind == PlaneKind::ring) {  // token-major
+    s.row_stride = static_cast<std::int64_t>(n_kv_heads) * head_dim;
+    s.head_stride = head_dim;
+  } else {  // head-major
+    s.row_stride = head_dim;
+    s.head_stride = static_cast<std::int64_t>(capacity) * head_dim;
+  }
+  return s;
+}
+
+Status PlaneConfig::validate() const {
+  if (n_kv_heads <= 0 || head_dim <= 0)
+    return bad(fmt::format("plane needs n_kv_heads > 0 and head_dim > 0 (got {}, {})", n_kv_heads, head_dim));
+  if (max_context <= 0) return bad(fmt::format("plane max_context must be positive (got {})", max_context));
+  if (capacity <= 0) return bad(fmt::format("plane capacity must be positive (got {})", capacity));
+  if (kind == PlaneKind::ring) {
+    if (window < 0) return bad(fmt::format("ring window must be >= 0 (got {})", window));
+    if (window > 0 && capacity < window)
+      return bad(fmt::format("ring capacity {} is smaller than its window {}: in-window rows would be overwritten",
+                             capacity, window));
+    if (window == 0 && capacity < max_context)
+      return bad(fmt::format("a ring with an unbounded window needs capacity >= max_context ({} < {})", capacity,
+                             max_context));
+  } else if (window != 0) {
+    return bad("a growing plane has no window (window must be 0)");
+  }
+  return {};
+}
+
+PlaneConfig PlaneConfig::for_layer(const Geometry& g, LayerClass c, int initial_growing_capacity) {
+  PlaneConfig p;
+  p.n_kv_heads = g.n_kv_heads;
+  p.head_dim = g.head_dim;
+  p.max_context = g.max_context;
+  if (c == LayerClass::swa) {
+    p.kind = PlaneKind::ring;
+    p.window = g.window;
+    p.capacity = g.ring_capacity();
+  } else {
+    p.kind = PlaneKind::growing;
+    p.window = 0;
+    const int initial = initial_growing_capacity > 0 ? initial_growing_capacity : kDefaultGrowingCapacity;
+    p.capacity = std::min(initial, g.max_context);
+  }
+  return p;
+}
+
+Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& st, int position) {
+  if (position < 0) return bad(fmt::format("position must be >= 0 (got {})", position));
+  if (position >= cfg.max_context)
+    return make_error(ErrorCode::out_of_range,
+                      fmt::format("position {} is past the max context ({} positions: 0..{})", position,
+                                  cfg.max_context, cfg.max_context - 1));
+  if (position != st.next_position)
+    return make_error(ErrorCode::out_of_order,
+                      fmt::format("append of position {} refused: the plane expects position {} next "
+                                  "(positions arrive in order, each exactly once)",
+                                  position, st.next_position));
+  AppendPlan plan;
+  plan.next = st;
+  if (cfg.kind == PlaneKind::ring) {
+    const int keep = cfg.window > 0 ? cfg.window : st.capacity;
+    if (st.len == keep) {
+      if (cfg.window == 0)
+        return make_error(ErrorCode::out_of_range, "ring with an unbounded window is full");
+      // Evict the oldest row: it is outside the window now, and capacity >= window means the
+      // slot the new token lands in never holds an in-window row.
+      plan.next.origin_logical += 1;
+      plan.next.origin_physical = (st.origin_physical + 1) % st.capacity;
+    } else {
+      plan.next.len += 1;
+    }
+  } else {
+    if (st.len == st.capacity) {
+      const int grown = std::min(static_cast<long long>(st.capacity) * 2, static_cast<long long>(cfg.max_context));
+      if (grown <= st.capacity)
+        return make_error(ErrorCode::out_of_range, fmt::format("growing plane is full at {} rows", st.capacity));
+      plan.grow_to = grown;
+      plan.next.capacity = grown;
+    }
+    plan.next.len += 1;
+  }
+  plan.next.next_position = position + 1;
+  plan.slot = plan.next.physical(position);
+  return plan;
+}
+
+Result<HostPlane> HostPlane::create(const PlaneConfig& cfg) {
+  LADDER_TRY(cfg.validate());
+  PlaneState st;
+  st.capacity = cfg.capacity;
+  HostPlane p(cfg, st);
+  const std::size_t n = static_cast<std::size_t>(cfg.capacity) * cfg.n_kv_heads * cfg.head_dim;
+  try {
+    p.k_.assign(n, kPoisonHalf);
+    p.v_.assign(n, kPoisonHalf);
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::out_of_memory, fmt::format("cannot allocate a plane of {} rows", cfg.capacity));
+  }
+  return p;
+}
+
+void HostPlane::grow(int new_capacity) {
+  // Head-major: each KV head's rows move to their new, longer span; data preserved.
+  const std::size_t hd = static_cast<std::size_t>(cfg_.head_dim);
+  const std::size_t old_cap = static_cast<std::size_t>(state_.capacity);
+  const std::size_t new_cap = static_cast<std::size_t>(new_capacity);
+  std::vector<std::uint16_t> nk(new_cap * cfg_.n_kv_heads * hd, kPoisonHalf);
+  std::vector<std::uint16_t> nv(nk.size(), kPoisonHalf);
+  for (int h = 0; h < cfg_.n_kv_heads; ++h) {
+    std::copy_n(k_.begin() + h * old_cap * hd, old_cap * hd, nk.begin() + h * new_cap * hd);
+    std::copy_n(v_.begin() + h * old_cap * hd, old_cap * hd, nv.begin() + h * new_cap * hd);
+  }
+  k_.swap(nk);
+  v_.swap(nv);
+}
+
+Result<int> HostPlane::append(int position) {
+  Result<AppendPlan> plan = plan_append(cfg_, state_, position);
+  if (!plan) return plan.status();
+  if (plan->grow_to > 0) {
+    try {
+      grow(plan->grow_to);
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::out_of_memory, fmt::format("cannot grow plane to {} rows", plan->grow_to));
+    }
+  }
+  state_ = plan->next;
+  return plan->slot;
+}
+
+void HostPlane::write_row(int slot, const float* k, const float* v) {
+  const PlaneStrides s = strides();
+  for (int h = 0; h < cfg_.n_kv_heads; ++h) {
+    const std::int64_t base = s.offset(slot, h);
+    for (int d = 0; d < cfg_.head_dim; ++d) {
+      k_[static_cast<std::size_t>(base + d)] = f32_to_f16(k[h * cfg_.head_dim + d]);
+      v_[static_cast<std::size_t>(base + d)] = f32_to_f16(v[h * cfg_.head_dim + d]);
+    }
+  }
+}
+
+Result<int> HostPlane::append_row(int position, const float* k, const float* v) {
+  Result<int> slot = append(position);
+  if (slot) write_row(*slot, k, v);
+  return slot;
+}
+
+}  // namespace ladder
