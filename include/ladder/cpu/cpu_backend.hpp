@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ladder/attention.hpp"
 #include "ladder/errors.hpp"
 #include "ladder/kernel_params.hpp"
 #include "ladder/ladder.hpp"
@@ -29,13 +30,6 @@ struct Workspace {
   void reserve(const ScratchNeeds& n);
 };
 
-// One layer's activations: q and out [n_heads][head_dim]; k, v [n_kv_heads][head_dim] (f32).
-struct LayerIO {
-  const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
-  float* out = nullptr;
-};
 
 // Run route `r` for one layer whose plane already took this token's append (metadata) and
 // returned `slot`: stores the row (or fuses the store, interleaved), attends, reduces.

@@ -1,0 +1,28 @@
+// Device-neutral single-layer decode attention: the entry point the parity ledger, the tests
+// and the Python binding use to run one route on one plane, on the CPU or the GPU.
+#pragma once
+
+#include "ladder/engine.hpp"
+#include "ladder/errors.hpp"
+#include "ladder/kernel_params.hpp"
+#include "ladder/ladder.hpp"
+#include "ladder/plane.hpp"
+
+namespace ladder {
+
+// One layer's activations, host memory: q and out [n_heads][head_dim]; k, v [n_kv_heads][head_dim].
+struct LayerIO {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+};
+
+// Runs route `r` for one layer whose plane already took this token's append (metadata) and
+// returned `slot`: stores the current row (fused into the producer on the interleaved route),
+// attends, reduces, writes io.out. On Device::cuda the plane is mirrored to device memory for
+// the call and the stored row is written back, so `plane` ends in the same state either way.
+Status attend_layer(Device device, Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
+                    const LayerIO& io);
+
+}  // namespace ladder
