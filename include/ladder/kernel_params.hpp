@@ -4,6 +4,25 @@
 //   cur_k/cur_v : f32 [n_kv_heads][head_dim]         (this token's activations)
 //   planes      : f16 bits, addressed by PlaneStrides  (see plane.hpp)
 //   partials    : f32 [n_heads][nwg][2 + head_dim]    (m, s, o[head_dim]) per (head, workgroup)
+//
+// THE PRODUCER DAG (shared by every producer family, CPU twin and CUDA kernel, so that their
+// bits can agree; any change here is a change to both):
+//  1. Schedule = pinned_schedule(visible). Head h, workgroup w, warp g walks blocks
+//     b = w*nsg + g, b += nwg*nsg, in increasing order. Block b covers tokens
+//     [32b, 32b + count), count = min(32, visible - 32b).
+//  2. Score of token t for head h: the head_dim dims are dealt to 32 lanes in chunks of 4
+//     (dims 4c..4c+3 belong to lane c % 32). Each lane accumulates its dims in increasing d,
+//     acc = fmaf(q[d], k[d], acc) from acc = 0. Then a butterfly over lanes: for off = 16, 8,
+//     4, 2, 1: acc[l] = acc[l] + acc[l ^ off]; the score is acc[0] * scale.
+//  3. Per block: block_max = max of its scores; corr = fold_block_max(stats, block_max);
+//     o[d] *= corr for every d; then for each token in increasing t:
+//     w = score_weight(stats, score); stats.s += w; o[d] = fmaf(w, v[d], o[d]).
+//  4. A workgroup merges its warps' (m, s, o) in warp order with the rule of softmax.hpp
+//     (M = max m_g; c_g = rescale_factor(m_g, M); S = fmaf(s_g, c_g, S); O = fmaf(o_g, c_g, O),
+//     S and O starting at 0) and writes [M, S, O] to partials[(h*nwg + w)*(2 + head_dim)].
+//  5. The reducer merges workgroups 0..nwg-1 of a head by the same rule and writes O[d] / S.
+// The interleaved producer reads token visible-1 from cur_k/cur_v (f32) instead of the plane;
+// everything else is identical, which is why the parity ledger can name its only difference.
 #pragma once
 
 #include <cstdint>
