@@ -4,15 +4,11 @@
 #pragma once
 
 #include "ladder/hd.hpp"
+#include "ladder/heuristics.hpp"
 
 namespace ladder {
 
-// Tokens per logical block: the read granularity of the vec kernel (ncpsg = 32).
-inline constexpr int kBlockTokens = 32;
-// Workgroup cap per head (llama's fixed nwg = 32; see heuristics.hpp for the measured reason).
-inline constexpr int kMaxWorkgroups = 32;
-// Warps (SIMD groups) per workgroup grow 1 -> 2 -> 4 and stop at 4.
-inline constexpr int kMaxWarpsPerWorkgroup = 4;
+// kBlockTokens, kMaxWorkgroups and kMaxWarpsPerWorkgroup live in heuristics.hpp with their reasons.
 
 struct Schedule {
   int blocks = 0;  // ceil(visible / 32)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "ladder/heuristics.hpp"
 #include "ladder/reference.hpp"
 
 namespace ladder {
@@ -11,9 +12,6 @@ namespace {
 // Unwritten plane rows hold f16 NaN, so a kernel that reads a row nobody stored poisons its
 // output instead of silently using stale data.
 constexpr std::uint16_t kPoisonHalf = 0x7E00;
-// Default first capacity of a growing plane: large enough that growth is rare at short depth,
-// small enough that 13 planes x 2 KV heads cost little before the context grows.
-constexpr int kDefaultGrowingCapacity = 4096;
 Status bad(std::string msg) { return make_error(ErrorCode::invalid_argument, std::move(msg)); }
 }  // namespace
 

@@ -1,0 +1,28 @@
+// Heuristics: every tuned constant lives here with the reason (measured, or inherited with its
+// measurement) beside it — the deficit lives next to the constant that causes it.
+#pragma once
+
+namespace ladder {
+
+// Tokens per logical block. The vec family's read granularity (llama.cpp's ncpsg = 32), kept
+// for every producer so that all routes share one block partition: that shared partition is
+// what makes splitk over a wrapped ring bit-identical to vec over the unwrapped rows (P6).
+inline constexpr int kBlockTokens = 32;
+
+// Workgroups per head are capped at 32, llama.cpp's fixed nwg. Inherited measurement (the
+// chapter, decode.rs:41-46): an occupancy-first cap of 96 oversubscribed the 13 growing NoPE
+// planes and was the depth-rent lost to llama as context grew; min(blocks, 32) also keeps short
+// contexts from paying empty workgroups. On the H200 this cap bounds the parallelism of one
+// layer at batch 1 to n_heads x 32 workgroups; docs/perf.md records what that costs at depth.
+inline constexpr int kMaxWorkgroups = 32;
+
+// Warps per workgroup grow 1 -> 2 -> 4 while 2 * nwg * nsg * 32 < visible (llama.cpp's Metal
+// launch rule), so deep planes get more lanes per workgroup instead of more workgroups.
+inline constexpr int kMaxWarpsPerWorkgroup = 4;
+
+// First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy
+// of the plane) is rare at short depth, small enough that 13 planes cost ~1 MiB each
+// (4096 rows x 2 KV heads x 128 dims x 2 B x 2 planes = 4 MiB) before the context grows.
+inline constexpr int kDefaultGrowingCapacity = 4096;
+
+}  // namespace ladder
