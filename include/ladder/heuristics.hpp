@@ -21,7 +21,7 @@ inline constexpr int kMaxWorkgroups = 32;
 inline constexpr int kMaxWarpsPerWorkgroup = 4;
 
 // First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy
-// of the plane) is rare at short depth, small enough that 13 planes cost ~1 MiB each
+// of the plane) is rare at short depth, small enough that each of the 13 planes costs
 // (4096 rows x 2 KV heads x 128 dims x 2 B x 2 planes = 4 MiB) before the context grows.
 inline constexpr int kDefaultGrowingCapacity = 4096;
 
