@@ -44,6 +44,13 @@ class Engine {
   // Positions must arrive in order from 0; a refused position leaves every plane untouched.
   virtual Status encode_token(int position, const TokenIO& io) = 0;
 
+  // A pure KV append: appends `position` to every layer's plane and stores that token's K/V
+  // rows (io.k, io.v; io.q and io.out are ignored), computing no attention and recording no
+  // trace. It brings the planes to a depth quickly (the demo and benchmarks start decoding at
+  // depth 2048+ without teacher-forcing every earlier token through attention). The planes end
+  // exactly as encode_token would leave them; the same ordering and refusal rules apply.
+  virtual Status fill_token(int position, const TokenIO& io) = 0;
+
   virtual const Geometry& geometry() const = 0;
   virtual Device device() const = 0;
   virtual std::string device_description() const = 0;
