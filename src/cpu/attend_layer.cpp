@@ -1,0 +1,26 @@
+// The device-neutral single-layer entry point: the CPU twins here, the CUDA device through the
+// backend seam (src/engine/backends.hpp).
+#include <fmt/format.h>
+
+#include "engine/backends.hpp"
+#include "ladder/attention.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
+
+namespace ladder {
+
+Status attend_layer(Device device, Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
+                    const LayerIO& io) {
+  switch (device) {
+    case Device::cpu: {
+      // One workspace per calling thread, grown by run_route to scratch_needs(route, visible)
+      // and kept, so a sweep of calls does not reallocate.
+      thread_local cpu::Workspace ws;
+      return cpu::run_route(r, plane, position, slot, shape, io, ws);
+    }
+    case Device::cuda:
+      return detail::cuda_attend_layer(r, plane, position, slot, shape, io);
+  }
+  return make_error(ErrorCode::invalid_argument, fmt::format("unknown device {}", static_cast<int>(device)));
+}
+
+}  // namespace ladder

@@ -1,0 +1,79 @@
+// The data-movement twins: row store (G1), vec tail pad (G3) and wrapped-ring staging (G5).
+// Pure copies and conversions: no arithmetic order to preserve, only addresses to get right.
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/half_convert.hpp"
+#include "cpu/thread_pool.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
+
+namespace ladder::cpu {
+namespace {
+
+// Staging copies at least this many rows per pool task, so small windows stay on one thread.
+constexpr int kStageRowsPerTask = 256;
+
+void copy_head_row(const std::uint16_t* src, std::uint16_t* dst, int head_dim) {
+  std::memcpy(dst, src, sizeof(std::uint16_t) * static_cast<std::size_t>(head_dim));
+}
+
+void zero_head_row(std::uint16_t* dst, int head_dim) {
+  std::fill(dst, dst + head_dim, std::uint16_t{0});
+}
+
+}  // namespace
+
+void store_rows(const StoreParams& p) {
+  for (int h = 0; h < p.n_kv_heads; ++h) {
+    const std::int64_t at = p.strides.offset(p.slot, h);
+    const std::size_t from = static_cast<std::size_t>(h) * p.head_dim;
+    detail::floats_to_halfs(p.k + from, p.plane_k + at, p.head_dim);
+    detail::floats_to_halfs(p.v + from, p.plane_v + at, p.head_dim);
+  }
+}
+
+void pad_tail(const PadParams& p) {
+  for (int i = 0; i < kBlockTokens; ++i) {
+    for (int h = 0; h < p.n_kv_heads; ++h) {
+      std::uint16_t* dk = p.dst_k + p.dst_strides.offset(i, h);
+      std::uint16_t* dv = p.dst_v + p.dst_strides.offset(i, h);
+      if (i < p.tail_count) {
+        const int r = p.src.row(p.tail_first + i);
+        copy_head_row(p.src.k + p.src.strides.offset(r, h), dk, p.head_dim);
+        copy_head_row(p.src.v + p.src.strides.offset(r, h), dv, p.head_dim);
+      } else {
+        zero_head_row(dk, p.head_dim);
+        zero_head_row(dv, p.head_dim);
+      }
+    }
+  }
+}
+
+void stage_rows(const StageParams& p) {
+  const int tasks = std::max(1, (p.padded_rows + kStageRowsPerTask - 1) / kStageRowsPerTask);
+  const auto copy_range = [&](int task) {
+    const int begin = task * kStageRowsPerTask;
+    const int end = std::min(p.padded_rows, begin + kStageRowsPerTask);
+    for (int t = begin; t < end; ++t) {
+      const int r = t < p.visible ? p.src.row(t) : -1;
+      for (int h = 0; h < p.n_kv_heads; ++h) {
+        std::uint16_t* dk = p.dst_k + p.dst_strides.offset(t, h);
+        std::uint16_t* dv = p.dst_v + p.dst_strides.offset(t, h);
+        if (r >= 0) {
+          copy_head_row(p.src.k + p.src.strides.offset(r, h), dk, p.head_dim);
+          copy_head_row(p.src.v + p.src.strides.offset(r, h), dv, p.head_dim);
+        } else {
+          zero_head_row(dk, p.head_dim);
+          zero_head_row(dv, p.head_dim);
+        }
+      }
+    }
+  };
+  if (tasks == 1) {
+    copy_range(0);
+  } else {
+    detail::pool().run(tasks, copy_range);
+  }
+}
+
+}  // namespace ladder::cpu

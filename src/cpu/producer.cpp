@@ -1,0 +1,380 @@
+// The three producer twins (splitk, vec/staged, interleaved) and the reducer. They share one
+// body, because THE PRODUCER DAG (kernel_params.hpp) is one DAG: the families differ only in
+// where token t's row comes from. Work is split over (KV head, workgroup) tasks; a task runs
+// every sibling query head of its KV head, so each f16 row is converted once and reused by all
+// of them. Vector instructions run across the 32 DAG lanes or across head dimensions, never
+// along one lane's or one dimension's accumulation chain, so every head's arithmetic is the
+// DAG's, operation for operation.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define LADDER_CPU_AVX2 1
+#endif
+
+#include "cpu/half_convert.hpp"
+#include "cpu/thread_pool.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/softmax.hpp"
+
+namespace ladder::cpu {
+namespace {
+
+using detail::halfs_to_floats;
+
+constexpr int kLanes = 32;                      // DAG lanes (a warp)
+constexpr int kChunk = 4;                       // consecutive dims a lane owns per chunk
+constexpr int kRoundDims = kLanes * kChunk;     // dims covered by one pass over all lanes
+constexpr int kLaneGroup = 8;                   // lanes per 256-bit register
+constexpr int kLaneGroups = kLanes / kLaneGroup;
+constexpr int kAccumDims = 32;                  // dims per accumulate pass: 4 independent chains
+
+// Lane-major buffers ("lanes"): for round r and chunk element j, 32 floats, one per lane.
+// Within each group of 8 lanes the lanes sit in the order (0,2,4,6,1,3,5,7): the order an
+// 8x4 register transpose yields without a final permute. q and k use the same layout and the
+// butterfly below accounts for it, so the layout is invisible to the arithmetic.
+constexpr int lane_slot(int lane) {
+  const int in_group = lane % kLaneGroup;
+  const int pos = (in_group % 2 == 0) ? in_group / 2 : kLaneGroup / 2 + in_group / 2;
+  return lane - in_group + pos;
+}
+
+int rounds_for(int head_dim) {
+  const int chunks = (head_dim + kChunk - 1) / kChunk;
+  return (chunks + kLanes - 1) / kLanes;
+}
+
+// natural: rounds * kRoundDims floats (dims past head_dim hold the caller's padding value).
+void to_lanes(const float* natural, int rounds, float* lanes) {
+  for (int r = 0; r < rounds; ++r) {
+    const float* src = natural + r * kRoundDims;
+    float* dst = lanes + r * kRoundDims;
+#if defined(LADDER_CPU_AVX2)
+    for (int g = 0; g < kLaneGroups; ++g) {
+      // Rows a..d hold lanes (8g, 8g+1), (8g+2, 8g+3), ... with their 4 dims each.
+      const float* s = src + g * kLaneGroup * kChunk;
+      const __m256 a = _mm256_loadu_ps(s);
+      const __m256 b = _mm256_loadu_ps(s + 8);
+      const __m256 c = _mm256_loadu_ps(s + 16);
+      const __m256 d = _mm256_loadu_ps(s + 24);
+      const __m256 ab_lo = _mm256_unpacklo_ps(a, b);
+      const __m256 ab_hi = _mm256_unpackhi_ps(a, b);
+      const __m256 cd_lo = _mm256_unpacklo_ps(c, d);
+      const __m256 cd_hi = _mm256_unpackhi_ps(c, d);
+      float* o = dst + g * kLaneGroup;
+      _mm256_storeu_ps(o + 0 * kLanes, _mm256_shuffle_ps(ab_lo, cd_lo, _MM_SHUFFLE(1, 0, 1, 0)));
+      _mm256_storeu_ps(o + 1 * kLanes, _mm256_shuffle_ps(ab_lo, cd_lo, _MM_SHUFFLE(3, 2, 3, 2)));
+      _mm256_storeu_ps(o + 2 * kLanes, _mm256_shuffle_ps(ab_hi, cd_hi, _MM_SHUFFLE(1, 0, 1, 0)));
+      _mm256_storeu_ps(o + 3 * kLanes, _mm256_shuffle_ps(ab_hi, cd_hi, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+#else
+    for (int lane = 0; lane < kLanes; ++lane)
+      for (int j = 0; j < kChunk; ++j) dst[j * kLanes + lane_slot(lane)] = src[lane * kChunk + j];
+#endif
+  }
+}
+
+// DAG step 2 for one (head, token): per-lane fmaf chains over the lane's dims in increasing d,
+// then the xor butterfly (off = 16, 8, 4, 2, 1); returns lane 0's sum (unscaled).
+float lane_dot(const float* q_lanes, const float* k_lanes, int rounds) {
+  const int steps = rounds * kChunk;
+#if defined(LADDER_CPU_AVX2)
+  __m256 acc[kLaneGroups] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int step = 0; step < steps; ++step) {
+    const float* qs = q_lanes + step * kLanes;
+    const float* ks = k_lanes + step * kLanes;
+    for (int g = 0; g < kLaneGroups; ++g)
+      acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + g * kLaneGroup), _mm256_loadu_ps(ks + g * kLaneGroup), acc[g]);
+  }
+  // off 16 pairs group g with g+2, off 8 pairs group 0 with 1 (same slot order in every group).
+  const __m256 x = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+  // Slots hold lanes (0,2,4,6 | 1,3,5,7): lane xor 4 is slot xor 2, lane xor 2 is slot xor 1,
+  // lane xor 1 is slot xor 4 (across the two halves).
+  const __m256 y = _mm256_add_ps(x, _mm256_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m256 z = _mm256_add_ps(y, _mm256_permute_ps(y, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtss_f32(_mm256_castps256_ps128(z)) + _mm_cvtss_f32(_mm256_extractf128_ps(z, 1));
+#else
+  float acc[kLanes] = {};
+  for (int step = 0; step < steps; ++step)
+    for (int lane = 0; lane < kLanes; ++lane) {
+      const int s = step * kLanes + lane_slot(lane);
+      acc[lane] = fmaf(q_lanes[s], k_lanes[s], acc[lane]);
+    }
+  for (int off = kLanes / 2; off >= 1; off /= 2) {
+    float next[kLanes];
+    for (int lane = 0; lane < kLanes; ++lane) next[lane] = acc[lane] + acc[lane ^ off];
+    std::memcpy(acc, next, sizeof acc);
+  }
+  return acc[0];
+#endif
+}
+
+void scale_in_place(float* o, float factor, int n) {
+  int d = 0;
+#if defined(LADDER_CPU_AVX2)
+  const __m256 f = _mm256_set1_ps(factor);
+  for (; d + kLaneGroup <= n; d += kLaneGroup) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), f));
+#endif
+  for (; d < n; ++d) o[d] *= factor;
+}
+
+// o[d] = fmaf(w[t], v[t][d], o[d]) for t = 0..count-1 in order, for every d.
+void accumulate(float* o, const float* w, const float* v, int count, int n) {
+  int d = 0;
+#if defined(LADDER_CPU_AVX2)
+  for (; d + kAccumDims <= n; d += kAccumDims) {
+    __m256 a0 = _mm256_loadu_ps(o + d), a1 = _mm256_loadu_ps(o + d + 8);
+    __m256 a2 = _mm256_loadu_ps(o + d + 16), a3 = _mm256_loadu_ps(o + d + 24);
+    for (int t = 0; t < count; ++t) {
+      const __m256 wt = _mm256_set1_ps(w[t]);
+      const float* vt = v + static_cast<std::size_t>(t) * n + d;
+      a0 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt), a0);
+      a1 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt + 8), a1);
+      a2 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt + 16), a2);
+      a3 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt + 24), a3);
+    }
+    _mm256_storeu_ps(o + d, a0);
+    _mm256_storeu_ps(o + d + 8, a1);
+    _mm256_storeu_ps(o + d + 16, a2);
+    _mm256_storeu_ps(o + d + 24, a3);
+  }
+  for (; d + kLaneGroup <= n; d += kLaneGroup) {
+    __m256 a = _mm256_loadu_ps(o + d);
+    for (int t = 0; t < count; ++t)
+      a = _mm256_fmadd_ps(_mm256_set1_ps(w[t]), _mm256_loadu_ps(v + static_cast<std::size_t>(t) * n + d), a);
+    _mm256_storeu_ps(o + d, a);
+  }
+#endif
+  for (; d < n; ++d) {
+    float a = o[d];
+    for (int t = 0; t < count; ++t) a = fmaf(w[t], v[static_cast<std::size_t>(t) * n + d], a);
+    o[d] = a;
+  }
+}
+
+// out[d] = fmaf(x[d], c, out[d]): the merge rule of softmax.hpp, elementwise.
+void fma_into(float* out, const float* x, float c, int n) {
+  int d = 0;
+#if defined(LADDER_CPU_AVX2)
+  const __m256 cv = _mm256_set1_ps(c);
+  for (; d + kLaneGroup <= n; d += kLaneGroup)
+    _mm256_storeu_ps(out + d, _mm256_fmadd_ps(_mm256_loadu_ps(x + d), cv, _mm256_loadu_ps(out + d)));
+#endif
+  for (; d < n; ++d) out[d] = fmaf(x[d], c, out[d]);
+}
+
+// One row of one KV head: f16 from a plane or scratch, or f32 from the current token.
+struct RowRef {
+  const std::uint16_t* half = nullptr;
+  const float* full = nullptr;
+};
+
+void load_row(const RowRef& r, float* dst, int n) {
+  if (r.full != nullptr) {
+    std::memcpy(dst, r.full, sizeof(float) * static_cast<std::size_t>(n));
+  } else {
+    halfs_to_floats(r.half, dst, n);
+  }
+}
+
+// Per-thread buffers, reused across tasks and calls.
+struct TaskScratch {
+  std::vector<float> q_lanes;   // [heads_per_kv][lane floats]
+  std::vector<float> natural;   // one row, padded to whole rounds
+  std::vector<float> k_lanes;   // [32][lane floats]
+  std::vector<float> v_rows;    // [32][head_dim]
+  std::vector<float> scores;    // [heads_per_kv][32]
+  std::vector<float> weights;   // [heads_per_kv][32]
+  std::vector<SoftmaxStats> stats;  // [nsg][heads_per_kv]
+  std::vector<float> o;             // [nsg][heads_per_kv][head_dim]
+};
+
+template <class V>
+void fit(V& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+enum class Family { splitk, vec, interleaved };
+
+class Producer {
+ public:
+  Producer(const ProducerParams& p, Family f)
+      : p_(p),
+        hd_(p.shape.head_dim),
+        hpk_(p.shape.heads_per_kv()),
+        rounds_(rounds_for(p.shape.head_dim)),
+        lane_floats_(rounds_ * kRoundDims),
+        bypass_(f == Family::interleaved),
+        use_tail_(f == Family::vec) {}
+
+  void run_task(int kv_head, int workgroup) const {
+    thread_local TaskScratch sc;
+    const Schedule& s = p_.sched;
+    const std::size_t hd = static_cast<std::size_t>(hd_);
+    fit(sc.q_lanes, static_cast<std::size_t>(hpk_) * lane_floats_);
+    fit(sc.natural, static_cast<std::size_t>(lane_floats_));
+    fit(sc.k_lanes, static_cast<std::size_t>(kBlockTokens) * lane_floats_);
+    fit(sc.v_rows, static_cast<std::size_t>(kBlockTokens) * hd);
+    fit(sc.scores, static_cast<std::size_t>(hpk_) * kBlockTokens);
+    fit(sc.weights, static_cast<std::size_t>(hpk_) * kBlockTokens);
+    fit(sc.stats, static_cast<std::size_t>(s.nsg) * hpk_);
+    fit(sc.o, static_cast<std::size_t>(s.nsg) * hpk_ * hd);
+
+    if (bypass_ && workgroup == 0) store_current(kv_head);
+
+    // q in lanes; padding dims are -0.0 so their products are -0, an exact additive identity.
+    const int head0 = kv_head * hpk_;
+    for (int i = 0; i < hpk_; ++i) {
+      std::fill(sc.natural.begin(), sc.natural.begin() + lane_floats_, -0.0f);
+      std::memcpy(sc.natural.data(), p_.q + static_cast<std::size_t>(head0 + i) * hd, sizeof(float) * hd);
+      to_lanes(sc.natural.data(), rounds_, sc.q_lanes.data() + static_cast<std::size_t>(i) * lane_floats_);
+    }
+    // K padding dims are +0.0 (times q's -0.0 gives -0.0); only dims < head_dim are rewritten.
+    std::fill(sc.natural.begin(), sc.natural.begin() + lane_floats_, 0.0f);
+
+    for (int warp = 0; warp < s.nsg; ++warp) {
+      SoftmaxStats* stats = sc.stats.data() + static_cast<std::size_t>(warp) * hpk_;
+      float* o = sc.o.data() + static_cast<std::size_t>(warp) * hpk_ * hd;
+      std::fill(stats, stats + hpk_, SoftmaxStats{});
+      std::fill(o, o + hpk_ * hd, 0.0f);
+      for (int b = s.first_block(workgroup, warp); b < s.blocks; b += s.block_stride())
+        run_block(sc, kv_head, b, stats, o);
+    }
+    merge_warps(sc, kv_head, workgroup);
+  }
+
+ private:
+  RowRef row(int kv_head, int t, bool key) const {
+    if (bypass_ && t == p_.visible - 1) {
+      const float* cur = key ? p_.cur_k : p_.cur_v;
+      return {nullptr, cur + static_cast<std::size_t>(kv_head) * hd_};
+    }
+    const bool in_tail = use_tail_ && t >= p_.tail_first;
+    const RowSource& src = in_tail ? p_.tail : p_.rows;
+    const int r = in_tail ? src.row(t - p_.tail_first) : src.row(t);
+    const std::uint16_t* base = key ? src.k : src.v;
+    return {base + src.strides.offset(r, kv_head), nullptr};
+  }
+
+  void store_current(int kv_head) const {
+    if (p_.store_k == nullptr || p_.store_v == nullptr || p_.store_slot < 0) return;
+    const std::int64_t at = p_.rows.strides.offset(p_.store_slot, kv_head);
+    const std::size_t from = static_cast<std::size_t>(kv_head) * hd_;
+    detail::floats_to_halfs(p_.cur_k + from, p_.store_k + at, hd_);
+    detail::floats_to_halfs(p_.cur_v + from, p_.store_v + at, hd_);
+  }
+
+  // DAG step 3 for one 32-token block, every sibling head.
+  void run_block(TaskScratch& sc, int kv_head, int block, SoftmaxStats* stats, float* o) const {
+    const std::size_t hd = static_cast<std::size_t>(hd_);
+    const int first = block * kBlockTokens;
+    const int count = std::min(kBlockTokens, p_.visible - first);
+    for (int i = 0; i < count; ++i) {
+      load_row(row(kv_head, first + i, true), sc.natural.data(), hd_);
+      to_lanes(sc.natural.data(), rounds_, sc.k_lanes.data() + static_cast<std::size_t>(i) * lane_floats_);
+    }
+    for (int h = 0; h < hpk_; ++h) {
+      const float* ql = sc.q_lanes.data() + static_cast<std::size_t>(h) * lane_floats_;
+      float* sh = sc.scores.data() + static_cast<std::size_t>(h) * kBlockTokens;
+      float* wh = sc.weights.data() + static_cast<std::size_t>(h) * kBlockTokens;
+      for (int i = 0; i < count; ++i)
+        sh[i] = lane_dot(ql, sc.k_lanes.data() + static_cast<std::size_t>(i) * lane_floats_, rounds_) *
+                p_.shape.scale;
+      float block_max = sh[0];
+      for (int i = 1; i < count; ++i) block_max = std::max(block_max, sh[i]);
+      SoftmaxStats& st = stats[h];
+      const float corr = fold_block_max(st, block_max);
+      scale_in_place(o + h * hd, corr, hd_);
+      for (int i = 0; i < count; ++i) {
+        wh[i] = score_weight(st, sh[i]);
+        st.s += wh[i];
+      }
+    }
+    for (int i = 0; i < count; ++i)
+      load_row(row(kv_head, first + i, false), sc.v_rows.data() + static_cast<std::size_t>(i) * hd, hd_);
+    for (int h = 0; h < hpk_; ++h)
+      accumulate(o + h * hd, sc.weights.data() + static_cast<std::size_t>(h) * kBlockTokens, sc.v_rows.data(),
+                 count, hd_);
+  }
+
+  // DAG step 4: merge the warps of one workgroup in warp order and write the partials.
+  void merge_warps(const TaskScratch& sc, int kv_head, int workgroup) const {
+    const std::size_t hd = static_cast<std::size_t>(hd_);
+    const int nsg = p_.sched.nsg;
+    for (int h = 0; h < hpk_; ++h) {
+      const int head = kv_head * hpk_ + h;
+      float* part = p_.partials + (static_cast<std::size_t>(head) * p_.sched.nwg + workgroup) * (2 + hd);
+      float m = neg_inf_f32();
+      for (int g = 0; g < nsg; ++g) m = std::max(m, sc.stats[static_cast<std::size_t>(g) * hpk_ + h].m);
+      float s = 0.0f;
+      float* out_o = part + 2;
+      std::fill(out_o, out_o + hd, 0.0f);
+      for (int g = 0; g < nsg; ++g) {
+        const SoftmaxStats& st = sc.stats[static_cast<std::size_t>(g) * hpk_ + h];
+        const float c = rescale_factor(st.m, m);
+        s = fmaf(st.s, c, s);
+        fma_into(out_o, sc.o.data() + (static_cast<std::size_t>(g) * hpk_ + h) * hd, c, hd_);
+      }
+      part[0] = m;
+      part[1] = s;
+    }
+  }
+
+  const ProducerParams& p_;
+  int hd_;
+  int hpk_;
+  int rounds_;
+  int lane_floats_;
+  bool bypass_;
+  bool use_tail_;
+};
+
+void produce(const ProducerParams& p, Family f) {
+  if (p.visible <= 0 || p.sched.blocks <= 0 || p.q == nullptr || p.partials == nullptr) return;
+  const Producer prod(p, f);
+  const int nwg = p.sched.nwg;
+  detail::pool().run(p.shape.n_kv_heads * nwg, [&](int task) { prod.run_task(task / nwg, task % nwg); });
+}
+
+// Reducer work below this many floats runs on the calling thread: waking the pool costs more.
+constexpr std::int64_t kParallelReduceFloats = 1 << 16;
+
+void reduce_head(const ReduceParams& p, int head) {
+  const int hd = p.shape.head_dim;
+  const std::size_t stride = static_cast<std::size_t>(partial_stride(hd));
+  const float* parts = p.partials + static_cast<std::size_t>(head) * p.nwg * stride;
+  float m = neg_inf_f32();
+  for (int w = 0; w < p.nwg; ++w) m = std::max(m, parts[w * stride]);
+  thread_local std::vector<float> acc;
+  fit(acc, static_cast<std::size_t>(hd));
+  std::fill(acc.begin(), acc.begin() + hd, 0.0f);
+  float s = 0.0f;
+  for (int w = 0; w < p.nwg; ++w) {
+    const float* part = parts + w * stride;
+    const float c = rescale_factor(part[0], m);
+    s = fmaf(part[1], c, s);
+    fma_into(acc.data(), part + 2, c, hd);
+  }
+  float* out = p.out + static_cast<std::size_t>(head) * hd;
+  for (int d = 0; d < hd; ++d) out[d] = acc[static_cast<std::size_t>(d)] / s;
+}
+
+}  // namespace
+
+void produce_splitk(const ProducerParams& p) { produce(p, Family::splitk); }
+void produce_vec(const ProducerParams& p) { produce(p, Family::vec); }
+void produce_interleaved(const ProducerParams& p) { produce(p, Family::interleaved); }
+
+void reduce_partials(const ReduceParams& p) {
+  if (p.nwg <= 0 || p.partials == nullptr || p.out == nullptr) return;
+  const std::int64_t work = static_cast<std::int64_t>(p.shape.n_heads) * p.nwg * partial_stride(p.shape.head_dim);
+  if (work < kParallelReduceFloats) {
+    for (int h = 0; h < p.shape.n_heads; ++h) reduce_head(p, h);
+    return;
+  }
+  detail::pool().run(p.shape.n_heads, [&](int h) { reduce_head(p, h); });
+}
+
+}  // namespace ladder::cpu

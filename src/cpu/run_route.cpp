@@ -1,0 +1,219 @@
+// run_route: one route for one layer on a host plane — validate, store, (pad | stage), produce,
+// reduce. Everything is checked before anything is written, so a refused call leaves the plane,
+// the workspace contents that matter and io.out exactly as they were.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "ladder/cpu/cpu_backend.hpp"
+
+namespace ladder::cpu {
+namespace {
+
+Status bad(std::string msg) { return make_error(ErrorCode::invalid_argument, std::move(msg)); }
+
+bool known_route(Route r) {
+  return r == Route::vec || r == Route::splitk || r == Route::interleaved || r == Route::staged;
+}
+
+Status check_io(const HeadShape& shape, const PlaneConfig& cfg, const LayerIO& io) {
+  if (io.q == nullptr || io.k == nullptr || io.v == nullptr || io.out == nullptr)
+    return bad(fmt::format("LayerIO has a null pointer (q {}, k {}, v {}, out {}): every buffer is required",
+                           io.q ? "set" : "null", io.k ? "set" : "null", io.v ? "set" : "null",
+                           io.out ? "set" : "null"));
+  if (shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0)
+    return bad(fmt::format("head shape {}:{} is not grouped-query attention (n_heads must be a positive multiple "
+                           "of n_kv_heads)",
+                           shape.n_heads, shape.n_kv_heads));
+  if (shape.head_dim <= 0 || shape.head_dim % 4 != 0)
+    return bad(fmt::format("head_dim must be a positive multiple of 4 (got {})", shape.head_dim));
+  if (!std::isfinite(shape.scale))
+    return bad(fmt::format("softmax scale must be finite (got {})", shape.scale));
+  if (shape.n_kv_heads != cfg.n_kv_heads || shape.head_dim != cfg.head_dim)
+    return bad(fmt::format("head shape ({} KV heads, head_dim {}) does not match the plane ({} KV heads, head_dim {})",
+                           shape.n_kv_heads, shape.head_dim, cfg.n_kv_heads, cfg.head_dim));
+  return {};
+}
+
+Status check_state(const PlaneConfig& cfg, const PlaneState& st, int position, int slot) {
+  if (position < 0) return bad(fmt::format("position must be >= 0 (got {})", position));
+  if (st.len <= 0) return bad("the plane holds no rows: append the token's position before attending");
+  if (st.next_position != position + 1)
+    return bad(fmt::format("the plane's last append was position {}, not {}: append position {} first",
+                           st.next_position - 1, position, position));
+  if (slot < 0 || slot >= st.capacity || slot != st.physical(position))
+    return bad(fmt::format("slot {} is not where position {} lives (physical slot {})", slot, position,
+                           st.physical(position)));
+  const int visible = visible_rows(position, cfg.window);
+  if (visible != st.len)
+    return make_error(ErrorCode::internal,
+                      fmt::format("plane holds {} rows but position {} sees {}", st.len, position, visible));
+  return {};
+}
+
+// Which plane states each route can read without leaving its own addressing contract.
+Status check_route(Route r, const PlaneConfig& cfg, const PlaneState& st) {
+  switch (r) {
+    case Route::vec:
+      if (st.capacity < kBlockTokens)
+        return bad(fmt::format("route vec reads whole {}-row blocks and the plane has only {} rows: it would read "
+                               "past the allocation (the tiny-capacity NaN case); use {}",
+                               kBlockTokens, st.capacity, cfg.kind == PlaneKind::ring ? "splitk" : "interleaved"));
+      if (st.origin_physical != 0 && st.len != st.capacity)
+        return bad(fmt::format("route vec needs one contiguous span of rows, and this ring is partially wrapped "
+                               "(origin_physical {}, len {} < capacity {}); use splitk or staged",
+                               st.origin_physical, st.len, st.capacity));
+      if (cfg.kind == PlaneKind::ring && st.len % kBlockTokens != 0)
+        return bad(fmt::format("route vec on a token-major ring needs len % {} == 0 (len {}): a token row cannot "
+                               "be padded per head; use splitk or staged",
+                               kBlockTokens, st.len));
+      return {};
+    case Route::splitk:
+      return {};
+    case Route::interleaved:
+      if (cfg.kind != PlaneKind::growing)
+        return bad("route interleaved reads a growing head-major plane; this plane is a ring (use splitk)");
+      return {};
+    case Route::staged:
+      if (cfg.kind != PlaneKind::ring)
+        return bad("route staged stages a token-major ring; this plane is a growing plane (use vec or interleaved)");
+      return {};
+  }
+  return bad(fmt::format("unknown route {}", static_cast<int>(r)));
+}
+
+Geometry geometry_of(const HeadShape& shape) {
+  Geometry g;
+  g.n_heads = shape.n_heads;
+  g.n_kv_heads = shape.n_kv_heads;
+  g.head_dim = shape.head_dim;
+  return g;
+}
+
+}  // namespace
+
+void Workspace::reserve(const ScratchNeeds& n) {
+  const auto grow = [](auto& v, std::int64_t want) {
+    if (want > 0 && v.size() < static_cast<std::size_t>(want)) v.resize(static_cast<std::size_t>(want));
+  };
+  grow(partials, n.partial_floats);
+  grow(pad, n.pad_halfs);
+  grow(stage, n.stage_halfs);
+}
+
+Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape, const LayerIO& io,
+                 Workspace& ws) {
+  if (!known_route(r)) return bad(fmt::format("unknown route {}", static_cast<int>(r)));
+  const PlaneConfig& cfg = plane.config();
+  const PlaneState& st = plane.state();
+  LADDER_TRY(check_io(shape, cfg, io));
+  LADDER_TRY(check_state(cfg, st, position, slot));
+  LADDER_TRY(check_route(r, cfg, st));
+
+  const int visible = st.len;
+  try {
+    ws.reserve(scratch_needs(r, geometry_of(shape), visible));
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::out_of_memory, fmt::format("cannot allocate scratch for {} rows", visible));
+  }
+
+  const PlaneStrides strides = plane.strides();
+  const Schedule sched = pinned_schedule(visible);
+
+  ProducerParams pp;
+  pp.shape = shape;
+  pp.visible = visible;
+  pp.sched = sched;
+  pp.q = io.q;
+  pp.partials = ws.partials.data();
+  pp.rows.k = plane.k();
+  pp.rows.v = plane.v();
+  pp.rows.strides = strides;
+  pp.rows.state = st;
+  pp.rows.logical_start = logical_start(position, cfg.window);
+  pp.tail_first = visible;
+
+  if (r != Route::interleaved) {
+    StoreParams sp;
+    sp.n_kv_heads = shape.n_kv_heads;
+    sp.head_dim = shape.head_dim;
+    sp.k = io.k;
+    sp.v = io.v;
+    sp.plane_k = plane.k();
+    sp.plane_v = plane.v();
+    sp.strides = strides;
+    sp.slot = slot;
+    store_rows(sp);
+  }
+
+  switch (r) {
+    case Route::splitk:
+      pp.rows.order = RowOrder::ring_logical;
+      produce_splitk(pp);
+      break;
+    case Route::vec: {
+      pp.rows.order = RowOrder::contiguous;
+      const int tail_first = (visible / kBlockTokens) * kBlockTokens;
+      if (tail_first < visible) {
+        // Ragged head-major tail: copy it into a whole 32-row block of scratch so the producer
+        // never reads a plane row past len.
+        const std::size_t half = ws.pad.size() / 2;
+        PadParams pad;
+        pad.n_kv_heads = shape.n_kv_heads;
+        pad.head_dim = shape.head_dim;
+        pad.src = pp.rows;
+        pad.tail_first = tail_first;
+        pad.tail_count = visible - tail_first;
+        pad.dst_k = ws.pad.data();
+        pad.dst_v = ws.pad.data() + half;
+        pad.dst_strides = plane_strides(PlaneKind::growing, kBlockTokens, shape.n_kv_heads, shape.head_dim);
+        pad_tail(pad);
+        pp.tail.k = pad.dst_k;
+        pp.tail.v = pad.dst_v;
+        pp.tail.strides = pad.dst_strides;
+        pp.tail.order = RowOrder::contiguous;
+        pp.tail_first = tail_first;
+      }
+      produce_vec(pp);
+      break;
+    }
+    case Route::staged: {
+      StageParams sg;
+      sg.n_kv_heads = shape.n_kv_heads;
+      sg.head_dim = shape.head_dim;
+      sg.src = pp.rows;
+      sg.src.order = RowOrder::ring_logical;
+      sg.visible = visible;
+      sg.padded_rows = sched.blocks * kBlockTokens;
+      const std::size_t plane_halfs = static_cast<std::size_t>(sg.padded_rows) * shape.n_kv_heads * shape.head_dim;
+      sg.dst_k = ws.stage.data();
+      sg.dst_v = ws.stage.data() + plane_halfs;
+      sg.dst_strides = plane_strides(PlaneKind::ring, sg.padded_rows, shape.n_kv_heads, shape.head_dim);
+      stage_rows(sg);
+      pp.rows.k = sg.dst_k;
+      pp.rows.v = sg.dst_v;
+      pp.rows.strides = sg.dst_strides;
+      pp.rows.order = RowOrder::contiguous;
+      produce_vec(pp);
+      break;
+    }
+    case Route::interleaved:
+      pp.rows.order = RowOrder::contiguous;
+      pp.cur_k = io.k;
+      pp.cur_v = io.v;
+      pp.store_k = plane.k();
+      pp.store_v = plane.v();
+      pp.store_slot = slot;
+      produce_interleaved(pp);
+      break;
+  }
+
+  ReduceParams rp;
+  rp.shape = shape;
+  rp.nwg = sched.nwg;
+  rp.partials = ws.partials.data();
+  rp.out = io.out;
+  reduce_partials(rp);
+  return {};
+}
+
+}  // namespace ladder::cpu
