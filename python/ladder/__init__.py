@@ -1,0 +1,88 @@
+"""ladder: decode attention over ring-buffer (sliding-window) and growing KV planes.
+
+Arrays are taken in place: numpy (or any DLPack CPU array) on the host, torch (or any DLPack)
+CUDA tensors on the GPU. Every error is a ``ladder.LadderError``; bad arguments are also
+``ValueError`` (``ShapeError``, ``DTypeError``, ``DeviceMismatchError``, ``PositionError``,
+``RouteError``), device trouble ``RuntimeError`` (``NoDeviceError``, ``DeviceError``).
+"""
+
+from . import _ladder
+from ._ladder import (  # noqa: F401  (the public API)
+    BLOCK_TOKENS,
+    ROUTES,
+    DeviceError,
+    DeviceMismatchError,
+    DTypeError,
+    Geometry,
+    InvalidArgumentError,
+    LadderError,
+    NoDeviceError,
+    OutOfMemoryError,
+    Plane,
+    PlaneConfig,
+    PlaneState,
+    PositionError,
+    RouteError,
+    ShapeError,
+    UnsupportedError,
+    choose_route,
+    cuda_available,
+    cuda_description,
+    has_cuda_build,
+    route_refusal,
+    route_trace,
+    schedule,
+    trace_header,
+)
+
+__all__ = [name for name in dir(_ladder) if not name.startswith("_")] + ["attend"]
+
+
+def _is_cuda(x):
+    dev = getattr(x, "__dlpack_device__", None)
+    # DLPack device type 2 is CUDA.
+    return dev is not None and dev()[0] == 2
+
+
+def _new_output(q):
+    """An uninitialised float32 array shaped like q, on q's device and from q's library."""
+    new_empty = getattr(q, "new_empty", None)
+    if new_empty is not None:  # torch
+        import torch
+
+        return new_empty(q.shape, dtype=torch.float32)
+    import numpy
+
+    shape = getattr(q, "shape", None)
+    if shape is None:
+        raise ShapeError("q must be an array of shape (n_heads, head_dim), got %s" % type(q).__name__)
+    return numpy.empty(shape, dtype=numpy.float32)
+
+
+def attend(route, plane, position, slot, q, k, v, out=None, device=None, stream=None):
+    """Single-layer decode attention for one token through one route.
+
+    route:    'vec', 'splitk', 'interleaved', 'staged' or 'auto' (the ladder's choice).
+    plane:    a Plane that has taken this token's append: ``slot = plane.append(position)``.
+              The route stores the token's K/V row itself (fused into the producer on
+              'interleaved'), so do not write the row before calling.
+    q, out:   float32 (n_heads, head_dim), n_heads a multiple of the plane's n_kv_heads.
+    k, v:     float32 (n_kv_heads, head_dim), this token's activations.
+    device:   'cpu' or 'cuda'; None takes the device q lives on. A host plane with host arrays
+              and device='cuda' mirrors the plane to the GPU for the call (copies); a plane
+              created with device='cuda' and CUDA tensors runs without any copy.
+    stream:   for CUDA tensors, the cudaStream_t (an int) to run on; None takes torch's current
+              stream when q is a torch tensor, else the default stream.
+    Returns out (allocated when None).
+    """
+    if out is None:
+        out = _new_output(q)
+    handle = 0
+    if stream is not None:
+        handle = int(stream)
+    elif _is_cuda(q) and hasattr(q, "new_empty"):
+        import torch
+
+        handle = torch.cuda.current_stream(q.device).cuda_stream
+    _ladder._attend(route, plane, position, slot, q, k, v, out, device, handle)
+    return out

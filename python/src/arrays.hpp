@@ -1,0 +1,68 @@
+// Checked views of caller arrays. Every array crossing into ladder is taken in place (no copy):
+// numpy (or any DLPack CPU array) on the host, any DLPack CUDA tensor on the GPU. A mismatch
+// raises a Python exception naming the expected shape, dtype, layout and device.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace ladder::py {
+
+namespace nb = nanobind;
+
+// Inputs may be read-only arrays; outputs must be writable.
+using InArray = nb::ndarray<nb::ro>;
+using OutArray = nb::ndarray<>;
+
+enum class Where { cpu, cuda };
+const char* where_name(Where w);
+
+// One dimension of an expected shape with the name that explains it, e.g. {32, "n_heads"}.
+struct Dim {
+  std::int64_t size;
+  const char* label;
+};
+
+// "(32, 128) = (n_heads, head_dim)"
+std::string shape_text(const std::vector<Dim>& dims);
+
+// What the checks need to know about an array, read once from its DLPack description.
+struct ArrayInfo {
+  int device_type = 0;
+  nb::dlpack::dtype dtype{};
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;
+  void* data = nullptr;
+};
+template <class Array>
+ArrayInfo info_of(const Array& a) {
+  ArrayInfo i;
+  i.device_type = a.device_type();
+  i.dtype = a.dtype();
+  for (std::size_t d = 0; d < a.ndim(); ++d) {
+    i.shape.push_back(static_cast<std::int64_t>(a.shape(d)));
+    i.strides.push_back(static_cast<std::int64_t>(a.stride(d)));
+  }
+  i.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  return i;
+}
+
+// The device an array lives on (raises DeviceMismatchError for anything but CPU or CUDA).
+Where where_of(const ArrayInfo& a, const char* name);
+std::string shape_of(const ArrayInfo& a);
+
+// Checks dtype float32, exact shape, C-contiguity and device; returns the data pointer.
+float* checked_f32(const ArrayInfo& a, const char* name, const std::vector<Dim>& dims, Where where);
+
+template <class Array>
+float* f32_view(const Array& a, const char* name, const std::vector<Dim>& dims, Where where) {
+  return checked_f32(info_of(a), name, dims, where);
+}
+
+}  // namespace ladder::py

@@ -1,0 +1,128 @@
+#include "attend.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "device_rows.hpp"
+#include "ladder/attention.hpp"
+#include "names.hpp"
+
+namespace ladder::py {
+
+std::string route_refusal(Route r, const PlaneConfig& cfg, const PlaneState& st) {
+  const bool ring = cfg.kind == PlaneKind::ring;
+  const bool contiguous = st.origin_physical == 0 || st.len == st.capacity;
+  switch (r) {
+    case Route::splitk:
+      return {};
+    case Route::vec:
+      if (st.capacity < kBlockTokens)
+        return fmt::format("vec reads 32-row blocks and this plane holds only {} rows (capacity < 32)", st.capacity);
+      if (!contiguous)
+        return fmt::format("vec reads one contiguous span, and this ring is partially wrapped (origin_physical "
+                           "{}, len {} < capacity {}); use splitk or staged",
+                           st.origin_physical, st.len, st.capacity);
+      if (ring && st.len % kBlockTokens != 0)
+        return fmt::format("vec cannot pad a token-major ring row, so a ring needs len % 32 == 0 (len {}); use "
+                           "splitk",
+                           st.len);
+      return {};
+    case Route::interleaved:
+      if (ring) return "interleaved is the growing (NoPE) plane's route; a ring takes splitk, vec or staged";
+      return {};
+    case Route::staged:
+      if (!ring) return "staged reorders a wrapped ring; a growing plane never wraps (use vec or interleaved)";
+      if (st.capacity < kBlockTokens)
+        return fmt::format("staged feeds vec, which reads 32-row blocks; capacity {} < 32", st.capacity);
+      return {};
+  }
+  return "unknown route";
+}
+
+namespace {
+Where parse_where(const std::string& s) {
+  if (s == "cpu") return Where::cpu;
+  if (s == "cuda" || s.rfind("cuda:", 0) == 0) return Where::cuda;
+  raise(error_types().invalid_argument, fmt::format("device must be 'cpu' or 'cuda', got '{}'", s));
+}
+}  // namespace
+
+void attend(const std::string& route, Plane& plane, int position, int slot, const InArray& q_arr,
+            const InArray& k_arr, const InArray& v_arr, const OutArray& out_arr, std::optional<std::string> device,
+            std::uintptr_t stream) {
+  const ArrayInfo q = info_of(q_arr), k = info_of(k_arr), v = info_of(v_arr), out = info_of(out_arr);
+  const PlaneConfig& cfg = plane.config();
+  const PlaneState& st = plane.state();
+
+  const Where arrays_at = where_of(q, "q");
+  const Where where = device ? parse_where(*device) : arrays_at;
+  if (arrays_at == Where::cuda && !device_available())
+    raise(error_types().no_device,
+          "q is a CUDA tensor but this build of the ladder module has no CUDA support; rebuild it on a machine "
+          "with nvcc (pip install ./python) or pass numpy arrays with device='cpu'");
+  if (plane.where() == Where::cuda && arrays_at != Where::cuda)
+    raise(error_types().device_mismatch,
+          "the plane lives in device memory, so q, k, v and out must be CUDA tensors (the same device)");
+  if (plane.where() == Where::cpu && arrays_at == Where::cuda)
+    raise(error_types().device_mismatch,
+          "q is a CUDA tensor but the plane lives in host memory; create it with ladder.Plane(config, "
+          "device='cuda') to attend over CUDA tensors without copies");
+  if (where == Where::cpu && arrays_at == Where::cuda)
+    raise(error_types().device_mismatch, "device='cpu' but q is a CUDA tensor");
+
+  // n_heads is whatever q carries, as long as it groups evenly over the plane's KV heads (M1).
+  const std::int64_t head_dim = cfg.head_dim;
+  if (q.shape.size() != 2 || q.shape[1] != head_dim || q.shape[0] <= 0 || q.shape[0] % cfg.n_kv_heads != 0)
+    raise(error_types().shape,
+          fmt::format("q must have shape (n_heads, {}) = (n_heads, head_dim) with n_heads a positive multiple of "
+                      "n_kv_heads ({}), got {}",
+                      head_dim, cfg.n_kv_heads, shape_of(q)));
+  const int n_heads = static_cast<int>(q.shape[0]);
+  const std::vector<Dim> q_dims{{n_heads, "n_heads"}, {head_dim, "head_dim"}};
+  const std::vector<Dim> kv_dims = row_dims(cfg);
+  const float* qp = checked_f32(q, "q", q_dims, arrays_at);
+  const float* kp = checked_f32(k, "k", kv_dims, arrays_at);
+  const float* vp = checked_f32(v, "v", kv_dims, arrays_at);
+  float* op = checked_f32(out, "out", q_dims, arrays_at);
+
+  if (position < 0 || position + 1 != st.next_position)
+    raise(error_types().position,
+          fmt::format("attend needs the plane's last append: position {} was given, but the plane's last append "
+                      "was position {} (call plane.append(position) first; it returns the slot)",
+                      position, st.next_position - 1));
+  if (slot != st.physical(position))
+    raise(error_types().position, fmt::format("slot {} is not where position {} lives (slot {}, as "
+                                              "plane.append returned)",
+                                              slot, position, st.physical(position)));
+
+  Route r;
+  if (route == "auto") {
+    r = choose_route(class_of(cfg.kind), st, Capabilities{}, Switches::from_env()).route;
+  } else {
+    r = parse_route(route);
+  }
+  if (const std::string why = route_refusal(r, cfg, st); !why.empty())
+    raise(error_types().route, fmt::format("route '{}' cannot run on this plane: {}", route_name(r), why));
+
+  HeadShape shape;
+  shape.n_heads = n_heads;
+  shape.n_kv_heads = cfg.n_kv_heads;
+  shape.head_dim = cfg.head_dim;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+
+  if (plane.where() == Where::cuda) {
+    nanobind::gil_scoped_release unlocked;
+    plane.device().attend(r, position, slot, shape, qp, kp, vp, op, stream);
+    return;
+  }
+  const LayerIO io{qp, kp, vp, op};
+  Status s;
+  {
+    nanobind::gil_scoped_release unlocked;
+    s = attend_layer(where == Where::cuda ? Device::cuda : Device::cpu, r, plane.host(), position, slot, shape, io);
+  }
+  check(s);
+}
+
+}  // namespace ladder::py

@@ -1,0 +1,550 @@
+// ladder._ladder: the nanobind extension. Enums cross as strings ('swa', 'ring', 'vec');
+// arrays cross in place (arrays.hpp); every library error becomes a Python exception (errors.hpp).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "arrays.hpp"
+#include "attend.hpp"
+#include "device_rows.hpp"
+#include "errors.hpp"
+#include "ladder/engine.hpp"
+#include "ladder/geometry.hpp"
+#include "ladder/ladder.hpp"
+#include "ladder/plane.hpp"
+#include "ladder/schedule.hpp"
+#include "names.hpp"
+#include "planes.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace ladder::py {
+
+// ---- errors ---------------------------------------------------------------------------------
+ErrorTypes& error_types() {
+  static ErrorTypes t;
+  return t;
+}
+
+void check(const Status& s) {
+  if (s.ok()) return;
+  const ErrorTypes& t = error_types();
+  PyObject* type = t.base;
+  switch (s.code()) {
+    case ErrorCode::ok: return;
+    case ErrorCode::invalid_argument: type = t.invalid_argument; break;
+    case ErrorCode::out_of_order:
+    case ErrorCode::out_of_range: type = t.position; break;
+    case ErrorCode::unsupported: type = t.unsupported; break;
+    case ErrorCode::out_of_memory: type = t.out_of_memory; break;
+    case ErrorCode::no_device: type = t.no_device; break;
+    case ErrorCode::device_error: type = t.device_error; break;
+    case ErrorCode::internal: type = t.base; break;
+  }
+  raise(type, s.message());
+}
+
+namespace {
+
+PyObject* new_error(nb::module_& m, const char* name, std::initializer_list<PyObject*> bases, const char* doc) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(bases.size()));
+  Py_ssize_t i = 0;
+  for (PyObject* b : bases) {
+    Py_INCREF(b);
+    PyTuple_SET_ITEM(tuple, i++, b);
+  }
+  const std::string qualified = fmt::format("ladder.{}", name);
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, tuple, nullptr);
+  Py_DECREF(tuple);
+  if (type == nullptr) throw nb::python_error();
+  m.attr(name) = nb::borrow(type);  // the module keeps a reference for the process lifetime
+  return type;
+}
+
+void make_errors(nb::module_& m) {
+  ErrorTypes& t = error_types();
+  t.base = new_error(m, "LadderError", {PyExc_RuntimeError}, "Base class of every ladder error.");
+  t.invalid_argument = new_error(m, "InvalidArgumentError", {t.base, PyExc_ValueError},
+                                 "An argument is invalid (geometry, configuration, flag value).");
+  t.shape = new_error(m, "ShapeError", {t.invalid_argument}, "An array has the wrong shape or layout.");
+  t.dtype = new_error(m, "DTypeError", {t.invalid_argument}, "An array has the wrong dtype (float32 expected).");
+  t.device_mismatch = new_error(m, "DeviceMismatchError", {t.invalid_argument},
+                                "Arrays and plane live on different devices.");
+  t.position = new_error(m, "PositionError", {t.invalid_argument},
+                         "A position or slot is out of order, repeated or past the max context.");
+  t.route = new_error(m, "RouteError", {t.invalid_argument}, "A route cannot run on the plane's state.");
+  t.unsupported = new_error(m, "UnsupportedError", {t.base}, "Not supported by this device (e.g. head_dim).");
+  t.no_device = new_error(m, "NoDeviceError", {t.base}, "No usable CUDA device, or no CUDA in this build.");
+  t.device_error = new_error(m, "DeviceError", {t.base}, "A CUDA call or kernel launch failed.");
+  t.out_of_memory = new_error(m, "OutOfMemoryError", {t.base, PyExc_MemoryError}, "An allocation failed.");
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Raise& e) {
+      PyErr_SetString(e.type, e.message.c_str());
+    }
+  });
+}
+
+}  // namespace
+
+// ---- names ----------------------------------------------------------------------------------
+LayerClass parse_layer_class(const std::string& s) {
+  if (s == "swa") return LayerClass::swa;
+  if (s == "nope") return LayerClass::nope;
+  raise(error_types().invalid_argument, fmt::format("layer class must be 'swa' or 'nope', got '{}'", s));
+}
+PlaneKind parse_plane_kind(const std::string& s) {
+  if (s == "ring") return PlaneKind::ring;
+  if (s == "growing") return PlaneKind::growing;
+  raise(error_types().invalid_argument, fmt::format("plane kind must be 'ring' or 'growing', got '{}'", s));
+}
+Route parse_route(const std::string& s) {
+  for (Route r : {Route::vec, Route::splitk, Route::interleaved, Route::staged})
+    if (s == route_name(r)) return r;
+  raise(error_types().invalid_argument,
+        fmt::format("route must be one of 'vec', 'splitk', 'interleaved', 'staged' or 'auto', got '{}'", s));
+}
+LayerClass class_of(PlaneKind k) { return k == PlaneKind::ring ? LayerClass::swa : LayerClass::nope; }
+
+namespace {
+
+// ---- dictionaries for the trace ---------------------------------------------------------------
+nb::dict state_dict(const PlaneState& s) {
+  nb::dict d;
+  d["capacity"] = s.capacity;
+  d["len"] = s.len;
+  d["origin_logical"] = s.origin_logical;
+  d["origin_physical"] = s.origin_physical;
+  d["next_position"] = s.next_position;
+  return d;
+}
+nb::dict predicate_dict(const Predicates& p) {
+  nb::dict d;
+  d["has_vec"] = p.has_vec;
+  d["strict"] = p.strict;
+  d["vec_rows"] = p.vec_rows;
+  d["swa_vec"] = p.swa_vec;
+  d["stage"] = p.stage;
+  return d;
+}
+nb::dict schedule_dict(const Schedule& s) {
+  nb::dict d;
+  d["blocks"] = s.blocks;
+  d["nwg"] = s.nwg;
+  d["nsg"] = s.nsg;
+  return d;
+}
+
+// Switches from keyword arguments; None takes the environment's value (R3).
+Switches switches_from(std::optional<bool> strict, std::optional<bool> disable_vec, bool stage_wrapped_swa) {
+  Switches sw = Switches::from_env();
+  if (strict) sw.strict = *strict;
+  if (disable_vec) sw.disable_vec = *disable_vec;
+  sw.stage_wrapped_swa = stage_wrapped_swa;
+  return sw;
+}
+
+nb::tuple choose_route_py(const std::string& cls, const PlaneState& st, bool has_vec, std::optional<bool> strict,
+                          std::optional<bool> disable_vec, bool stage_wrapped_swa) {
+  const RouteDecision d = choose_route(parse_layer_class(cls), st, Capabilities{has_vec},
+                                       switches_from(strict, disable_vec, stage_wrapped_swa));
+  return nb::make_tuple(std::string(route_name(d.route)), predicate_dict(d.pred));
+}
+
+// R4 without data: the planes' metadata follows the append rule from position 0 to the last
+// requested position, and each requested (position, layer) records the ladder's decision.
+nb::list route_trace_py(const Geometry& g, std::vector<int> positions, std::optional<std::vector<int>> layers_opt,
+                        bool has_vec, std::optional<bool> strict, std::optional<bool> disable_vec,
+                        bool stage_wrapped_swa, int initial_growing_capacity) {
+  check(g.validate());
+  std::vector<int> layers;
+  if (layers_opt) {
+    layers = *layers_opt;
+  } else {
+    for (int l = 0; l < g.n_layers; ++l) layers.push_back(l);
+  }
+  for (int l : layers)
+    if (l < 0 || l >= g.n_layers)
+      raise(error_types().invalid_argument,
+            fmt::format("layer {} does not exist (the geometry has {} layers: 0..{})", l, g.n_layers, g.n_layers - 1));
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  for (int p : positions)
+    if (p < 0 || p >= g.max_context)
+      raise(error_types().position,
+            fmt::format("position {} is outside 0..{} (max context {})", p, g.max_context - 1, g.max_context));
+  const Switches sw = switches_from(strict, disable_vec, stage_wrapped_swa);
+
+  std::vector<TraceEntry> entries;
+  {
+    nb::gil_scoped_release unlocked;
+    for (int layer : layers) {
+      const LayerClass cls = g.layer_class(layer);
+      const PlaneConfig cfg = PlaneConfig::for_layer(g, cls, initial_growing_capacity);
+      PlaneState st;
+      st.capacity = cfg.capacity;
+      std::size_t next = 0;
+      for (int pos = 0; next < positions.size(); ++pos) {
+        Result<AppendPlan> plan = plan_append(cfg, st, pos);
+        if (!plan.ok()) {
+          nb::gil_scoped_acquire locked;
+          check(plan.status());
+        }
+        st = plan->next;
+        if (pos != positions[next]) continue;
+        ++next;
+        TraceEntry e;
+        e.position = pos;
+        e.layer = layer;
+        e.cls = cls;
+        e.decision = choose_route(cls, st, Capabilities{has_vec}, sw);
+        e.state = st;
+        e.visible = g.visible(cls, pos);
+        e.schedule = pinned_schedule(e.visible);
+        entries.push_back(e);
+      }
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const TraceEntry& a, const TraceEntry& b) {
+    return a.position != b.position ? a.position < b.position : a.layer < b.layer;
+  });
+  nb::list out;
+  for (const TraceEntry& e : entries) {
+    nb::dict d;
+    d["position"] = e.position;
+    d["layer"] = e.layer;
+    d["class"] = std::string(layer_class_name(e.cls));
+    d["route"] = std::string(route_name(e.decision.route));
+    d["predicates"] = predicate_dict(e.decision.pred);
+    d["state"] = state_dict(e.state);
+    d["visible"] = e.visible;
+    d["schedule"] = schedule_dict(e.schedule);
+    d["line"] = format_trace(e);
+    out.append(d);
+  }
+  return out;
+}
+
+// ---- plane data as numpy ------------------------------------------------------------------------
+nb::ndarray<nb::numpy, std::uint16_t> owned_u16(std::vector<std::uint16_t> data, std::vector<std::size_t> shape) {
+  auto* heap = new std::vector<std::uint16_t>(std::move(data));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<std::uint16_t>*>(p); });
+  return nb::ndarray<nb::numpy, std::uint16_t>(heap->data(), shape.size(), shape.data(), owner);
+}
+
+nb::ndarray<nb::numpy, float> new_f32(std::vector<std::size_t> shape) {
+  std::size_t n = 1;
+  for (std::size_t s : shape) n *= s;
+  auto* heap = new std::vector<float>(n);
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+  return nb::ndarray<nb::numpy, float>(heap->data(), shape.size(), shape.data(), owner);
+}
+
+std::vector<std::size_t> storage_shape(const PlaneConfig& cfg, const PlaneState& st) {
+  const auto cap = static_cast<std::size_t>(st.capacity);
+  const auto h = static_cast<std::size_t>(cfg.n_kv_heads);
+  const auto d = static_cast<std::size_t>(cfg.head_dim);
+  return cfg.kind == PlaneKind::ring ? std::vector<std::size_t>{cap, h, d} : std::vector<std::size_t>{h, cap, d};
+}
+
+float half_to_float(std::uint16_t h) {
+  // Exact f16 -> f32 (subnormals, infinities and NaN included).
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1fu;
+  std::uint32_t man = h & 0x3ffu;
+  std::uint32_t bits;
+  if (exp == 0x1fu) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {
+    exp = 113;
+    while ((man & 0x400u) == 0) {
+      man <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// The visible window ending at the last appended position, in logical order, as f32:
+// (k, v), each [visible, n_kv_heads, head_dim]. What a reference implementation attends to.
+nb::tuple window_rows(const Plane& p) {
+  const PlaneConfig& cfg = p.config();
+  const PlaneState& st = p.state();
+  const int last = st.next_position - 1;
+  const int visible = last < 0 ? 0 : visible_rows(last, cfg.window);
+  const int first = last < 0 ? 0 : logical_start(last, cfg.window);
+  const std::vector<std::uint16_t> kh = p.copy_k(), vh = p.copy_v();
+  const PlaneStrides s = plane_strides(cfg.kind, st.capacity, cfg.n_kv_heads, cfg.head_dim);
+  const std::vector<std::size_t> shape{static_cast<std::size_t>(visible), static_cast<std::size_t>(cfg.n_kv_heads),
+                                       static_cast<std::size_t>(cfg.head_dim)};
+  auto ko = new_f32(shape), vo = new_f32(shape);
+  float* kd = ko.data();
+  float* vd = vo.data();
+  for (int t = 0; t < visible; ++t) {
+    const int row = st.physical(first + t);
+    for (int h = 0; h < cfg.n_kv_heads; ++h) {
+      const std::int64_t src = s.offset(row, h);
+      const std::int64_t dst = (static_cast<std::int64_t>(t) * cfg.n_kv_heads + h) * cfg.head_dim;
+      for (int d = 0; d < cfg.head_dim; ++d) {
+        kd[dst + d] = half_to_float(kh[src + d]);
+        vd[dst + d] = half_to_float(vh[src + d]);
+      }
+    }
+  }
+  return nb::make_tuple(ko, vo);
+}
+
+Where where_from(const std::string& device) {
+  if (device == "cpu") return Where::cpu;
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) return Where::cuda;
+  raise(error_types().invalid_argument, fmt::format("device must be 'cpu' or 'cuda', got '{}'", device));
+}
+
+std::string geometry_repr(const Geometry& g) {
+  return fmt::format("Geometry(name='{}', n_layers={}, n_heads={}, n_kv_heads={}, head_dim={}, window={}, "
+                     "max_context={}, ring_slack={}, nope_period={}, nope_phase={})",
+                     g.name, g.n_layers, g.n_heads, g.n_kv_heads, g.head_dim, g.window, g.max_context, g.ring_slack,
+                     g.nope_period, g.nope_phase);
+}
+
+}  // namespace
+}  // namespace ladder::py
+
+NB_MODULE(_ladder, m) {
+  using namespace ladder;
+  using namespace ladder::py;
+  m.doc() = "ladder: decode attention over ring-buffer (SWA) and growing (NoPE) KV planes, CPU and CUDA.";
+  make_errors(m);
+
+  m.attr("ROUTES") = nb::make_tuple("vec", "splitk", "interleaved", "staged");
+  m.attr("BLOCK_TOKENS") = kBlockTokens;
+
+  // ---- Geometry ----
+  nb::class_<Geometry>(m, "Geometry", "Model geometry: layer classes, GQA head layout, window, max context.")
+      .def(
+          "__init__",
+          [](Geometry* g, int n_layers, int n_heads, int n_kv_heads, int head_dim, int window, int max_context,
+             int ring_slack, int nope_period, int nope_phase, std::optional<std::vector<std::string>> classes,
+             std::string name) {
+            Geometry v;
+            v.name = std::move(name);
+            v.n_layers = n_layers;
+            v.n_heads = n_heads;
+            v.n_kv_heads = n_kv_heads;
+            v.head_dim = head_dim;
+            v.window = window;
+            v.max_context = max_context;
+            v.ring_slack = ring_slack;
+            v.nope_period = nope_period;
+            v.nope_phase = nope_phase;
+            if (classes)
+              for (const std::string& c : *classes) v.layer_classes.push_back(parse_layer_class(c));
+            check(v.validate());
+            new (g) Geometry(std::move(v));
+          },
+          "n_layers"_a, "n_heads"_a, "n_kv_heads"_a, "head_dim"_a, "window"_a, "max_context"_a, "ring_slack"_a = 0,
+          "nope_period"_a = 0, "nope_phase"_a = 0, "layer_classes"_a = nb::none(), "name"_a = "custom",
+          "A validated geometry (raises InvalidArgumentError). layer_classes: optional per-layer 'swa'/'nope'.")
+      .def_static("muse_glimmer", &Geometry::muse_glimmer,
+                  "The chapter's model: 52 layers (39 SWA + 13 NoPE), 32:2 heads, head_dim 128, window 2048.")
+      .def_rw("name", &Geometry::name)
+      .def_rw("n_layers", &Geometry::n_layers)
+      .def_rw("n_heads", &Geometry::n_heads)
+      .def_rw("n_kv_heads", &Geometry::n_kv_heads)
+      .def_rw("head_dim", &Geometry::head_dim)
+      .def_rw("window", &Geometry::window)
+      .def_rw("max_context", &Geometry::max_context)
+      .def_rw("ring_slack", &Geometry::ring_slack)
+      .def_rw("nope_period", &Geometry::nope_period)
+      .def_rw("nope_phase", &Geometry::nope_phase)
+      .def_rw("weight_bytes_per_token", &Geometry::weight_bytes_per_token)
+      .def("validate", [](const Geometry& g) { check(g.validate()); }, "Raises InvalidArgumentError when invalid.")
+      .def("layer_class", [](const Geometry& g, int layer) {
+            if (layer < 0 || layer >= g.n_layers)
+              raise(error_types().invalid_argument, fmt::format("layer {} does not exist (0..{})", layer, g.n_layers - 1));
+            return std::string(layer_class_name(g.layer_class(layer)));
+          })
+      .def("visible", [](const Geometry& g, const std::string& cls, int position) {
+            return g.visible(parse_layer_class(cls), position);
+          }, "cls"_a, "position"_a, "Tokens a layer of this class attends to at `position` (K3).")
+      .def("count_layers", [](const Geometry& g, const std::string& cls) { return g.count_layers(parse_layer_class(cls)); })
+      .def_prop_ro("scale", &Geometry::scale)
+      .def_prop_ro("heads_per_kv", &Geometry::heads_per_kv)
+      .def_prop_ro("ring_capacity", &Geometry::ring_capacity)
+      .def_prop_ro("kv_bytes_per_token_layer", &Geometry::kv_bytes_per_token_layer)
+      .def("describe", &Geometry::describe)
+      .def("plane_config", [](const Geometry& g, const std::string& cls, int initial_growing_capacity) {
+            check(g.validate());
+            return PlaneConfig::for_layer(g, parse_layer_class(cls), initial_growing_capacity);
+          }, "cls"_a, "initial_growing_capacity"_a = 0, "The plane configuration of a layer of class `cls`.")
+      .def("__repr__", &geometry_repr);
+
+  // ---- PlaneConfig / PlaneState ----
+  nb::class_<PlaneConfig>(m, "PlaneConfig", "A plane's configuration: kind ('ring' or 'growing'), heads, capacity.")
+      .def(
+          "__init__",
+          [](PlaneConfig* c, const std::string& kind, int n_kv_heads, int head_dim, int capacity, int max_context,
+             int window) {
+            PlaneConfig v;
+            v.kind = parse_plane_kind(kind);
+            v.n_kv_heads = n_kv_heads;
+            v.head_dim = head_dim;
+            v.capacity = capacity;
+            v.max_context = max_context;
+            v.window = window;
+            check(v.validate());
+            new (c) PlaneConfig(v);
+          },
+          "kind"_a, "n_kv_heads"_a, "head_dim"_a, "capacity"_a, "max_context"_a, "window"_a = 0)
+      .def_prop_ro("kind", [](const PlaneConfig& c) { return std::string(plane_kind_name(c.kind)); })
+      .def_ro("n_kv_heads", &PlaneConfig::n_kv_heads)
+      .def_ro("head_dim", &PlaneConfig::head_dim)
+      .def_ro("window", &PlaneConfig::window)
+      .def_ro("capacity", &PlaneConfig::capacity)
+      .def_ro("max_context", &PlaneConfig::max_context)
+      .def("__repr__", [](const PlaneConfig& c) {
+        return fmt::format("PlaneConfig(kind='{}', n_kv_heads={}, head_dim={}, capacity={}, max_context={}, window={})",
+                           plane_kind_name(c.kind), c.n_kv_heads, c.head_dim, c.capacity, c.max_context, c.window);
+      });
+
+  nb::class_<PlaneState>(m, "PlaneState", "Explicit origins: logical origin_logical lives at physical origin_physical.")
+      .def(
+          "__init__",
+          [](PlaneState* s, int capacity, int len, int origin_logical, int origin_physical, int next_position) {
+            if (capacity <= 0 || len < 0 || len > capacity || origin_physical < 0 || origin_physical >= capacity ||
+                origin_logical < 0)
+              raise(error_types().invalid_argument,
+                    fmt::format("invalid plane state: need capacity > 0, 0 <= len <= capacity, 0 <= origin_physical < "
+                                "capacity, origin_logical >= 0 (got capacity {}, len {}, origin_logical {}, "
+                                "origin_physical {})",
+                                capacity, len, origin_logical, origin_physical));
+            PlaneState v;
+            v.capacity = capacity;
+            v.len = len;
+            v.origin_logical = origin_logical;
+            v.origin_physical = origin_physical;
+            v.next_position = next_position >= 0 ? next_position : origin_logical + len;
+            new (s) PlaneState(v);
+          },
+          "capacity"_a, "len"_a, "origin_logical"_a = 0, "origin_physical"_a = 0, "next_position"_a = -1)
+      .def_ro("capacity", &PlaneState::capacity)
+      .def_ro("len", &PlaneState::len)
+      .def_ro("origin_logical", &PlaneState::origin_logical)
+      .def_ro("origin_physical", &PlaneState::origin_physical)
+      .def_ro("next_position", &PlaneState::next_position)
+      .def("physical", [](const PlaneState& s, int logical) {
+            if (logical < s.origin_logical || logical >= s.origin_logical + s.len)
+              raise(error_types().position, fmt::format("logical token {} is not held (held: {}..{})", logical,
+                                                        s.origin_logical, s.origin_logical + s.len - 1));
+            return s.physical(logical);
+          }, "logical"_a, "The physical row of a held logical token (K1).")
+      .def_prop_ro("partially_wrapped", &PlaneState::partially_wrapped)
+      .def("as_dict", &state_dict)
+      .def("__eq__", [](const PlaneState& a, const PlaneState& b) { return a == b; })
+      .def("__repr__", [](const PlaneState& s) {
+        return fmt::format("PlaneState(capacity={}, len={}, origin_logical={}, origin_physical={}, next_position={})",
+                           s.capacity, s.len, s.origin_logical, s.origin_physical, s.next_position);
+      });
+
+  // ---- Plane ----
+  nb::class_<Plane>(m, "Plane", "A KV plane (K and V, f16) with explicit origins, in host or device memory.")
+      .def(
+          "__init__",
+          [](Plane* p, const PlaneConfig& cfg, const std::string& device) { new (p) Plane(cfg, where_from(device)); },
+          "config"_a, "device"_a = "cpu")
+      .def_static(
+          "for_layer",
+          [](const Geometry& g, const std::string& cls, int initial_growing_capacity, const std::string& device) {
+            check(g.validate());
+            return Plane(PlaneConfig::for_layer(g, parse_layer_class(cls), initial_growing_capacity), where_from(device));
+          },
+          "geometry"_a, "cls"_a, "initial_growing_capacity"_a = 0, "device"_a = "cpu",
+          "The plane a layer of class `cls` ('swa' -> ring, 'nope' -> growing) keeps.")
+      .def_prop_ro("device", [](const Plane& p) { return std::string(where_name(p.where())); })
+      .def_prop_ro("config", [](const Plane& p) { return p.config(); })
+      .def_prop_ro("kind", [](const Plane& p) { return std::string(plane_kind_name(p.config().kind)); })
+      .def_prop_ro("layer_class", [](const Plane& p) { return std::string(layer_class_name(class_of(p.config().kind))); })
+      .def_prop_ro("state", [](const Plane& p) { return p.state(); })
+      .def_prop_ro("capacity", [](const Plane& p) { return p.state().capacity; })
+      .def_prop_ro("len", [](const Plane& p) { return p.state().len; })
+      .def_prop_ro("origin_logical", [](const Plane& p) { return p.state().origin_logical; })
+      .def_prop_ro("origin_physical", [](const Plane& p) { return p.state().origin_physical; })
+      .def_prop_ro("next_position", [](const Plane& p) { return p.state().next_position; })
+      .def("append", &Plane::append, "position"_a,
+           "Append `position` (metadata only) and return the physical slot its row goes to. Out-of-order, repeated "
+           "or past-max-context positions raise PositionError and leave the plane untouched.")
+      .def("write_row", [](Plane& p, int slot, const InArray& k, const InArray& v) {
+            p.write_row(slot, info_of(k), info_of(v));
+          }, "slot"_a, "k"_a, "v"_a, "Store one token's float32 K and V, each (n_kv_heads, head_dim), at a slot (f16).")
+      .def("append_row", [](Plane& p, int position, const InArray& k, const InArray& v) {
+            // Check the rows before the append so a bad row leaves the plane untouched.
+            const Where at = p.where() == Where::cpu ? Where::cpu : where_of(info_of(k), "k");
+            checked_f32(info_of(k), "k", row_dims(p.config()), at);
+            checked_f32(info_of(v), "v", row_dims(p.config()), at);
+            const int slot = p.append(position);
+            p.write_row(slot, info_of(k), info_of(v));
+            return slot;
+          }, "position"_a, "k"_a, "v"_a, "append(position) then write_row(slot, k, v); returns the slot.")
+      .def("keys", [](const Plane& p) { return owned_u16(p.copy_k(), storage_shape(p.config(), p.state())).cast().attr("view")("float16"); },
+           "A float16 copy of K in storage layout: ring (capacity, n_kv_heads, head_dim), growing "
+           "(n_kv_heads, capacity, head_dim). Unwritten rows are NaN.")
+      .def("values", [](const Plane& p) { return owned_u16(p.copy_v(), storage_shape(p.config(), p.state())).cast().attr("view")("float16"); },
+           "A float16 copy of V in storage layout (see keys()).")
+      .def("window_rows", &window_rows,
+           "The visible window ending at the last appended position, in logical order: (k, v), float32, "
+           "each (visible, n_kv_heads, head_dim).")
+      .def("__repr__", [](const Plane& p) {
+        const PlaneState& s = p.state();
+        return fmt::format("Plane(kind='{}', device='{}', capacity={}, len={}, origin_logical={}, origin_physical={})",
+                           plane_kind_name(p.config().kind), where_name(p.where()), s.capacity, s.len,
+                           s.origin_logical, s.origin_physical);
+      });
+
+  // ---- the ladder ----
+  m.def("choose_route", &choose_route_py, "cls"_a, "state"_a, "has_vec"_a = true, "strict"_a = nb::none(),
+        "disable_vec"_a = nb::none(), "stage_wrapped_swa"_a = false,
+        "The route ladder (R1/R2) for a layer of class `cls` whose plane is in `state` after this token's append. "
+        "Returns (route name, predicate dict). strict/disable_vec default to LADDER_STRICT_ATTENTION / "
+        "LADDER_DISABLE_VEC.");
+  m.def("route_trace", &route_trace_py, "geometry"_a, "positions"_a, "layers"_a = nb::none(), "has_vec"_a = true,
+        "strict"_a = nb::none(), "disable_vec"_a = nb::none(), "stage_wrapped_swa"_a = false,
+        "initial_growing_capacity"_a = 0,
+        "The route trace (R4) for the given positions and layers (default all): one dict per (position, layer) with "
+        "class, route, predicates, plane state, visible, schedule and the formatted trace line.");
+  m.def("trace_header", &format_trace_header, "The header line of the formatted route trace.");
+  m.def("schedule", [](int visible) { return schedule_dict(pinned_schedule(visible)); }, "visible"_a,
+        "The pinned split-K schedule (G6) for a visible length: blocks, nwg, nsg.");
+  m.def("route_refusal", [](const std::string& route, const Plane& p) {
+          return route_refusal(parse_route(route), p.config(), p.state());
+        }, "route"_a, "plane"_a, "Why `route` cannot run on the plane's current state ('' when it can).");
+
+  // ---- attention ----
+  m.def("_attend", &attend, "route"_a, "plane"_a, "position"_a, "slot"_a, "q"_a, "k"_a, "v"_a, "out"_a,
+        "device"_a = nb::none(), "stream"_a = 0);
+
+  m.def("cuda_available", &device_available, "True when this build has CUDA and a usable GPU is present.");
+  m.def("cuda_description", &device_description);
+  m.def("has_cuda_build", []() {
+#ifdef LADDER_PY_CUDA
+    return true;
+#else
+    return false;
+#endif
+  });
+}

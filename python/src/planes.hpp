@@ -1,0 +1,45 @@
+// The Python Plane: a KV plane in host memory (HostPlane) or, in CUDA builds, in device memory.
+// Its metadata (explicit origins, append rule) is the library's; only where the rows live differs.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "arrays.hpp"
+#include "ladder/plane.hpp"
+
+namespace ladder::py {
+
+class DeviceRows;  // device storage of a CUDA plane (planes_cuda.cpp); opaque here
+
+class Plane {
+ public:
+  Plane(const PlaneConfig& cfg, Where where);
+  ~Plane();
+  Plane(Plane&&) noexcept;
+  Plane& operator=(Plane&&) noexcept;
+
+  Where where() const { return where_; }
+  const PlaneConfig& config() const;
+  const PlaneState& state() const;
+  // Metadata append (K4: a refused append raises and leaves the plane untouched); the slot.
+  int append(int position);
+  // Stores one token's f32 K/V ([n_kv_heads][head_dim] each) at a physical slot, rounded to f16.
+  void write_row(int slot, const ArrayInfo& k, const ArrayInfo& v);
+  // The stored f16 rows in storage layout, copied to host memory.
+  std::vector<std::uint16_t> copy_k() const;
+  std::vector<std::uint16_t> copy_v() const;
+
+  HostPlane& host() { return *host_; }
+  DeviceRows& device() { return *device_; }
+
+ private:
+  Where where_;
+  std::optional<HostPlane> host_;
+  std::unique_ptr<DeviceRows> device_;
+};
+
+// The element count of one row argument and its expected shape text, shared by the bindings.
+std::vector<Dim> row_dims(const PlaneConfig& cfg);
+
+}  // namespace ladder::py
