@@ -1,0 +1,368 @@
+// P1, P2, P6 and E4 on the CPU twins: bits that do not depend on runs or thread counts, wrapped
+// rings that reproduce the unwrapped vec bits (staged, and splitk without staging), the
+// tiny-capacity case, and errors as values that leave every buffer untouched.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_twin_helpers.hpp"
+#include "ladder/attention.hpp"
+#include "ladder/engine.hpp"
+
+namespace ladder {
+namespace {
+
+using test::Token;
+
+constexpr double kSpecTolerance = 2e-3;  // P3
+constexpr int kMuseHeads = 32;
+constexpr int kMuseKvHeads = 2;
+constexpr int kMuseHeadDim = 128;
+
+// A ring or growing plane with its per-position history kept, so the same logical tokens can be
+// written again into a differently shaped plane.
+struct History {
+  std::vector<std::vector<float>> k, v;
+};
+
+HostPlane build_with_history(const PlaneConfig& cfg, int count, std::mt19937& rng, History& h) {
+  HostPlane p = HostPlane::create(cfg).value();
+  const std::size_t row = static_cast<std::size_t>(cfg.n_kv_heads) * cfg.head_dim;
+  for (int pos = 0; pos < count; ++pos) {
+    h.k.push_back(test::random_values(row, rng));
+    h.v.push_back(test::random_values(row, rng));
+    EXPECT_TRUE(p.append_row(pos, h.k.back().data(), h.v.back().data()).ok());
+  }
+  return p;
+}
+
+// The logical tokens [first, first + count) of `h` appended to a fresh plane as positions
+// 0..count-2, ready for the last one to be attended at position count-1.
+HostPlane unwrapped_copy(const PlaneConfig& cfg, const History& h, int first, int count) {
+  HostPlane p = HostPlane::create(cfg).value();
+  for (int i = 0; i + 1 < count; ++i)
+    EXPECT_TRUE(p.append_row(i, h.k[first + i].data(), h.v[first + i].data()).ok());
+  return p;
+}
+
+class ThreadCountGuard : public ::testing::Test {
+ protected:
+  void TearDown() override { cpu::set_threads(0); }
+};
+
+struct DeterminismCase {
+  const char* name;
+  PlaneConfig cfg;
+  int position;
+  std::vector<Route> routes;
+};
+
+// P1: the same call gives the same bits run after run and for any worker count.
+using Determinism = ThreadCountGuard;
+TEST_F(Determinism, BitIdenticalAcrossRunsAndThreadCounts) {
+  constexpr int kThreadCounts[] = {1, 2, 3, 8};
+  constexpr int kRepeats = 3;
+  const DeterminismCase cases[] = {
+      {"growing ragged (pad)", test::growing_config(kMuseKvHeads, kMuseHeadDim, 1024, 8192), 700,
+       {Route::vec, Route::interleaved, Route::splitk}},
+      {"growing nsg 4", test::growing_config(kMuseKvHeads, kMuseHeadDim, 8192, 8192), 4500,
+       {Route::vec, Route::interleaved, Route::splitk}},
+      {"ring partially wrapped", test::ring_config(kMuseKvHeads, kMuseHeadDim, 512, 552, 8192), 600,
+       {Route::splitk, Route::staged}},
+      {"ring full wrapped", test::ring_config(kMuseKvHeads, kMuseHeadDim, 512, 512, 8192), 700,
+       {Route::vec, Route::splitk, Route::staged}},
+  };
+  const HeadShape shape = test::make_shape(kMuseHeads, kMuseKvHeads, kMuseHeadDim);
+  std::mt19937 rng(11);
+  for (const DeterminismCase& c : cases) {
+    const HostPlane plane = test::build_plane(c.cfg, c.position, rng);
+    const Token tok = test::random_token(shape, rng);
+    for (Route r : c.routes) {
+      SCOPED_TRACE(fmt::format("{} / {}", c.name, route_name(r)));
+      cpu::set_threads(1);
+      const test::RouteRun first = test::run_on_copy(r, plane, c.position, shape, tok);
+      ASSERT_TRUE(first.status.ok()) << first.status.to_string();
+      for (int threads : kThreadCounts) {
+        cpu::set_threads(threads);
+        ASSERT_EQ(cpu::threads(), threads);
+        for (int rep = 0; rep < kRepeats; ++rep) {
+          const test::RouteRun again = test::run_on_copy(r, plane, c.position, shape, tok);
+          ASSERT_TRUE(again.status.ok());
+          EXPECT_TRUE(test::same_bits(again.out, first.out)) << threads << " threads, repeat " << rep;
+          EXPECT_TRUE(test::same_plane(again.plane, first.plane));
+        }
+      }
+    }
+  }
+}
+
+struct WrapCase {
+  const char* name;
+  int window;
+  int capacity;
+  int position;
+};
+
+// P2 and P6: on a wrapped ring, staged (G5) and splitk (logical-order reduction) both give the
+// bits vec gives over the same logical tokens written unwrapped, because all three walk the
+// window in logical order through one DAG. Where the window is ragged (len % 32 != 0) a
+// token-major ring cannot take vec, so the unwrapped twin is a growing (head-major, padded) plane.
+TEST(WrappedParity, StagedAndSplitkMatchUnwrappedVec) {
+  const WrapCase cases[] = {
+      {"full wrapped, aligned", 256, 256, 1000},
+      {"partially wrapped, aligned", 256, 280, 1000},
+      {"partially wrapped, ragged", 100, 110, 777},
+      {"full wrapped, ragged", 45, 45, 300},
+      {"muse window, full wrapped", 2048, 2048, 2100},
+  };
+  const HeadShape shape = test::make_shape(kMuseHeads, kMuseKvHeads, kMuseHeadDim);
+  std::mt19937 rng(23);
+  for (const WrapCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const PlaneConfig ring = test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20);
+    History h;
+    const HostPlane plane = build_with_history(ring, c.position, rng, h);
+    const Token tok = test::random_token(shape, rng);
+
+    const test::RouteRun staged = test::run_on_copy(Route::staged, plane, c.position, shape, tok);
+    const test::RouteRun splitk = test::run_on_copy(Route::splitk, plane, c.position, shape, tok);
+    ASSERT_TRUE(staged.status.ok()) << staged.status.to_string();
+    ASSERT_TRUE(splitk.status.ok()) << splitk.status.to_string();
+    ASSERT_NE(staged.plane.state().origin_physical, 0) << "the case must wrap";
+
+    const int visible = staged.plane.state().len;
+    const int first = c.position + 1 - visible;
+    const bool aligned = visible % kBlockTokens == 0;
+    const PlaneConfig twin_cfg = aligned ? test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20)
+                                         : test::growing_config(kMuseKvHeads, kMuseHeadDim, visible, visible);
+    const HostPlane twin = unwrapped_copy(twin_cfg, h, first, visible);
+    const test::RouteRun vec = test::run_on_copy(Route::vec, twin, visible - 1, shape, tok);
+    ASSERT_TRUE(vec.status.ok()) << vec.status.to_string();
+    ASSERT_EQ(vec.plane.state().origin_physical, 0);
+    EXPECT_TRUE(test::same_bits(staged.out, vec.out)) << "P2: staged differs from unwrapped vec";
+    EXPECT_TRUE(test::same_bits(splitk.out, vec.out)) << "P6: splitk differs from unwrapped vec";
+  }
+}
+
+// The interleaved route differs from vec only by reading the current token in f32. When that
+// token is exactly representable in f16 nothing differs, so the bits must agree.
+TEST(InterleavedParity, MatchesVecWhenTheCurrentTokenIsExactInF16) {
+  const HeadShape shape = test::make_shape(kMuseHeads, kMuseKvHeads, kMuseHeadDim);
+  std::mt19937 rng(31);
+  for (int position : {0, 31, 32, 100, 2050}) {
+    SCOPED_TRACE(fmt::format("position {}", position));
+    const HostPlane plane = test::build_plane(test::growing_config(kMuseKvHeads, kMuseHeadDim, 64, 4096), position, rng);
+    Token tok = test::random_token(shape, rng);
+    for (float& x : tok.k) x = f16_to_f32(f32_to_f16(x));
+    for (float& x : tok.v) x = f16_to_f32(f32_to_f16(x));
+    const test::RouteRun inter = test::run_on_copy(Route::interleaved, plane, position, shape, tok);
+    const test::RouteRun vec = test::run_on_copy(Route::vec, plane, position, shape, tok);
+    ASSERT_TRUE(inter.status.ok() && vec.status.ok());
+    EXPECT_TRUE(test::same_bits(inter.out, vec.out));
+    EXPECT_TRUE(test::same_plane(inter.plane, vec.plane)) << "the fused store must write what store_rows writes";
+  }
+}
+
+// E4, the chapter's tiny-capacity NaN case: a plane under 32 rows never takes vec through the
+// ladder, gets a finite, correct answer from its fallback, and a direct vec request is refused.
+TEST(TinyCapacity, NeverVecAndFiniteThroughTheLadder) {
+  const HeadShape shape = test::make_shape(8, 2, 64);
+  std::mt19937 rng(41);
+  const PlaneConfig configs[] = {test::growing_config(2, 64, 4, 30), test::ring_config(2, 64, 16, 16, 200),
+                                 test::ring_config(2, 64, 20, 31, 200)};
+  for (const PlaneConfig& cfg : configs) {
+    SCOPED_TRACE(fmt::format("{} capacity {}", plane_kind_name(cfg.kind), cfg.capacity));
+    const LayerClass cls = cfg.kind == PlaneKind::ring ? LayerClass::swa : LayerClass::nope;
+    HostPlane plane = HostPlane::create(cfg).value();
+    for (int pos = 0; pos < std::min(cfg.max_context, 80); ++pos) {
+      const Token tok = test::random_token(shape, rng);
+      HostPlane next = plane;
+      ASSERT_TRUE(next.append(pos).ok());
+      ASSERT_LT(next.state().capacity, kBlockTokens);
+      Switches strict;
+      strict.strict = true;
+      for (Switches sw : {Switches{}, strict}) {
+        const RouteDecision d = choose_route(cls, next.state(), Capabilities{}, sw);
+        ASSERT_NE(d.route, Route::vec) << "position " << pos;
+        ASSERT_FALSE(d.pred.vec_rows);
+        const test::RouteRun run = test::run_on_copy(d.route, plane, pos, shape, tok);
+        ASSERT_TRUE(run.status.ok()) << run.status.to_string();
+        ASSERT_TRUE(std::all_of(run.out.begin(), run.out.end(), [](float x) { return std::isfinite(x); }));
+        const test::RowFetch rows =
+            test::logical_rows(run.plane, pos, d.route == Route::interleaved ? &tok : nullptr);
+        const std::vector<double> ref = test::reference_from(shape, tok.q, run.plane.state().len, rows);
+        EXPECT_LT(relative_error(run.out.data(), ref.data(), ref.size()), kSpecTolerance);
+      }
+      const test::RouteRun vec = test::run_on_copy(Route::vec, plane, pos, shape, tok);
+      EXPECT_EQ(vec.status.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(vec.status.message().find("32"), std::string::npos) << vec.status.message();
+      EXPECT_TRUE(test::same_plane(vec.plane, next));
+      ASSERT_TRUE(plane.append_row(pos, tok.k.data(), tok.v.data()).ok());
+    }
+  }
+}
+
+// Errors are values: each bad call is refused with invalid_argument and a message, and leaves
+// the plane (state and bytes) and the output exactly as they were.
+TEST(RunRouteErrors, BadInputsAreRefusedAndTouchNothing) {
+  const HeadShape shape = test::make_shape(8, 2, 64);
+  std::mt19937 rng(53);
+  const PlaneConfig growing = test::growing_config(2, 64, 64, 500);
+  const PlaneConfig wrapped_ring = test::ring_config(2, 64, 64, 80, 500);
+  HostPlane g_plane = test::build_plane(growing, 100, rng);
+  HostPlane r_plane = test::build_plane(wrapped_ring, 100, rng);
+  const int g_slot = g_plane.append(100).value();
+  const int r_slot = r_plane.append(100).value();
+  ASSERT_TRUE(r_plane.state().partially_wrapped());
+  Token tok = test::random_token(shape, rng);
+  std::vector<float> out = test::nan_filled(tok.q.size());
+  const LayerIO io{tok.q.data(), tok.k.data(), tok.v.data(), out.data()};
+
+  struct Bad {
+    const char* why;
+    Route route;
+    HostPlane* plane;
+    int position;
+    int slot;
+    HeadShape shape;
+    LayerIO io;
+  };
+  HeadShape wrong_kv = shape;
+  wrong_kv.n_kv_heads = 1;
+  wrong_kv.n_heads = 8;
+  HeadShape not_gqa = shape;
+  not_gqa.n_heads = 7;
+  HeadShape wrong_dim = test::make_shape(8, 2, 128);
+  HeadShape ragged_dim = shape;
+  ragged_dim.head_dim = 62;
+  HeadShape nan_scale = shape;
+  nan_scale.scale = std::nanf("");
+  LayerIO no_q = io, no_k = io, no_v = io, no_out = io;
+  no_q.q = nullptr;
+  no_k.k = nullptr;
+  no_v.v = nullptr;
+  no_out.out = nullptr;
+  const Bad bads[] = {
+      {"null q", Route::vec, &g_plane, 100, g_slot, shape, no_q},
+      {"null k", Route::splitk, &g_plane, 100, g_slot, shape, no_k},
+      {"null v", Route::interleaved, &g_plane, 100, g_slot, shape, no_v},
+      {"null out", Route::staged, &r_plane, 100, r_slot, shape, no_out},
+      {"KV heads differ from the plane", Route::splitk, &g_plane, 100, g_slot, wrong_kv, io},
+      {"not GQA", Route::splitk, &g_plane, 100, g_slot, not_gqa, io},
+      {"head_dim differs from the plane", Route::splitk, &g_plane, 100, g_slot, wrong_dim, io},
+      {"head_dim not a multiple of 4", Route::splitk, &g_plane, 100, g_slot, ragged_dim, io},
+      {"NaN scale", Route::splitk, &g_plane, 100, g_slot, nan_scale, io},
+      {"position not appended yet", Route::splitk, &g_plane, 101, g_slot, shape, io},
+      {"stale position", Route::splitk, &g_plane, 99, g_slot, shape, io},
+      {"negative position", Route::splitk, &g_plane, -1, g_slot, shape, io},
+      {"wrong slot", Route::splitk, &g_plane, 100, g_slot + 1, shape, io},
+      {"slot out of range", Route::splitk, &r_plane, 100, 1 << 20, shape, io},
+      {"vec on a partially wrapped ring", Route::vec, &r_plane, 100, r_slot, shape, io},
+      {"interleaved on a ring", Route::interleaved, &r_plane, 100, r_slot, shape, io},
+      {"staged on a growing plane", Route::staged, &g_plane, 100, g_slot, shape, io},
+      {"unknown route", static_cast<Route>(kRouteCount + 3), &g_plane, 100, g_slot, shape, io},
+  };
+  for (const Bad& b : bads) {
+    SCOPED_TRACE(b.why);
+    const HostPlane before = *b.plane;
+    cpu::Workspace ws;
+    const Status s = cpu::run_route(b.route, *b.plane, b.position, b.slot, b.shape, b.io, ws);
+    EXPECT_EQ(s.code(), ErrorCode::invalid_argument) << s.to_string();
+    EXPECT_FALSE(s.message().empty());
+    EXPECT_TRUE(test::same_plane(*b.plane, before));
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }));
+  }
+  // A fresh plane that took no append has nothing to attend to.
+  HostPlane empty = HostPlane::create(growing).value();
+  cpu::Workspace ws;
+  EXPECT_EQ(cpu::run_route(Route::splitk, empty, 0, 0, shape, io, ws).code(), ErrorCode::invalid_argument);
+  // And the good call still works on the very planes the bad ones were given.
+  EXPECT_TRUE(cpu::run_route(Route::vec, g_plane, 100, g_slot, shape, io, ws).ok());
+  EXPECT_TRUE(cpu::run_route(Route::splitk, r_plane, 100, r_slot, shape, io, ws).ok());
+}
+
+// attend_layer is the device-neutral door: on the CPU it is run_route, bit for bit.
+TEST(AttendLayer, CpuIsRunRouteAndCudaAnswersWithoutADevice) {
+  const HeadShape shape = test::make_shape(16, 2, 128);
+  std::mt19937 rng(61);
+  const HostPlane plane = test::build_plane(test::ring_config(2, 128, 96, 110, 1000), 300, rng);
+  const Token tok = test::random_token(shape, rng);
+  for (Route r : {Route::splitk, Route::staged}) {
+    const test::RouteRun direct = test::run_on_copy(r, plane, 300, shape, tok);
+    ASSERT_TRUE(direct.status.ok());
+    HostPlane p = plane;
+    const int slot = p.append(300).value();
+    std::vector<float> out = test::nan_filled(tok.q.size());
+    const LayerIO io{tok.q.data(), tok.k.data(), tok.v.data(), out.data()};
+    ASSERT_TRUE(attend_layer(Device::cpu, r, p, 300, slot, shape, io).ok());
+    EXPECT_TRUE(test::same_bits(out, direct.out));
+    EXPECT_TRUE(test::same_plane(p, direct.plane));
+    if (!cuda_available()) {
+      EXPECT_EQ(attend_layer(Device::cuda, r, p, 300, slot, shape, io).code(), ErrorCode::no_device);
+    }
+  }
+}
+
+// G3/G5 scratch contract: rows past the data are zero-filled, never left as stale bytes.
+TEST(CopyKernels, PadAndStageZeroFillTheirPadding) {
+  constexpr int kKv = 2, kHd = 8, kVisible = 37;
+  std::mt19937 rng(71);
+  const HostPlane plane = test::build_plane(test::ring_config(kKv, kHd, 40, 50, 500), 120, rng);
+  RowSource src;
+  src.k = plane.k();
+  src.v = plane.v();
+  src.strides = plane.strides();
+  src.order = RowOrder::ring_logical;
+  src.state = plane.state();
+  src.logical_start = logical_start(119, 40);
+  const int padded = 2 * kBlockTokens;
+  const std::uint16_t kStale = 0x1234;
+  std::vector<std::uint16_t> sk(static_cast<std::size_t>(padded) * kKv * kHd, kStale), sv = sk;
+  StageParams sp;
+  sp.n_kv_heads = kKv;
+  sp.head_dim = kHd;
+  sp.src = src;
+  sp.visible = kVisible;
+  sp.padded_rows = padded;
+  sp.dst_k = sk.data();
+  sp.dst_v = sv.data();
+  sp.dst_strides = plane_strides(PlaneKind::ring, padded, kKv, kHd);
+  cpu::stage_rows(sp);
+  for (int t = 0; t < padded; ++t)
+    for (int h = 0; h < kKv; ++h)
+      for (int d = 0; d < kHd; ++d) {
+        const std::int64_t at = sp.dst_strides.offset(t, h) + d;
+        const std::uint16_t want_k = t < kVisible ? plane.k()[src.strides.offset(src.row(t), h) + d] : 0;
+        const std::uint16_t want_v = t < kVisible ? plane.v()[src.strides.offset(src.row(t), h) + d] : 0;
+        ASSERT_EQ(sk[at], want_k) << t;
+        ASSERT_EQ(sv[at], want_v) << t;
+      }
+
+  std::vector<std::uint16_t> pk(static_cast<std::size_t>(kBlockTokens) * kKv * kHd, kStale), pv = pk;
+  PadParams pp;
+  pp.n_kv_heads = kKv;
+  pp.head_dim = kHd;
+  pp.src = src;
+  pp.tail_first = kBlockTokens;
+  pp.tail_count = kVisible - kBlockTokens;
+  pp.dst_k = pk.data();
+  pp.dst_v = pv.data();
+  pp.dst_strides = plane_strides(PlaneKind::growing, kBlockTokens, kKv, kHd);
+  cpu::pad_tail(pp);
+  for (int i = 0; i < kBlockTokens; ++i)
+    for (int h = 0; h < kKv; ++h)
+      for (int d = 0; d < kHd; ++d) {
+        const std::int64_t at = pp.dst_strides.offset(i, h) + d;
+        const bool data = i < pp.tail_count;
+        const std::int64_t from = src.strides.offset(src.row(pp.tail_first + i), h) + d;
+        ASSERT_EQ(pk[at], data ? plane.k()[from] : 0) << i;
+        ASSERT_EQ(pv[at], data ? plane.v()[from] : 0) << i;
+      }
+}
+
+}  // namespace
+}  // namespace ladder
