@@ -1,0 +1,20 @@
+// Host memory bandwidth measured in the running process (SPEC B3): the ceiling CPU attention
+// timings are compared against. Both functions are multi-threaded, touch their buffers once
+// before timing (so page faults are not measured), and return the median of several
+// repetitions in bytes per second. threads <= 0 uses the hardware concurrency. A buffer too
+// small to measure (or one that cannot be allocated) gives 0.
+#pragma once
+
+#include <cstddef>
+
+namespace ladder::cpu {
+
+// Read-only streaming over `bytes` of memory: bytes read per second. The read ceiling for a
+// read-dominated kernel like decode attention.
+double measure_host_read_bandwidth(std::size_t bytes, int threads);
+
+// memcpy of `bytes` into a second buffer: (bytes read + bytes written) per second, the same
+// accounting as SPEC B1's device-to-device copy.
+double measure_host_copy_bandwidth(std::size_t bytes, int threads);
+
+}  // namespace ladder::cpu

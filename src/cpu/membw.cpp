@@ -1,0 +1,137 @@
+#include "ladder/cpu/membw.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <thread>
+#include <vector>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace ladder::cpu {
+namespace {
+
+// Timed repetitions per measurement; the median discards a warm-up outlier or a scheduler hiccup.
+constexpr int kReps = 7;
+// Per-thread slices are multiples of this, so every slice starts on a cache line and the vector
+// loop has no remainder.
+constexpr std::size_t kSliceAlign = 4096;
+// The accumulators' result is published here so the compiler cannot drop the reads.
+std::atomic<std::uint64_t> g_sink{0};
+
+int resolve_threads(int threads) {
+  if (threads > 0) return threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw > 0 ? static_cast<int>(hw) : 1;
+}
+
+struct AlignedBuffer {
+  struct Free {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{kSliceAlign}); }
+  };
+  std::unique_ptr<std::byte[], Free> data;
+  explicit AlignedBuffer(std::size_t n)
+      : data(static_cast<std::byte*>(::operator new[](n, std::align_val_t{kSliceAlign}, std::nothrow))) {}
+};
+
+std::uint64_t read_slice(const std::byte* p, std::size_t n) {
+#if defined(__AVX2__)
+  // Four independent accumulators keep several loads in flight per core.
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  constexpr std::size_t kStep = 4 * sizeof(__m256i);
+  for (std::size_t i = 0; i + kStep <= n; i += kStep) {
+    const auto* v = reinterpret_cast<const __m256i*>(p + i);
+    a0 = _mm256_xor_si256(a0, _mm256_load_si256(v));
+    a1 = _mm256_xor_si256(a1, _mm256_load_si256(v + 1));
+    a2 = _mm256_xor_si256(a2, _mm256_load_si256(v + 2));
+    a3 = _mm256_xor_si256(a3, _mm256_load_si256(v + 3));
+  }
+  const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+  return static_cast<std::uint64_t>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
+#else
+  std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  constexpr std::size_t kStep = 4 * sizeof(std::uint64_t);
+  for (std::size_t i = 0; i + kStep <= n; i += kStep) {
+    std::uint64_t w[4];
+    std::memcpy(w, p + i, sizeof w);
+    a0 ^= w[0];
+    a1 ^= w[1];
+    a2 ^= w[2];
+    a3 ^= w[3];
+  }
+  return a0 ^ a1 ^ a2 ^ a3;
+#endif
+}
+
+// Runs `work(thread, begin, end)` over `bytes` split into per-thread slices, kReps times, with
+// all threads released together; returns the median wall time of one repetition in seconds.
+template <class Work>
+double median_seconds(std::size_t bytes, int threads, Work work) {
+  const std::size_t slice = (bytes / static_cast<std::size_t>(threads)) / kSliceAlign * kSliceAlign;
+  std::vector<double> seconds;
+  seconds.reserve(kReps);
+  std::chrono::steady_clock::time_point start;
+  bool timing = false;
+  // Phase completions alternate: start of a repetition, end of a repetition.
+  std::barrier sync(threads, [&]() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (timing) seconds.push_back(std::chrono::duration<double>(now - start).count());
+    start = now;
+    timing = !timing;
+  });
+  const auto body = [&](int t) {
+    const std::size_t begin = slice * static_cast<std::size_t>(t);
+    for (int rep = 0; rep < kReps; ++rep) {
+      sync.arrive_and_wait();
+      work(t, begin, begin + slice);
+      sync.arrive_and_wait();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);
+  body(0);
+  for (std::thread& th : pool) th.join();
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+}  // namespace
+
+double measure_host_read_bandwidth(std::size_t bytes, int threads) {
+  const int n = resolve_threads(threads);
+  const std::size_t slice = (bytes / static_cast<std::size_t>(n)) / kSliceAlign * kSliceAlign;
+  if (slice == 0) return 0.0;
+  const std::size_t total = slice * static_cast<std::size_t>(n);
+  AlignedBuffer buf(total);
+  if (!buf.data) return 0.0;
+  std::memset(buf.data.get(), 1, total);
+  const double s = median_seconds(total, n, [&](int, std::size_t b, std::size_t e) {
+    g_sink.fetch_xor(read_slice(buf.data.get() + b, e - b), std::memory_order_relaxed);
+  });
+  return s > 0.0 ? static_cast<double>(total) / s : 0.0;
+}
+
+double measure_host_copy_bandwidth(std::size_t bytes, int threads) {
+  const int n = resolve_threads(threads);
+  const std::size_t slice = (bytes / static_cast<std::size_t>(n)) / kSliceAlign * kSliceAlign;
+  if (slice == 0) return 0.0;
+  const std::size_t total = slice * static_cast<std::size_t>(n);
+  AlignedBuffer src(total), dst(total);
+  if (!src.data || !dst.data) return 0.0;
+  std::memset(src.data.get(), 1, total);
+  std::memset(dst.data.get(), 2, total);
+  const double s = median_seconds(total, n, [&](int, std::size_t b, std::size_t e) {
+    std::memcpy(dst.data.get() + b, src.data.get() + b, e - b);
+  });
+  g_sink.fetch_xor(static_cast<std::uint64_t>(dst.data[total / 2]), std::memory_order_relaxed);
+  return s > 0.0 ? 2.0 * static_cast<double>(total) / s : 0.0;
+}
+
+}  // namespace ladder::cpu
