@@ -29,16 +29,18 @@ constexpr int kChunk = 4;                       // consecutive dims a lane owns 
 constexpr int kRoundDims = kLanes * kChunk;     // dims covered by one pass over all lanes
 constexpr int kLaneGroup = 8;                   // lanes per 256-bit register
 constexpr int kLaneGroups = kLanes / kLaneGroup;
-constexpr int kAccumDims = 32;                  // dims per accumulate pass: 4 independent chains
+constexpr int kAccumDims = 64;                  // dims per accumulate pass: 8 register chains
 
 // Lane-major buffers ("lanes"): for round r and chunk element j, 32 floats, one per lane.
-// Within each group of 8 lanes the lanes sit in the order (0,2,4,6,1,3,5,7): the order an
-// 8x4 register transpose yields without a final permute. q and k use the same layout and the
-// butterfly below accounts for it, so the layout is invisible to the arithmetic.
+// Within each group of 8 lanes the lanes sit in slot order (0,4,2,6,1,5,3,7). With that order
+// the DAG's butterfly over a group, ((x0+x4)+(x2+x6)) + ((x1+x5)+(x3+x7)), is exactly the
+// pairwise tree ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)) over slots that two rounds of
+// horizontal adds compute for 8 tokens at once. q and k share the layout, so it changes no
+// product and no sum: only where they sit.
+constexpr int kSlotOfLane[kLaneGroup] = {0, 4, 2, 6, 1, 5, 3, 7};
 constexpr int lane_slot(int lane) {
   const int in_group = lane % kLaneGroup;
-  const int pos = (in_group % 2 == 0) ? in_group / 2 : kLaneGroup / 2 + in_group / 2;
-  return lane - in_group + pos;
+  return lane - in_group + kSlotOfLane[in_group];
 }
 
 int rounds_for(int head_dim) {
@@ -53,21 +55,23 @@ void to_lanes(const float* natural, int rounds, float* lanes) {
     float* dst = lanes + r * kRoundDims;
 #if defined(LADDER_CPU_AVX2)
     for (int g = 0; g < kLaneGroups; ++g) {
-      // Rows a..d hold lanes (8g, 8g+1), (8g+2, 8g+3), ... with their 4 dims each.
+      // a..d hold lanes (8g, 8g+1), (8g+2, 8g+3), (8g+4, 8g+5), (8g+6, 8g+7) with 4 dims each.
+      // Pairing a with c and b with d puts lanes (0,4,2,6) in the low half and (1,5,3,7) in the
+      // high half of every output register: the slot order above.
       const float* s = src + g * kLaneGroup * kChunk;
       const __m256 a = _mm256_loadu_ps(s);
       const __m256 b = _mm256_loadu_ps(s + 8);
       const __m256 c = _mm256_loadu_ps(s + 16);
       const __m256 d = _mm256_loadu_ps(s + 24);
-      const __m256 ab_lo = _mm256_unpacklo_ps(a, b);
-      const __m256 ab_hi = _mm256_unpackhi_ps(a, b);
-      const __m256 cd_lo = _mm256_unpacklo_ps(c, d);
-      const __m256 cd_hi = _mm256_unpackhi_ps(c, d);
+      const __m256 ac_lo = _mm256_unpacklo_ps(a, c);
+      const __m256 ac_hi = _mm256_unpackhi_ps(a, c);
+      const __m256 bd_lo = _mm256_unpacklo_ps(b, d);
+      const __m256 bd_hi = _mm256_unpackhi_ps(b, d);
       float* o = dst + g * kLaneGroup;
-      _mm256_storeu_ps(o + 0 * kLanes, _mm256_shuffle_ps(ab_lo, cd_lo, _MM_SHUFFLE(1, 0, 1, 0)));
-      _mm256_storeu_ps(o + 1 * kLanes, _mm256_shuffle_ps(ab_lo, cd_lo, _MM_SHUFFLE(3, 2, 3, 2)));
-      _mm256_storeu_ps(o + 2 * kLanes, _mm256_shuffle_ps(ab_hi, cd_hi, _MM_SHUFFLE(1, 0, 1, 0)));
-      _mm256_storeu_ps(o + 3 * kLanes, _mm256_shuffle_ps(ab_hi, cd_hi, _MM_SHUFFLE(3, 2, 3, 2)));
+      _mm256_storeu_ps(o + 0 * kLanes, _mm256_shuffle_ps(ac_lo, bd_lo, _MM_SHUFFLE(1, 0, 1, 0)));
+      _mm256_storeu_ps(o + 1 * kLanes, _mm256_shuffle_ps(ac_lo, bd_lo, _MM_SHUFFLE(3, 2, 3, 2)));
+      _mm256_storeu_ps(o + 2 * kLanes, _mm256_shuffle_ps(ac_hi, bd_hi, _MM_SHUFFLE(1, 0, 1, 0)));
+      _mm256_storeu_ps(o + 3 * kLanes, _mm256_shuffle_ps(ac_hi, bd_hi, _MM_SHUFFLE(3, 2, 3, 2)));
     }
 #else
     for (int lane = 0; lane < kLanes; ++lane)
@@ -76,11 +80,12 @@ void to_lanes(const float* natural, int rounds, float* lanes) {
   }
 }
 
-// DAG step 2 for one (head, token): per-lane fmaf chains over the lane's dims in increasing d,
-// then the xor butterfly (off = 16, 8, 4, 2, 1); returns lane 0's sum (unscaled).
-float lane_dot(const float* q_lanes, const float* k_lanes, int rounds) {
-  const int steps = rounds * kChunk;
 #if defined(LADDER_CPU_AVX2)
+// DAG step 2 up to the butterfly's off = 8 stage for one (head, token): per-lane fmaf chains
+// over the lane's dims in increasing d, then off 16 (group g with g+2) and off 8 (group 0 with
+// 1). Returns the 8 partial sums of lanes 0..7 in slot order.
+__m256 lane_partials(const float* q_lanes, const float* k_lanes, int rounds) {
+  const int steps = rounds * kChunk;
   __m256 acc[kLaneGroups] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int step = 0; step < steps; ++step) {
     const float* qs = q_lanes + step * kLanes;
@@ -88,14 +93,23 @@ float lane_dot(const float* q_lanes, const float* k_lanes, int rounds) {
     for (int g = 0; g < kLaneGroups; ++g)
       acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + g * kLaneGroup), _mm256_loadu_ps(ks + g * kLaneGroup), acc[g]);
   }
-  // off 16 pairs group g with g+2, off 8 pairs group 0 with 1 (same slot order in every group).
-  const __m256 x = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-  // Slots hold lanes (0,2,4,6 | 1,3,5,7): lane xor 4 is slot xor 2, lane xor 2 is slot xor 1,
-  // lane xor 1 is slot xor 4 (across the two halves).
-  const __m256 y = _mm256_add_ps(x, _mm256_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));
-  const __m256 z = _mm256_add_ps(y, _mm256_permute_ps(y, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtss_f32(_mm256_castps256_ps128(z)) + _mm_cvtss_f32(_mm256_extractf128_ps(z, 1));
+  return _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+}
+
+// The butterfly's off = 4, 2, 1 stages for 8 tokens at once: token i's result in element i.
+__m256 finish_butterfly(const __m256 x[kLaneGroup]) {
+  const __m256 h01 = _mm256_hadd_ps(x[0], x[1]);
+  const __m256 h23 = _mm256_hadd_ps(x[2], x[3]);
+  const __m256 h45 = _mm256_hadd_ps(x[4], x[5]);
+  const __m256 h67 = _mm256_hadd_ps(x[6], x[7]);
+  const __m256 g0 = _mm256_hadd_ps(h01, h23);  // tokens 0..3: low half slots 0-3, high half 4-7
+  const __m256 g1 = _mm256_hadd_ps(h45, h67);  // tokens 4..7
+  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+}
 #else
+// DAG step 2 for one (head, token): per-lane fmaf chains, then the xor butterfly; lane 0's sum.
+float lane_dot(const float* q_lanes, const float* k_lanes, int rounds) {
+  const int steps = rounds * kChunk;
   float acc[kLanes] = {};
   for (int step = 0; step < steps; ++step)
     for (int lane = 0; lane < kLanes; ++lane) {
@@ -108,6 +122,24 @@ float lane_dot(const float* q_lanes, const float* k_lanes, int rounds) {
     std::memcpy(acc, next, sizeof acc);
   }
   return acc[0];
+}
+#endif
+
+// Scaled scores of `count` tokens (k in lanes, one token per lane_floats) for one head.
+void block_scores(const float* q_lanes, const float* k_lanes, int lane_floats, int rounds, int count, float scale,
+                  float* scores) {
+#if defined(LADDER_CPU_AVX2)
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (int i = 0; i < count; i += kLaneGroup) {
+    __m256 x[kLaneGroup];
+    for (int j = 0; j < kLaneGroup; ++j)
+      x[j] = i + j < count ? lane_partials(q_lanes, k_lanes + static_cast<std::size_t>(i + j) * lane_floats, rounds)
+                           : _mm256_setzero_ps();
+    _mm256_storeu_ps(scores + i, _mm256_mul_ps(finish_butterfly(x), sc));
+  }
+#else
+  for (int i = 0; i < count; ++i)
+    scores[i] = lane_dot(q_lanes, k_lanes + static_cast<std::size_t>(i) * lane_floats, rounds) * scale;
 #endif
 }
 
@@ -120,25 +152,21 @@ void scale_in_place(float* o, float factor, int n) {
   for (; d < n; ++d) o[d] *= factor;
 }
 
-// o[d] = fmaf(w[t], v[t][d], o[d]) for t = 0..count-1 in order, for every d.
+// o[d] = fmaf(w[t], v[t][d], o[d]) for t = 0..count-1 in order, for every d. Each d is its own
+// chain; kAccumDims of them run side by side so the FMA latency is hidden.
 void accumulate(float* o, const float* w, const float* v, int count, int n) {
   int d = 0;
 #if defined(LADDER_CPU_AVX2)
+  constexpr int kRegs = kAccumDims / kLaneGroup;
   for (; d + kAccumDims <= n; d += kAccumDims) {
-    __m256 a0 = _mm256_loadu_ps(o + d), a1 = _mm256_loadu_ps(o + d + 8);
-    __m256 a2 = _mm256_loadu_ps(o + d + 16), a3 = _mm256_loadu_ps(o + d + 24);
+    __m256 a[kRegs];
+    for (int r = 0; r < kRegs; ++r) a[r] = _mm256_loadu_ps(o + d + r * kLaneGroup);
     for (int t = 0; t < count; ++t) {
       const __m256 wt = _mm256_set1_ps(w[t]);
       const float* vt = v + static_cast<std::size_t>(t) * n + d;
-      a0 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt), a0);
-      a1 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt + 8), a1);
-      a2 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt + 16), a2);
-      a3 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt + 24), a3);
+      for (int r = 0; r < kRegs; ++r) a[r] = _mm256_fmadd_ps(wt, _mm256_loadu_ps(vt + r * kLaneGroup), a[r]);
     }
-    _mm256_storeu_ps(o + d, a0);
-    _mm256_storeu_ps(o + d + 8, a1);
-    _mm256_storeu_ps(o + d + 16, a2);
-    _mm256_storeu_ps(o + d + 24, a3);
+    for (int r = 0; r < kRegs; ++r) _mm256_storeu_ps(o + d + r * kLaneGroup, a[r]);
   }
   for (; d + kLaneGroup <= n; d += kLaneGroup) {
     __m256 a = _mm256_loadu_ps(o + d);
@@ -279,9 +307,7 @@ class Producer {
       const float* ql = sc.q_lanes.data() + static_cast<std::size_t>(h) * lane_floats_;
       float* sh = sc.scores.data() + static_cast<std::size_t>(h) * kBlockTokens;
       float* wh = sc.weights.data() + static_cast<std::size_t>(h) * kBlockTokens;
-      for (int i = 0; i < count; ++i)
-        sh[i] = lane_dot(ql, sc.k_lanes.data() + static_cast<std::size_t>(i) * lane_floats_, rounds_) *
-                p_.shape.scale;
+      block_scores(ql, sc.k_lanes.data(), lane_floats_, rounds_, count, p_.shape.scale, sh);
       float block_max = sh[0];
       for (int i = 1; i < count; ++i) block_max = std::max(block_max, sh[i]);
       SoftmaxStats& st = stats[h];
