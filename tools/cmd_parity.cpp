@@ -1,0 +1,359 @@
+// `ladder parity` (C4/P5): one logical input — a query, the window's K/V rows in logical order
+// and the current token — run through every route on every plane layout that can hold it, then
+// each pair of runs compared bit for bit. A difference is explained by what differs between the
+// two runs (device, where the current token is read from, the order the tokens are walked);
+// a difference that none of those explains is reported as a failure.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "commands.hpp"
+#include "ladder/attention.hpp"
+#include "ladder/reference.hpp"
+
+namespace ladder::cli {
+namespace {
+
+constexpr double kRelErrorBound = 2e-3;  // SPEC P3
+// Layer index the synthetic generator uses for rows outside the logical input (evicted
+// tokens of the wrapped ring), so they never coincide with the input rows.
+constexpr int kFillerLayer = 1;
+constexpr int kInputLayer = 0;
+
+enum class Layout { ring_wrapped, ring_unwrapped, growing };
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::ring_wrapped: return "ring as wrapped at the position";
+    case Layout::ring_unwrapped: return "ring, same rows unwrapped";
+    case Layout::growing: return "growing head-major plane";
+  }
+  return "?";
+}
+const char* layout_tag(Layout l) {
+  switch (l) {
+    case Layout::ring_wrapped: return "ring-wrapped";
+    case Layout::ring_unwrapped: return "ring-unwrapped";
+    case Layout::growing: return "growing";
+  }
+  return "?";
+}
+
+struct Options {
+  GeometryFlags geometry;
+  int position = 5000;
+  std::uint64_t seed = 1;
+  std::string device = "cpu";
+  bool json = false;
+};
+
+// The logical input: window row j (0 = oldest visible, visible-1 = current token).
+struct Input {
+  int visible = 0;
+  int kvn = 0;
+  std::vector<float> q;
+  std::vector<float> k, v;  // [visible][kvn]
+  const float* k_row(int j) const { return k.data() + static_cast<std::size_t>(j) * kvn; }
+  const float* v_row(int j) const { return v.data() + static_cast<std::size_t>(j) * kvn; }
+};
+
+struct Run {
+  std::string id;
+  Layout layout = Layout::ring_wrapped;
+  Route route = Route::vec;
+  Device device = Device::cpu;
+  bool applicable = false;
+  std::string refusal;
+  std::vector<float> out;
+  bool repeatable = true;
+  double rel_error = 0;
+  PlaneState state;
+  // What can change the bits: the order tokens are walked (window index at each step of the
+  // shared producer DAG) and whether the current token comes from the f32 activations.
+  std::vector<int> walk;
+  bool bypass = false;
+};
+
+// The plane for a layout, holding every token before the current one.
+HostPlane build_plane(const Geometry& g, Layout layout, const Input& in, int position, std::uint64_t seed) {
+  const LayerClass cls = layout == Layout::growing ? LayerClass::nope : LayerClass::swa;
+  Result<HostPlane> made = HostPlane::create(PlaneConfig::for_layer(g, cls));
+  if (!made) throw std::runtime_error(made.status().to_string());
+  HostPlane plane = std::move(made).value();
+  const int last = layout == Layout::ring_wrapped ? position : in.visible - 1;
+  const int first = last + 1 - in.visible;
+  std::vector<float> fk(static_cast<std::size_t>(in.kvn)), fv(fk.size());
+  for (int p = 0; p < last; ++p) {
+    const float *k = nullptr, *v = nullptr;
+    if (p >= first) {
+      k = in.k_row(p - first);
+      v = in.v_row(p - first);
+    } else {
+      fill_synthetic(seed, Stream::k, p, kFillerLayer, fk.data(), in.kvn);
+      fill_synthetic(seed, Stream::v, p, kFillerLayer, fv.data(), in.kvn);
+      k = fk.data();
+      v = fv.data();
+    }
+    Result<int> slot = plane.append_row(p, k, v);
+    if (!slot) throw std::runtime_error(slot.status().to_string());
+  }
+  return plane;
+}
+
+// Token order a route walks: splitk and staged walk logical order (explicit origins, or rows
+// staged into absolute order); vec and interleaved walk physical rows 0.. of one contiguous span.
+std::vector<int> walk_order(Route r, const PlaneState& st, int position, int visible) {
+  std::vector<int> walk(static_cast<std::size_t>(visible));
+  const int first = position + 1 - visible;
+  for (int t = 0; t < visible; ++t) {
+    if (r == Route::splitk || r == Route::staged) {
+      walk[static_cast<std::size_t>(t)] = t;
+    } else {
+      const int logical = st.origin_logical + ((t - st.origin_physical) % st.capacity + st.capacity) % st.capacity;
+      walk[static_cast<std::size_t>(t)] = logical - first;
+    }
+  }
+  return walk;
+}
+
+double reference_error(const Geometry& g, const Input& in, const std::vector<float>& out, bool bypass) {
+  const std::size_t n = static_cast<std::size_t>(in.visible) * in.kvn;
+  std::vector<double> k(n), v(n), q(in.q.begin(), in.q.end()), ref(in.q.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool raw = bypass && i >= n - static_cast<std::size_t>(in.kvn);
+    k[i] = raw ? in.k[i] : f16_to_f32(f32_to_f16(in.k[i]));
+    v[i] = raw ? in.v[i] : f16_to_f32(f32_to_f16(in.v[i]));
+  }
+  const HeadShape shape{g.n_heads, g.n_kv_heads, g.head_dim, g.scale()};
+  reference_attention(shape, q.data(), k.data(), v.data(), in.visible, ref.data());
+  return relative_error(out.data(), ref.data(), out.size());
+}
+
+void execute(const Geometry& g, const Input& in, const HostPlane& built, int position, Run& run) {
+  const HeadShape shape{g.n_heads, g.n_kv_heads, g.head_dim, g.scale()};
+  const int current = run.layout == Layout::ring_wrapped ? position : in.visible - 1;
+  std::vector<float> outs[2];
+  for (std::vector<float>& out : outs) {
+    HostPlane plane = built;
+    Result<int> slot = plane.append(current);
+    if (!slot) throw std::runtime_error(slot.status().to_string());
+    out.assign(in.q.size(), std::numeric_limits<float>::quiet_NaN());
+    const LayerIO io{in.q.data(), in.k_row(in.visible - 1), in.v_row(in.visible - 1), out.data()};
+    const Status st = attend_layer(run.device, run.route, plane, current, *slot, shape, io);
+    if (!st.ok()) {
+      run.applicable = false;
+      run.refusal = st.to_string();
+      return;
+    }
+    run.state = plane.state();
+  }
+  run.applicable = true;
+  run.out = outs[0];
+  run.repeatable = outs[0].size() == outs[1].size() &&
+                   std::equal(outs[0].begin(), outs[0].end(), outs[1].begin(),
+                              [](float a, float b) { return ulp_distance(a, b) == 0; });
+  run.walk = walk_order(run.route, run.state, current, in.visible);
+  run.bypass = run.route == Route::interleaved;
+  run.rel_error = reference_error(g, in, run.out, run.bypass);
+}
+
+struct Comparison {
+  std::string a, b;
+  bool identical = false;
+  std::int64_t max_ulp = 0;
+  double max_abs = 0;
+  long long differing = 0;
+  std::vector<std::string> reasons;
+  bool explained = true;
+};
+
+// Rotation r such that walk[t] = (t + r) mod n, or -1 when the walk is not a rotation.
+int rotation_of(const std::vector<int>& walk) {
+  const int n = static_cast<int>(walk.size());
+  if (n == 0) return 0;
+  const int r = walk[0];
+  for (int t = 0; t < n; ++t)
+    if (walk[static_cast<std::size_t>(t)] != (t + r) % n) return -1;
+  return r;
+}
+
+std::string describe_walk(const Run& r) {
+  const int rot = rotation_of(r.walk);
+  if (rot == 0) return "logical order";
+  if (rot > 0) return fmt::format("physical slot order (logical order rotated by {} tokens)", rot);
+  return "a permutation of logical order";
+}
+
+Comparison compare(const Run& x, const Run& y) {
+  Comparison c;
+  c.a = x.id;
+  c.b = y.id;
+  for (std::size_t i = 0; i < x.out.size(); ++i) {
+    const std::int64_t d = ulp_distance(x.out[i], y.out[i]);
+    c.max_ulp = std::max(c.max_ulp, d);
+    c.max_abs = std::max(c.max_abs, static_cast<double>(std::fabs(x.out[i] - y.out[i])));
+    c.differing += d != 0 ? 1 : 0;
+  }
+  c.identical = c.differing == 0;
+  if (x.device != y.device)
+    c.reasons.push_back(fmt::format("different device ({} vs {})", device_name(x.device), device_name(y.device)));
+  if (x.bypass != y.bypass) {
+    const Run& b = x.bypass ? x : y;
+    c.reasons.push_back(fmt::format("current-token bypass: {} reads the current token from the f32 activations, the "
+                                    "other from its f16 plane row",
+                                    b.id));
+  }
+  if (x.walk != y.walk)
+    c.reasons.push_back(fmt::format("token order differs: {} walks {}, {} walks {}", x.id, describe_walk(x), y.id,
+                                    describe_walk(y)));
+  c.explained = c.identical || !c.reasons.empty();
+  return c;
+}
+
+int run(const Options& o) {
+  const Geometry g = o.geometry.resolve();
+  if (g.window <= 0) throw UsageError("parity needs a finite --window (> 0) so that the ring can wrap");
+  if (o.position < 0 || o.position >= g.max_context)
+    throw UsageError(fmt::format("--position must be in 0..{} (got {})", g.max_context - 1, o.position));
+  std::vector<Device> devices;
+  if (o.device == "cpu" || o.device == "all") devices.push_back(Device::cpu);
+  std::string cuda_note;
+  if (o.device == "cuda" || o.device == "all") {
+    if (cuda_available()) {
+      devices.push_back(Device::cuda);
+    } else if (o.device == "cuda") {
+      std::fprintf(stderr, "ladder parity: --device cuda: no usable CUDA device in this build or machine\n");
+      return kExitFailure;
+    } else {
+      cuda_note = "cuda runs skipped: no usable CUDA device in this build or machine";
+    }
+  }
+
+  Input in;
+  in.visible = g.visible(LayerClass::swa, o.position);
+  in.kvn = g.n_kv_heads * g.head_dim;
+  in.q.resize(static_cast<std::size_t>(g.n_heads) * g.head_dim);
+  fill_synthetic(o.seed, Stream::q, o.position, kInputLayer, in.q.data(), static_cast<int>(in.q.size()));
+  in.k.resize(static_cast<std::size_t>(in.visible) * in.kvn);
+  in.v.resize(in.k.size());
+  for (int j = 0; j < in.visible; ++j) {
+    fill_synthetic(o.seed, Stream::k, j, kInputLayer, in.k.data() + static_cast<std::size_t>(j) * in.kvn, in.kvn);
+    fill_synthetic(o.seed, Stream::v, j, kInputLayer, in.v.data() + static_cast<std::size_t>(j) * in.kvn, in.kvn);
+  }
+
+  const std::pair<Layout, std::vector<Route>> plan[] = {
+      {Layout::ring_wrapped, {Route::splitk, Route::staged, Route::vec}},
+      {Layout::ring_unwrapped, {Route::splitk, Route::vec}},
+      {Layout::growing, {Route::vec, Route::interleaved}},
+  };
+  std::vector<Run> runs;
+  for (const auto& [layout, routes] : plan) {
+    const HostPlane built = build_plane(g, layout, in, o.position, o.seed);
+    for (Device d : devices) {
+      for (Route r : routes) {
+        Run run;
+        run.layout = layout;
+        run.route = r;
+        run.device = d;
+        run.id = fmt::format("{}/{}/{}", route_name(r), layout_tag(layout), device_name(d));
+        execute(g, in, built, o.position, run);
+        runs.push_back(std::move(run));
+      }
+    }
+  }
+
+  std::vector<Comparison> comps;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (std::size_t j = i + 1; j < runs.size(); ++j)
+      if (runs[i].applicable && runs[j].applicable) comps.push_back(compare(runs[i], runs[j]));
+
+  bool ok = true;
+  for (const Run& r : runs)
+    if (r.applicable && (!r.repeatable || !(r.rel_error <= kRelErrorBound))) ok = false;
+  for (const Comparison& c : comps)
+    if (!c.explained) ok = false;
+
+  if (o.json) {
+    nlohmann::json j;
+    j["geometry"] = g.describe();
+    j["position"] = o.position;
+    j["visible"] = in.visible;
+    j["seed"] = o.seed;
+    if (!cuda_note.empty()) j["note"] = cuda_note;
+    for (const Run& r : runs) {
+      nlohmann::json jr{{"id", r.id}, {"route", route_name(r.route)}, {"layout", layout_tag(r.layout)},
+                        {"device", device_name(r.device)}, {"applicable", r.applicable}};
+      if (r.applicable) {
+        jr["repeat_bit_identical"] = r.repeatable;
+        jr["relative_error"] = r.rel_error;
+        jr["token_order"] = describe_walk(r);
+        jr["current_token"] = r.bypass ? "f32 activations" : "f16 plane row";
+        jr["plane"] = {{"capacity", r.state.capacity}, {"len", r.state.len},
+                       {"origin_logical", r.state.origin_logical}, {"origin_physical", r.state.origin_physical}};
+      } else {
+        jr["refused"] = r.refusal;
+      }
+      j["runs"].push_back(jr);
+    }
+    for (const Comparison& c : comps)
+      j["pairs"].push_back({{"a", c.a}, {"b", c.b}, {"identical", c.identical}, {"max_ulp", c.max_ulp}, {"max_abs_difference", c.max_abs},
+                            {"differing_values", c.differing}, {"reasons", c.reasons}, {"explained", c.explained}});
+    j["pass"] = ok;
+    std::printf("%s\n", j.dump(2).c_str());
+    return ok ? kExitOk : kExitFailure;
+  }
+
+  std::printf("geometry: %s\n", g.describe().c_str());
+  std::printf("logical input: position %d, %d visible tokens, seed %llu; every run gets the same query, the same "
+              "window rows in logical order and the same current token\n",
+              o.position, in.visible, static_cast<unsigned long long>(o.seed));
+  if (!cuda_note.empty()) std::printf("%s\n", cuda_note.c_str());
+  std::printf("\nruns:\n");
+  for (const Run& r : runs) {
+    if (!r.applicable) {
+      std::printf("  %-36s not applicable: %s\n", r.id.c_str(), r.refusal.c_str());
+      continue;
+    }
+    std::printf("  %-36s %s (cap %d, len %d, origin %d->%d); walks %s; current token from %s; rel err %.3g; "
+                "repeat %s\n",
+                r.id.c_str(), layout_name(r.layout), r.state.capacity, r.state.len, r.state.origin_logical,
+                r.state.origin_physical, describe_walk(r).c_str(), r.bypass ? "f32 activations" : "f16 plane row",
+                r.rel_error, r.repeatable ? "bit-identical" : "DIFFERS");
+  }
+  std::printf("\npairs:\n");
+  for (const Comparison& c : comps) {
+    if (c.identical) {
+      std::printf("  %-36s vs %-36s identical\n", c.a.c_str(), c.b.c_str());
+      continue;
+    }
+    std::string why;
+    for (const std::string& r : c.reasons) why += (why.empty() ? "" : "; ") + r;
+    if (!c.explained) why = "UNEXPLAINED: same device, same current-token source and same token order";
+    std::printf("  %-36s vs %-36s max %lld ulp, max abs %.2g (%lld of %zu values differ): %s\n", c.a.c_str(),
+                c.b.c_str(), static_cast<long long>(c.max_ulp), c.max_abs, c.differing, in.q.size(), why.c_str());
+  }
+  std::printf("\n%s\n", ok ? "PASS: every run repeatable, within the reference bound, every difference explained"
+                           : "FAIL: see the runs and pairs above");
+  return ok ? kExitOk : kExitFailure;
+}
+
+const Register reg{Command{
+    "parity", "Run one logical input through every applicable route and layout; compare every pair bit for bit",
+    [](CLI::App& app) -> Runner {
+      auto o = std::make_shared<Options>();
+      app.add_option("--position", o->position, "Position of the current token (sets the ring's wrap state)")
+          ->capture_default_str();
+      app.add_option("--seed", o->seed, "Seed of the synthetic input")->capture_default_str();
+      app.add_option("--device", o->device, "cpu, cuda, or all (cpu and cuda)")
+          ->check(CLI::IsMember({"cpu", "cuda", "all"}))
+          ->capture_default_str();
+      o->geometry.add_to(app);
+      app.add_flag("--json", o->json, "Print JSON instead of text");
+      return [o] { return run(*o); };
+    }}};
+
+}  // namespace
+}  // namespace ladder::cli

@@ -1,0 +1,132 @@
+// `ladder routes` (C2): the route trace for chosen positions, layers and plane states. It walks
+// each layer class's plane metadata through the same append rule the engines use
+// (plan_append) and asks the same ladder (choose_route), so no KV rows are allocated and any
+// position up to the max context is cheap.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "commands.hpp"
+
+namespace ladder::cli {
+namespace {
+
+struct Options {
+  GeometryFlags geometry;
+  SwitchFlags switches;
+  std::string positions = "0,31,2047,2048,5000";
+  std::string layers = "0-7";
+  int initial_capacity = 0;
+  bool no_vec_capability = false;
+  bool json = false;
+};
+
+nlohmann::json to_json(const TraceEntry& e) {
+  const Predicates& p = e.decision.pred;
+  return {{"position", e.position},
+          {"layer", e.layer},
+          {"class", layer_class_name(e.cls)},
+          {"route", route_name(e.decision.route)},
+          {"capacity", e.state.capacity},
+          {"len", e.state.len},
+          {"origin_logical", e.state.origin_logical},
+          {"origin_physical", e.state.origin_physical},
+          {"visible", e.visible},
+          {"has_vec", p.has_vec},
+          {"strict", p.strict},
+          {"vec_rows", p.vec_rows},
+          {"swa_vec", p.swa_vec},
+          {"stage", p.stage},
+          {"blocks", e.schedule.blocks},
+          {"nwg", e.schedule.nwg},
+          {"nsg", e.schedule.nsg}};
+}
+
+int run(const Options& o) {
+  const Geometry g = o.geometry.resolve();
+  const std::vector<int> positions = parse_int_list(o.positions, "--positions", 0, g.max_context - 1);
+  const std::vector<int> layers = parse_int_list(o.layers, "--layers", 0, g.n_layers - 1, g.n_layers);
+  if (o.initial_capacity < 0) throw UsageError("--initial-capacity must be >= 0 (0 picks the default)");
+  Capabilities caps;
+  caps.has_vec = !o.no_vec_capability;
+  const Switches sw = o.switches.merged_with_env();
+
+  // Every layer of a class holds the same plane state at a position: walk one per class.
+  struct ClassPlane {
+    PlaneConfig cfg;
+    PlaneState state;
+  };
+  std::map<LayerClass, ClassPlane> planes;
+  for (int layer : layers) {
+    const LayerClass c = g.layer_class(layer);
+    if (planes.count(c) != 0) continue;
+    ClassPlane cp;
+    cp.cfg = PlaneConfig::for_layer(g, c, o.initial_capacity);
+    cp.state.capacity = cp.cfg.capacity;
+    planes.emplace(c, cp);
+  }
+
+  std::vector<TraceEntry> trace;
+  for (int position : positions) {
+    for (auto& [cls, cp] : planes) {
+      while (cp.state.next_position <= position) {
+        Result<AppendPlan> plan = plan_append(cp.cfg, cp.state, cp.state.next_position);
+        if (!plan) throw std::runtime_error(plan.status().to_string());
+        cp.state = plan->next;
+      }
+    }
+    for (int layer : layers) {
+      const LayerClass c = g.layer_class(layer);
+      TraceEntry e;
+      e.position = position;
+      e.layer = layer;
+      e.cls = c;
+      e.state = planes.at(c).state;
+      e.decision = choose_route(c, e.state, caps, sw);
+      e.visible = g.visible(c, position);
+      e.schedule = pinned_schedule(e.visible);
+      trace.push_back(e);
+    }
+  }
+
+  if (o.json) {
+    nlohmann::json j;
+    j["geometry"] = g.describe();
+    j["switches"] = describe_switches(sw);
+    j["has_vec_capability"] = caps.has_vec;
+    j["trace"] = nlohmann::json::array();
+    for (const TraceEntry& e : trace) j["trace"].push_back(to_json(e));
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("geometry: %s\n", g.describe().c_str());
+  std::printf("vec capability: %s; switches: %s\n", caps.has_vec ? "yes" : "no", describe_switches(sw).c_str());
+  std::printf("predicates after the append: vec_rows = (strict || has_vec) && len > 0 && capacity >= 32 && "
+              "(origin_physical == 0 || len == capacity); swa_vec = vec_rows && len %% 32 == 0\n\n");
+  std::printf("%s\n", format_trace_header().c_str());
+  for (const TraceEntry& e : trace) std::printf("%s\n", format_trace(e).c_str());
+  return kExitOk;
+}
+
+const Register reg{Command{
+    "routes", "Print the route ladder's trace (route and every predicate) for positions, layers and plane states",
+    [](CLI::App& app) -> Runner {
+      auto o = std::make_shared<Options>();
+      app.add_option("--positions", o->positions, "Positions to decode: list and ranges, e.g. 0,31,2047-2049")
+          ->capture_default_str();
+      app.add_option("--layers", o->layers, "Layers to show: list, ranges or 'all'")->capture_default_str();
+      app.add_option("--initial-capacity", o->initial_capacity,
+                     "First capacity of the growing (NoPE) planes; 0 picks the default");
+      app.add_flag("--no-vec-capability", o->no_vec_capability,
+                   "Model a build without the vec family (has_vec = false)");
+      o->geometry.add_to(app);
+      o->switches.add_to(app);
+      app.add_flag("--json", o->json, "Print JSON instead of a table");
+      return [o] { return run(*o); };
+    }}};
+
+}  // namespace
+}  // namespace ladder::cli
