@@ -23,7 +23,8 @@
 
 namespace ladder {
 
-LADDER_HD float neg_inf_f32() { return -std::numeric_limits<float>::infinity(); }
+// A builtin rather than numeric_limits: that one is a host-only constexpr function in CUDA.
+LADDER_HD float neg_inf_f32() { return -__builtin_huge_valf(); }
 
 LADDER_HD float bits_to_f32(std::uint32_t u) {
 #if defined(__CUDA_ARCH__)

@@ -1,0 +1,119 @@
+// The CUDA device, raw-device-pointer layer. Usable standalone (a Python binding hands it torch
+// tensor pointers, zero copy) and needs no CUDA header: streams are `void*` (a cudaStream_t,
+// nullptr = the default stream) and every buffer is a device pointer.
+//
+// Kernels support head_dim 128 only; other head_dims are refused with ErrorCode::unsupported.
+// Every call reports CUDA failures as ErrorCode::device_error with cudaGetErrorString's text.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ladder/attention.hpp"
+#include "ladder/engine.hpp"
+#include "ladder/errors.hpp"
+#include "ladder/kernel_params.hpp"
+#include "ladder/ladder.hpp"
+#include "ladder/plane.hpp"
+
+namespace ladder::cuda {
+
+// The only head_dim the kernels are built for.
+inline constexpr int kSupportedHeadDim = 128;
+
+// A plane whose K and V rows live in device memory (f16 bits), with the host-side metadata.
+// row_capacity is the number of rows allocated per KV head (head-major) or in total
+// (token-major); 0 means state.capacity. A growing plane may be allocated at max_context rows
+// up front while its state's capacity still grows: only the strides use row_capacity.
+struct DevicePlane {
+  PlaneConfig cfg;
+  PlaneState state;
+  std::uint16_t* k = nullptr;
+  std::uint16_t* v = nullptr;
+  int row_capacity = 0;
+
+  int rows_allocated() const { return row_capacity > 0 ? row_capacity : state.capacity; }
+  PlaneStrides strides() const { return plane_strides(cfg.kind, rows_allocated(), cfg.n_kv_heads, cfg.head_dim); }
+};
+
+// One layer's activations in device memory, f32: q, out [n_heads][128]; k, v [n_kv_heads][128].
+struct DeviceLayerIO {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+};
+
+// Scratch in device memory, sized by scratch_needs / max_scratch_needs (R5). Counts are elements.
+struct DeviceWorkspace {
+  float* partials = nullptr;
+  std::int64_t partial_floats = 0;
+  std::uint16_t* pad = nullptr;  // k block then v block
+  std::int64_t pad_halfs = 0;
+  std::uint16_t* stage = nullptr;  // k rows then v rows
+  std::int64_t stage_halfs = 0;
+};
+Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs);
+void free_workspace(DeviceWorkspace& ws);
+
+// Launch-shape choices that never change a bit of the result (tests prove it).
+struct LaunchTuning {
+  // Sibling query heads one warp computes together (rounded down to a power of two that
+  // divides heads_per_kv, at most 16). 0 = the default (heuristic in dispatch).
+  int heads_per_warp = 0;
+};
+
+// Runs route `r` for one layer whose plane state already took this token's append and
+// returned `slot`: stores the current row (fused on the interleaved route), attends, reduces
+// into io.out. Asynchronous on `stream`; the launches are ordered by stream order only.
+// Fail-closed: a route whose predicates do not hold for the plane (vec on a partially wrapped
+// ring, vec on a token-major ring with a ragged tail, interleaved on a ring, staged on a
+// growing plane) is refused with invalid_argument rather than read out of bounds.
+Status run_route(Route r, const DevicePlane& plane, int position, int slot, const HeadShape& shape,
+                 const DeviceLayerIO& io, const DeviceWorkspace& ws, void* stream, LaunchTuning tuning = {});
+
+// Checks a head shape against what the kernels support.
+Status check_head_shape(const HeadShape& shape);
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int sm_count = 0;
+  std::int64_t l2_bytes = 0;
+  std::int64_t global_bytes = 0;
+  int cc_major = 0;
+  int cc_minor = 0;
+};
+Result<DeviceInfo> device_info();
+
+// Bandwidth probes for benches (B1): medians over `reps` timed runs (CUDA events) after a warm-up.
+struct BandwidthSample {
+  std::int64_t bytes_moved = 0;  // per run: read + written (copy) or read (read probe)
+  double median_us = 0.0;
+  double gb_per_s = 0.0;  // bytes_moved / median, 1e9 bytes per second
+};
+// cudaMemcpyAsync device to device of `bytes`: counts bytes read + written.
+Result<BandwidthSample> measure_device_copy_bandwidth(std::int64_t bytes, int reps);
+// A read-only streaming kernel (16-byte loads) over `bytes`.
+Result<BandwidthSample> measure_device_read_bandwidth(std::int64_t bytes, int reps);
+
+struct CudaEngineOptions {
+  // Capture the per-token step as a CUDA graph and replay it (E2). false = eager launches.
+  bool use_graph = true;
+  LaunchTuning tuning;
+};
+// The GPU engine. Growing planes are allocated at max_context rows up front (no device copy on
+// growth); their PlaneState still grows exactly as on the CPU, so routes match.
+// detail::create_cuda_engine uses the defaults, with LADDER_CUDA_GRAPH=0 selecting eager.
+Result<std::unique_ptr<Engine>> create_engine(const Geometry& g, const EngineOptions& opt,
+                                              const CudaEngineOptions& copt);
+
+// Counters of the GPU engine's graph cache (for tests and benches); zero for other engines.
+struct GraphStats {
+  int captures = 0;  // graphs captured and instantiated (a new route mix)
+  int replays = 0;   // tokens served by replaying a cached graph
+};
+GraphStats graph_stats(const Engine& engine);
+
+}  // namespace ladder::cuda

@@ -1,0 +1,365 @@
+// Route -> launches (R2), using the same choose_route/scratch_needs as the CPU (R5), and the
+// single-layer host entry point detail::cuda_attend_layer.
+#include "cuda/dispatch.hpp"
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include "cuda/device_memory.hpp"
+#include "cuda/kernels.hpp"
+#include "engine/backends.hpp"
+
+namespace ladder {
+namespace cuda_detail {
+
+namespace {
+Status bad(std::string m) { return make_error(ErrorCode::invalid_argument, std::move(m)); }
+
+// Default sibling heads per warp: all 16 siblings of the reference geometry share one pass over
+// their KV rows (the K/V bytes are read once per KV head, not once per query head).
+constexpr int kDefaultHeadsPerWarp = 16;
+
+Geometry scratch_geometry(const HeadShape& s) {
+  Geometry g;
+  g.n_heads = s.n_heads;
+  g.n_kv_heads = s.n_kv_heads;
+  g.head_dim = s.head_dim;
+  return g;
+}
+
+RowSource span_rows(const cuda::DevicePlane& plane) {
+  RowSource r;
+  r.k = plane.k;
+  r.v = plane.v;
+  r.strides = plane.strides();
+  r.order = RowOrder::contiguous;
+  r.state = plane.state;
+  return r;
+}
+}  // namespace
+
+Status cuda_status(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return {};
+  const ErrorCode code = e == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::device_error;
+  return make_error(code, fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
+}
+
+Status require_device() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n <= 0) {
+    // Clear the non-sticky error so later calls start clean.
+    (void)cudaGetLastError();
+    return make_error(ErrorCode::no_device,
+                      fmt::format("no usable CUDA device ({}); use --device cpu",
+                                  e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0"));
+  }
+  return {};
+}
+
+int heads_per_warp_for(int heads_per_kv, int requested) {
+  int g = 1;
+  while (g * 2 <= requested && g * 2 <= 16 && heads_per_kv % (g * 2) == 0) g *= 2;
+  return g;
+}
+
+int resolve_heads_per_warp(const HeadShape& shape, const cuda::LaunchTuning& t) {
+  return heads_per_warp_for(shape.heads_per_kv(), t.heads_per_warp > 0 ? t.heads_per_warp : kDefaultHeadsPerWarp);
+}
+
+Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slot, const HeadShape& shape,
+                  const cuda::DeviceLayerIO& io, const cuda::DeviceWorkspace& ws, RouteLaunch& out) {
+  LADDER_TRY(cuda::check_head_shape(shape));
+  const PlaneConfig& cfg = plane.cfg;
+  const PlaneState& st = plane.state;
+  if (cfg.n_kv_heads != shape.n_kv_heads || cfg.head_dim != shape.head_dim)
+    return bad(fmt::format("plane has {} KV heads x {} dims but the head shape says {} x {}", cfg.n_kv_heads,
+                           cfg.head_dim, shape.n_kv_heads, shape.head_dim));
+  if (plane.k == nullptr || plane.v == nullptr || io.q == nullptr || io.k == nullptr || io.v == nullptr ||
+      io.out == nullptr)
+    return bad("run_route needs device pointers for the plane's K and V and for q, k, v, out");
+  if (st.capacity <= 0 || plane.rows_allocated() < st.capacity)
+    return bad(fmt::format("plane rows allocated ({}) below its capacity ({})", plane.rows_allocated(),
+                           st.capacity));
+  if (position != st.next_position - 1)
+    return bad(fmt::format("position {} is not the plane's last append (next position {})", position,
+                           st.next_position));
+  if (slot < 0 || slot >= st.capacity || slot != st.physical(position))
+    return bad(fmt::format("slot {} is not where position {} lives in this plane", slot, position));
+  const int visible = visible_rows(position, cfg.window);
+  if (visible <= 0 || visible > st.len)
+    return bad(fmt::format("visible {} rows but the plane holds {}", visible, st.len));
+  const bool head_major = cfg.kind == PlaneKind::growing;
+
+  switch (r) {
+    case Route::vec:
+      // R1, fail-closed: one contiguous span from row 0 holding exactly the visible rows, in an
+      // allocation of at least one 32-row block.
+      if (st.capacity < kBlockTokens)
+        return bad(fmt::format("vec route refused: it reads whole {}-row blocks and the plane has {} rows",
+                               kBlockTokens, st.capacity));
+      if (!(st.origin_physical == 0 || st.len == st.capacity) || visible != st.len)
+        return bad("vec route refused: the visible rows are not one contiguous span from row 0");
+      if (!head_major && visible % kBlockTokens != 0)
+        return bad("vec route refused: a token-major ring cannot pad a ragged 32-row tail");
+      break;
+    case Route::interleaved:
+      if (!head_major) return bad("interleaved route refused: it reads growing head-major planes only");
+      break;
+    case Route::staged:
+      if (head_major) return bad("staged route refused: staging copies token-major rings only");
+      break;
+    case Route::splitk: break;
+  }
+
+  const ScratchNeeds need = scratch_needs(r, scratch_geometry(shape), visible);
+  if (ws.partials == nullptr || ws.partial_floats < need.partial_floats)
+    return bad(fmt::format("workspace partials {} floats, route needs {}", ws.partial_floats, need.partial_floats));
+  if (need.pad_halfs > 0 && (ws.pad == nullptr || ws.pad_halfs < need.pad_halfs))
+    return bad(fmt::format("workspace pad {} halfs, route needs {}", ws.pad_halfs, need.pad_halfs));
+  if (need.stage_halfs > 0 && (ws.stage == nullptr || ws.stage_halfs < need.stage_halfs))
+    return bad(fmt::format("workspace stage {} halfs, route needs {}", ws.stage_halfs, need.stage_halfs));
+
+  RouteLaunch l;
+  l.route = r;
+  l.head_major = head_major;
+  const PlaneStrides strides = plane.strides();
+
+  l.store.n_kv_heads = shape.n_kv_heads;
+  l.store.head_dim = shape.head_dim;
+  l.store.k = io.k;
+  l.store.v = io.v;
+  l.store.plane_k = plane.k;
+  l.store.plane_v = plane.v;
+  l.store.strides = strides;
+  l.store.slot = slot;
+
+  ProducerParams& p = l.producer;
+  p.shape = shape;
+  p.visible = visible;
+  p.sched = pinned_schedule(visible);
+  p.q = io.q;
+  p.rows = span_rows(plane);
+  p.tail = p.rows;
+  p.tail_first = visible;
+  p.partials = ws.partials;
+
+  switch (r) {
+    case Route::splitk:
+      p.rows.order = RowOrder::ring_logical;
+      p.rows.logical_start = logical_start(position, cfg.window);
+      break;
+    case Route::vec: {
+      // The pad block: head-major, 32 rows per KV head; k block then v block.
+      PadParams& pad = l.pad;
+      pad.n_kv_heads = shape.n_kv_heads;
+      pad.head_dim = shape.head_dim;
+      pad.src = p.rows;
+      pad.dst_k = ws.pad;
+      pad.dst_v = ws.pad + ws.pad_halfs / 2;
+      pad.dst_strides = plane_strides(PlaneKind::growing, kBlockTokens, shape.n_kv_heads, shape.head_dim);
+      const int ragged = visible % kBlockTokens;
+      if (head_major && ragged != 0) {
+        pad.tail_first = visible - ragged;
+        pad.tail_count = ragged;
+        p.tail_first = pad.tail_first;
+        p.tail.k = pad.dst_k;
+        p.tail.v = pad.dst_v;
+        p.tail.strides = pad.dst_strides;
+        p.tail.order = RowOrder::contiguous;
+      } else {
+        pad.tail_first = visible;
+        pad.tail_count = 0;
+      }
+      break;
+    }
+    case Route::staged: {
+      StageParams& sg = l.stage;
+      sg.n_kv_heads = shape.n_kv_heads;
+      sg.head_dim = shape.head_dim;
+      sg.src = p.rows;
+      sg.src.order = RowOrder::ring_logical;
+      sg.src.logical_start = logical_start(position, cfg.window);
+      sg.visible = visible;
+      sg.padded_rows = p.sched.blocks * kBlockTokens;
+      sg.dst_k = ws.stage;
+      sg.dst_v = ws.stage + ws.stage_halfs / 2;
+      sg.dst_strides = plane_strides(PlaneKind::ring, sg.padded_rows, shape.n_kv_heads, shape.head_dim);
+      p.rows.k = sg.dst_k;
+      p.rows.v = sg.dst_v;
+      p.rows.strides = sg.dst_strides;
+      p.rows.order = RowOrder::contiguous;
+      p.tail = p.rows;
+      break;
+    }
+    case Route::interleaved:
+      p.cur_k = io.k;
+      p.cur_v = io.v;
+      p.store_k = plane.k;
+      p.store_v = plane.v;
+      p.store_slot = slot;
+      break;
+  }
+
+  l.reduce.shape = shape;
+  l.reduce.nwg = p.sched.nwg;
+  l.reduce.partials = ws.partials;
+  l.reduce.out = io.out;
+  out = l;
+  return {};
+}
+
+Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, int heads_per_warp, int max_padded_rows,
+                     cudaStream_t stream) {
+  const bool indirect = dev != nullptr;
+  const auto step = [&](cudaError_t r, const char* what) -> Status {
+    return cuda_status(r, fmt::format("launching the {} kernel of the {} route", what, route_name(l.route)));
+  };
+  switch (l.route) {
+    case Route::splitk:
+      LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
+      LADDER_TRY(step(launch_splitk(l.producer, indirect ? &dev->producer : nullptr, heads_per_warp, stream),
+                      "splitk producer"));
+      break;
+    case Route::vec:
+      LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
+      // Only a head-major plane can have a ragged tail; in a capture the pad kernel is always
+      // there and does nothing on tokens without one.
+      if (l.head_major && (indirect || l.pad.tail_count > 0))
+        LADDER_TRY(step(launch_pad(l.pad, indirect ? &dev->pad : nullptr, stream), "pad"));
+      LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, heads_per_warp, stream),
+                      "vec producer"));
+      break;
+    case Route::staged:
+      LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
+      LADDER_TRY(step(launch_stage(l.stage, indirect ? &dev->stage : nullptr, max_padded_rows, stream), "stage"));
+      LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, heads_per_warp, stream),
+                      "vec producer"));
+      break;
+    case Route::interleaved:
+      LADDER_TRY(step(launch_interleaved(l.producer, indirect ? &dev->producer : nullptr, heads_per_warp, stream),
+                      "interleaved producer"));
+      break;
+  }
+  return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, stream), "reduce");
+}
+
+}  // namespace cuda_detail
+
+namespace cuda {
+
+Status check_head_shape(const HeadShape& shape) {
+  if (shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0)
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("head shape needs n_heads divisible by n_kv_heads (got {} and {})", shape.n_heads,
+                                  shape.n_kv_heads));
+  if (shape.head_dim != kSupportedHeadDim)
+    return make_error(ErrorCode::unsupported,
+                      fmt::format("the CUDA kernels support head_dim {} only (got {}); use --device cpu for "
+                                  "other head dims",
+                                  kSupportedHeadDim, shape.head_dim));
+  return {};
+}
+
+Status run_route(Route r, const DevicePlane& plane, int position, int slot, const HeadShape& shape,
+                 const DeviceLayerIO& io, const DeviceWorkspace& ws, void* stream, LaunchTuning tuning) {
+  cuda_detail::RouteLaunch l;
+  LADDER_TRY(cuda_detail::plan_route(r, plane, position, slot, shape, io, ws, l));
+  return cuda_detail::enqueue_route(l, nullptr, cuda_detail::resolve_heads_per_warp(shape, tuning), 0,
+                                    static_cast<cudaStream_t>(stream));
+}
+
+Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
+  LADDER_TRY(cuda_detail::require_device());
+  DeviceWorkspace ws;
+  const auto grab = [](auto** p, std::int64_t n, std::size_t elem, const char* what) -> Status {
+    if (n <= 0) return {};
+    void* raw = nullptr;
+    LADDER_TRY(cuda_detail::cuda_status(cudaMalloc(&raw, static_cast<std::size_t>(n) * elem),
+                                        fmt::format("allocating {} elements of workspace {}", n, what)));
+    *p = static_cast<std::remove_pointer_t<decltype(p)>>(raw);
+    return {};
+  };
+  Status s = grab(&ws.partials, needs.partial_floats, sizeof(float), "partials");
+  if (s.ok()) s = grab(&ws.pad, needs.pad_halfs, sizeof(std::uint16_t), "pad");
+  if (s.ok()) s = grab(&ws.stage, needs.stage_halfs, sizeof(std::uint16_t), "stage");
+  if (!s.ok()) {
+    free_workspace(ws);
+    return s;
+  }
+  ws.partial_floats = needs.partial_floats;
+  ws.pad_halfs = needs.pad_halfs;
+  ws.stage_halfs = needs.stage_halfs;
+  return ws;
+}
+
+void free_workspace(DeviceWorkspace& ws) {
+  cudaFree(ws.partials);
+  cudaFree(ws.pad);
+  cudaFree(ws.stage);
+  ws = DeviceWorkspace{};
+}
+
+}  // namespace cuda
+
+namespace detail {
+
+Status cuda_attend_layer(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
+                         const LayerIO& io) {
+  LADDER_TRY(cuda::check_head_shape(shape));
+  LADDER_TRY(cuda_detail::require_device());
+  using cuda_detail::DeviceArray;
+  const std::size_t plane_elems = plane.elements();
+  const std::size_t q_elems = static_cast<std::size_t>(shape.n_heads) * shape.head_dim;
+  const std::size_t kv_elems = static_cast<std::size_t>(shape.n_kv_heads) * shape.head_dim;
+  DeviceArray<std::uint16_t> dk, dv;
+  DeviceArray<float> dq, dcur_k, dcur_v, dout;
+  LADDER_TRY(dk.allocate(plane_elems, "plane K"));
+  LADDER_TRY(dv.allocate(plane_elems, "plane V"));
+  LADDER_TRY(dq.allocate(q_elems, "q"));
+  LADDER_TRY(dcur_k.allocate(kv_elems, "k"));
+  LADDER_TRY(dcur_v.allocate(kv_elems, "v"));
+  LADDER_TRY(dout.allocate(q_elems, "out"));
+  LADDER_TRY(dk.upload(plane.k(), plane_elems));
+  LADDER_TRY(dv.upload(plane.v(), plane_elems));
+  LADDER_TRY(dq.upload(io.q, q_elems));
+  LADDER_TRY(dcur_k.upload(io.k, kv_elems));
+  LADDER_TRY(dcur_v.upload(io.v, kv_elems));
+
+  const int visible = visible_rows(position, plane.config().window);
+  Geometry g;
+  g.n_heads = shape.n_heads;
+  g.n_kv_heads = shape.n_kv_heads;
+  g.head_dim = shape.head_dim;
+  Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(r, g, visible));
+  if (!ws) return ws.status();
+  struct WorkspaceGuard {
+    cuda::DeviceWorkspace& w;
+    ~WorkspaceGuard() { cuda::free_workspace(w); }
+  } guard{*ws};
+
+  cuda::DevicePlane dp;
+  dp.cfg = plane.config();
+  dp.state = plane.state();
+  dp.k = dk.get();
+  dp.v = dv.get();
+  cuda::DeviceLayerIO dio{dq.get(), dcur_k.get(), dcur_v.get(), dout.get()};
+  LADDER_TRY(cuda::run_route(r, dp, position, slot, shape, dio, *ws, nullptr));
+  LADDER_TRY(cuda_detail::cuda_status(cudaDeviceSynchronize(), "running the route"));
+  LADDER_TRY(dout.download(io.out, q_elems));
+
+  // The stored row, written back so the host plane's bytes match a CPU run.
+  const PlaneStrides s = plane.strides();
+  for (int h = 0; h < shape.n_kv_heads; ++h) {
+    const std::size_t at = static_cast<std::size_t>(s.offset(slot, h));
+    LADDER_TRY(dk.download_range(plane.k() + at, at, static_cast<std::size_t>(shape.head_dim)));
+    LADDER_TRY(dv.download_range(plane.v() + at, at, static_cast<std::size_t>(shape.head_dim)));
+  }
+  return {};
+}
+
+}  // namespace detail
+}  // namespace ladder

@@ -1,0 +1,46 @@
+// Internal: route -> launches, shared by the standalone run_route, the single-layer host entry
+// point and the GPU engine (eager and graph-captured).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "ladder/cuda/cuda_backend.hpp"
+
+namespace ladder::cuda_detail {
+
+// Status from a CUDA error code: out_of_memory for allocation failures, else device_error
+// with cudaGetErrorString's text and what was being done.
+Status cuda_status(cudaError_t e, const std::string& what);
+// no_device unless a CUDA device is usable.
+Status require_device();
+
+// Everything one layer's route launches for one token, as parameter structs. In graph mode an
+// array of these lives in pinned host memory and is copied to the device once per token; the
+// captured kernels read their struct from the device copy.
+struct RouteLaunch {
+  Route route = Route::splitk;
+  bool head_major = false;
+  StoreParams store;
+  PadParams pad;
+  StageParams stage;
+  ProducerParams producer;
+  ReduceParams reduce;
+};
+
+// Validates (fail-closed) and fills the launch structs for route `r` on `plane`.
+Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slot, const HeadShape& shape,
+                  const cuda::DeviceLayerIO& io, const cuda::DeviceWorkspace& ws, RouteLaunch& out);
+
+// Enqueues the kernels of `l` on `stream`. Direct (dev == nullptr): the exact kernels this token
+// needs, structs by value. Indirect: the kernels read *dev, grids are the worst case for the
+// plane (`max_padded_rows` bounds staging) and the kernel set depends on the route and the
+// plane layout only, so the same capture serves every token with this route.
+Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, int heads_per_warp, int max_padded_rows,
+                     cudaStream_t stream);
+
+// The heads-per-warp a shape runs with for a requested tuning (0 = default).
+int resolve_heads_per_warp(const HeadShape& shape, const cuda::LaunchTuning& t);
+
+}  // namespace ladder::cuda_detail

@@ -1,0 +1,36 @@
+// G4 interleaved producer for growing head-major planes (never wrapped: row t holds token t).
+// Current-token bypass: token visible-1 is read by every workgroup from the f32 activations
+// cur_k/cur_v, never round-tripped through f16; one warp per KV head also stores it into the
+// plane (fused store). Sibling query heads are scheduled together (all siblings of a KV head in
+// one warp, see producer.cuh): a schedule choice, never a change in what any head computes.
+#include "cuda/kernels.hpp"
+#include "cuda/producer.cuh"
+
+namespace ladder::cuda_detail {
+namespace {
+
+// A token's location: its plane row, or kCurrent for the current token.
+struct InterleavedRows {
+  static constexpr bool kFusedStore = true;
+  static constexpr int kCurrent = -1;
+  __device__ static int locate(const ProducerParams& p, int t) {
+    return t == p.visible - 1 ? kCurrent : p.rows.row(t);
+  }
+  __device__ static Float4 load_k(const ProducerParams& p, int loc, int kvh, int d0) {
+    return loc == kCurrent ? load_float4(p.cur_k + kvh * kHeadDim + d0)
+                           : load_half4(p.rows.k + p.rows.strides.offset(loc, kvh) + d0);
+  }
+  __device__ static Float4 load_v(const ProducerParams& p, int loc, int kvh, int d0) {
+    return loc == kCurrent ? load_float4(p.cur_v + kvh * kHeadDim + d0)
+                           : load_half4(p.rows.v + p.rows.strides.offset(loc, kvh) + d0);
+  }
+};
+
+}  // namespace
+
+cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp,
+                               cudaStream_t stream) {
+  return launch_producer<InterleavedRows>(p, dp, p.shape, heads_per_warp, stream);
+}
+
+}  // namespace ladder::cuda_detail

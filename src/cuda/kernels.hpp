@@ -1,0 +1,36 @@
+// Internal: host-side launchers of the CUDA kernel families (one .cu file each). Each takes the
+// family's one parameter struct. Direct form (`dp == nullptr`): the struct is passed by value
+// and the grid is exactly the one this token needs. Indirect form (`dp` a device pointer): the
+// kernel reads its struct from device memory and the grid is the worst case for the plane, so
+// a captured graph can be replayed token after token while a captured copy refreshes `*dp`.
+// Ordering between launches is stream order only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "ladder/kernel_params.hpp"
+
+namespace ladder::cuda_detail {
+
+// Largest power of two <= `requested` (and <= 16) that divides heads_per_kv: how many sibling
+// query heads one warp carries. It is a schedule choice only; every value gives the same bits.
+int heads_per_warp_for(int heads_per_kv, int requested);
+
+cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream);
+cudaError_t launch_pad(const PadParams& p, const PadParams* dp, cudaStream_t stream);
+// max_padded_rows bounds the indirect grid (the largest padded_rows any token may need).
+cudaError_t launch_stage(const StageParams& p, const StageParams* dp, int max_padded_rows, cudaStream_t stream);
+cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp,
+                          cudaStream_t stream);
+cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp, cudaStream_t stream);
+cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp,
+                               cudaStream_t stream);
+cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream);
+// Fills n halfs with the f16 NaN pattern (unwritten rows poison whoever reads them).
+cudaError_t launch_poison_halfs(std::uint16_t* dst, std::int64_t n, cudaStream_t stream);
+
+// The read-bandwidth probe: streams `bytes` (a multiple of 16) with 16-byte loads.
+cudaError_t launch_read_stream(const void* src, std::int64_t bytes, unsigned blocks, unsigned never, unsigned* sink,
+                               cudaStream_t stream);
+
+}  // namespace ladder::cuda_detail

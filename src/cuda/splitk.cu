@@ -1,0 +1,28 @@
+// G2 splitk producer: ring-native. Token t of the window is logical logical_start + t, found
+// through PlaneState::physical (the one logical -> physical accessor), so a wrapped or partially
+// wrapped token-major ring is read in logical order with no staging.
+#include "cuda/kernels.hpp"
+#include "cuda/producer.cuh"
+
+namespace ladder::cuda_detail {
+namespace {
+
+struct SplitKRows {
+  static constexpr bool kFusedStore = false;
+  __device__ static int locate(const ProducerParams& p, int t) { return p.rows.row(t); }
+  __device__ static Float4 load_k(const ProducerParams& p, int row, int kvh, int d0) {
+    return load_half4(p.rows.k + p.rows.strides.offset(row, kvh) + d0);
+  }
+  __device__ static Float4 load_v(const ProducerParams& p, int row, int kvh, int d0) {
+    return load_half4(p.rows.v + p.rows.strides.offset(row, kvh) + d0);
+  }
+};
+
+}  // namespace
+
+cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp,
+                          cudaStream_t stream) {
+  return launch_producer<SplitKRows>(p, dp, p.shape, heads_per_warp, stream);
+}
+
+}  // namespace ladder::cuda_detail

@@ -1,0 +1,63 @@
+// G1 stores: one token's f32 K/V activations ([n_kv_heads][128] each) rounded to f16 into the
+// plane row `slot`. The token-major row store (SWA ring: the row is all KV heads of one token)
+// and the head-major batch store (NoPE growing plane: one row per KV head, capacity rows apart)
+// are the same kernel; PlaneStrides carries the layout.
+#include "cuda/kernels.hpp"
+#include "cuda/common.cuh"
+
+namespace ladder::cuda_detail {
+namespace {
+
+// One thread per (KV head, 4-dim chunk): 8-byte f16 stores, 16-byte f32 loads.
+inline constexpr int kStoreThreads = 128;
+inline constexpr int kPoisonThreads = 256;
+// f16 quiet NaN: the pattern HostPlane fills unwritten rows with.
+inline constexpr std::uint16_t kPoisonHalf = 0x7E00;
+
+__device__ void store_rows(const StoreParams& p) {
+  const int items = p.n_kv_heads * kWarpSize;
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < items;
+       i += static_cast<int>(gridDim.x * blockDim.x)) {
+    const int kvh = i / kWarpSize;
+    const int d = (i % kWarpSize) * kDimsPerLane;
+    const std::int64_t at = p.strides.offset(p.slot, kvh) + d;
+    store_half4(p.plane_k + at, load_float4(p.k + kvh * kHeadDim + d));
+    store_half4(p.plane_v + at, load_float4(p.v + kvh * kHeadDim + d));
+  }
+}
+
+__global__ void __launch_bounds__(kStoreThreads) store_kernel(StoreParams p) { store_rows(p); }
+__global__ void __launch_bounds__(kStoreThreads) store_kernel_indirect(const StoreParams* pp) {
+  const StoreParams p = *pp;
+  store_rows(p);
+}
+
+__global__ void __launch_bounds__(kPoisonThreads) poison_kernel(std::uint16_t* dst, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = kPoisonHalf;
+}
+
+}  // namespace
+
+cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream) {
+  const int items = p.n_kv_heads * kWarpSize;
+  const unsigned blocks = static_cast<unsigned>((items + kStoreThreads - 1) / kStoreThreads);
+  if (dp == nullptr)
+    store_kernel<<<blocks, kStoreThreads, 0, stream>>>(p);
+  else
+    store_kernel_indirect<<<blocks, kStoreThreads, 0, stream>>>(dp);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_poison_halfs(std::uint16_t* dst, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  // Enough blocks to cover a large plane in a few grid-stride passes.
+  constexpr std::int64_t kMaxBlocks = 4096;
+  const std::int64_t want = (n + kPoisonThreads - 1) / kPoisonThreads;
+  const unsigned blocks = static_cast<unsigned>(want < kMaxBlocks ? want : kMaxBlocks);
+  poison_kernel<<<blocks, kPoisonThreads, 0, stream>>>(dst, n);
+  return cudaGetLastError();
+}
+
+}  // namespace ladder::cuda_detail
