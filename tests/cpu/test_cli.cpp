@@ -1,0 +1,134 @@
+// C6 and the subcommands end to end: the built `ladder` binary run with good and bad arguments,
+// checking exit codes (0 ok, 1 runtime failure, 2 bad usage) and that messages name the problem.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "ladder/engine.hpp"
+
+namespace {
+
+struct Outcome {
+  int code = -1;
+  std::string text;  // stdout and stderr together
+};
+
+Outcome run_cli(const std::string& args) {
+#ifdef LADDER_CLI_PATH
+  const std::string cmd = std::string("'") + LADDER_CLI_PATH + "' " + args + " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return o;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe) != nullptr) o.text += buf.data();
+  const int status = pclose(pipe);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+#else
+  (void)args;
+  return {};
+#endif
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef LADDER_CLI_PATH
+    GTEST_SKIP() << "the ladder CLI is not part of this build";
+#endif
+  }
+};
+
+constexpr int kOk = 0, kFailure = 1, kUsage = 2;
+// A geometry small enough that every subcommand finishes in well under a second.
+const std::string kSmall = " --n-layers 4 --heads 4 --kv-heads 2 --head-dim 32 --window 64 --max-context 1024 ";
+
+#define EXPECT_RUN(args, code_, needle)                                   \
+  do {                                                                    \
+    const Outcome o_ = run_cli(args);                                     \
+    EXPECT_EQ(o_.code, code_) << (args) << "\n" << o_.text;               \
+    EXPECT_NE(o_.text.find(needle), std::string::npos) << (args) << "\n" << o_.text; \
+  } while (0)
+
+TEST_F(Cli, TopLevel) {
+  EXPECT_RUN("", kUsage, "subcommand is required");
+  EXPECT_RUN("frobnicate", kUsage, "unknown command 'frobnicate'");
+  EXPECT_RUN("--help", kOk, "route ladder");
+  EXPECT_RUN("--version", kOk, "ladder 0.1.0");
+  EXPECT_RUN("--bogus", kUsage, "ladder: error:");
+}
+
+TEST_F(Cli, EverySubcommandHasHelp) {
+  for (const char* c : {"demo", "routes", "budget", "parity"}) {
+    EXPECT_RUN(std::string(c) + " --help", kOk, "Usage: ladder " + std::string(c));
+  }
+}
+
+TEST_F(Cli, DemoRunsAndChecksTheReference) {
+  EXPECT_RUN("demo --depth 100 --tokens 3" + kSmall, kOk, "PASS");
+  EXPECT_RUN("demo --depth 100 --tokens 3" + kSmall, kOk, "route mix (12 layer-steps over 3 tokens)");
+  EXPECT_RUN("demo --depth 100 --tokens 2 --disable-vec" + kSmall, kOk, "vec 0 splitk 6 interleaved 2 staged 0");
+  EXPECT_RUN("demo --depth 100 --tokens 2 --json" + kSmall, kOk, "\"pass\": true");
+  EXPECT_RUN("demo --depth 100 --tokens 2 --device cpu --threads 1" + kSmall, kOk, "1 worker threads");
+}
+
+TEST_F(Cli, DemoRejectsBadArguments) {
+  EXPECT_RUN("demo --tokens 0", kUsage, "--tokens must be >= 1");
+  EXPECT_RUN("demo --tokens many", kUsage, "--tokens");
+  EXPECT_RUN("demo --depth -4", kUsage, "--depth must be >= 0");
+  EXPECT_RUN("demo --depth 131072 --tokens 1", kUsage, "past the max context");
+  EXPECT_RUN("demo --device gpu", kUsage, "--device");
+  EXPECT_RUN("demo --threads -1", kUsage, "--threads");
+  EXPECT_RUN("demo --heads 5 --kv-heads 2", kUsage, "multiple of n_kv_heads");
+  EXPECT_RUN("demo --check-layers 99", kUsage, "--check-layers");
+  if (!ladder::cuda_available()) EXPECT_RUN("demo --device cuda --depth 10" + kSmall, kFailure, "no CUDA");
+}
+
+TEST_F(Cli, RoutesPrintsThePredicates) {
+  EXPECT_RUN("routes", kOk, "vec_rows");
+  // position 31: a 32-row unwrapped ring -> vec; position 32: len 33 -> splitk.
+  EXPECT_RUN("routes --positions 31 --layers 0", kOk, "      31     0   swa         vec");
+  EXPECT_RUN("routes --positions 32 --layers 0", kOk, "      32     0   swa      splitk");
+  // Slack: a partially wrapped ring never takes vec.
+  EXPECT_RUN("routes --positions 2100 --layers 0 --ring-slack 5", kOk, "splitk");
+  EXPECT_RUN("routes --positions 5000 --layers 0 --stage", kOk, "staged");
+  EXPECT_RUN("routes --positions 5000 --layers 3 --disable-vec", kOk, "interleaved");
+  EXPECT_RUN("routes --positions 10 --layers 3 --initial-capacity 16 --json", kOk, "\"route\": \"interleaved\"");
+  EXPECT_RUN("routes --positions 10 --layers 3 --no-vec-capability --strict", kOk, "vec");
+  EXPECT_RUN("routes --positions 1,abc", kUsage, "'abc' is not an integer");
+  EXPECT_RUN("routes --positions 131072", kUsage, "outside the allowed range 0..131071");
+  EXPECT_RUN("routes --positions 9-3", kUsage, "runs backwards");
+  EXPECT_RUN("routes --positions 0-2000000000", kUsage, "--positions");
+  EXPECT_RUN("routes --layers 52", kUsage, "--layers: 52 is outside");
+  EXPECT_RUN("routes --initial-capacity -3", kUsage, "--initial-capacity");
+}
+
+TEST_F(Cli, BudgetReproducesTheChapter) {
+  EXPECT_RUN("budget", kOk, "derived from the geometry, not measured");
+  EXPECT_RUN("budget", kOk, "1,258,766 tokens (1.26 M)");
+  EXPECT_RUN("budget", kOk, "10.90 %");
+  EXPECT_RUN("budget --json", kOk, "\"crossover_nope_kv_equals_weights\": 1258766");
+  EXPECT_RUN("budget --depths 4096 --nope-period 0", kOk, "never");
+  EXPECT_RUN("budget --weight-bytes 0", kOk, "not given");
+  EXPECT_RUN("budget --depths 0", kUsage, "--depths");
+  EXPECT_RUN("budget --window -1", kUsage, "window must be >= 0");
+}
+
+TEST_F(Cli, ParityExplainsEveryDifference) {
+  EXPECT_RUN("parity --position 300" + kSmall, kOk, "PASS");
+  EXPECT_RUN("parity --position 300" + kSmall, kOk, "identical");
+  EXPECT_RUN("parity --position 300" + kSmall, kOk, "current-token bypass");
+  // A full wrapped ring read by vec walks physical slots: a rotation of the logical order.
+  EXPECT_RUN("parity --position 300" + kSmall, kOk, "logical order rotated by");
+  EXPECT_RUN("parity --position 300 --ring-slack 3" + kSmall, kOk, "not applicable");
+  EXPECT_RUN("parity --position 300 --json" + kSmall, kOk, "\"explained\": true");
+  EXPECT_RUN("parity --window 0", kUsage, "finite --window");
+  EXPECT_RUN("parity --position -1", kUsage, "--position");
+  if (!ladder::cuda_available()) EXPECT_RUN("parity --device cuda --position 100" + kSmall, kFailure, "no usable CUDA");
+}
+
+}  // namespace
