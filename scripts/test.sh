@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Build and run every test: the GoogleTest suites through CTest (GPU tests skip without a GPU),
+# the same suites again under AddressSanitizer + UndefinedBehaviorSanitizer, and the Python
+# tests when python/tests exists. Installs missing build dependencies with apt-get.
+# Environment: LADDER_BUILD_DIR (default build/; the sanitizer build goes to <it>-asan),
+# LADDER_CUDA (AUTO, ON or OFF; default AUTO).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=deps.sh
+source "$root/scripts/deps.sh"
+ladder_ensure_deps
+jobs=$(ladder_jobs)
+build=${LADDER_BUILD_DIR:-$root/build}
+
+echo "== build and test ($build)"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLADDER_CUDA="${LADDER_CUDA:-AUTO}" >/dev/null
+cmake --build "$build" -j "$jobs"
+ctest --test-dir "$build" --output-on-failure -j "$jobs"
+
+# Sanitizers instrument host code only; the CUDA device is left out of this build (its tests
+# cannot run without a GPU, and the normal build above already compiles it).
+echo "== build and test under AddressSanitizer + UndefinedBehaviorSanitizer ($build-asan)"
+cmake -S "$root" -B "$build-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLADDER_CUDA=OFF \
+  -DLADDER_SANITIZE=address,undefined >/dev/null
+cmake --build "$build-asan" -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir "$build-asan" --output-on-failure -j "$jobs"
+
+if [ -d "$root/python/tests" ]; then
+  echo "== Python tests (python/tests)"
+  if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    ladder_apt_install python3-venv python3-pip
+  fi
+  venv="$build/python-venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q "$root/python[test]" -Ccmake.define.LADDER_CUDA=OFF
+  status=0
+  (cd "$root/python" && "$venv/bin/python" -m pytest -q tests) || status=$?
+  # pytest exits 5 when it collected no tests; that is not a failure of the suite.
+  if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
+fi
+echo "== all tests passed"
