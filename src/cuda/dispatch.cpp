@@ -43,6 +43,9 @@ RowSource span_rows(const cuda::DevicePlane& plane) {
 
 Status cuda_status(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return {};
+  // Reset the last-error slot: a non-sticky failure (an allocation) must not make the next
+  // launch's cudaGetLastError report it again.
+  (void)cudaGetLastError();
   const ErrorCode code = e == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::device_error;
   return make_error(code, fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
 }
