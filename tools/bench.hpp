@@ -1,0 +1,86 @@
+// `ladder bench` (C5) internals: the B1 protocol on the GPU and B3 on the CPU. Both produce one
+// Report (ceiling first, then rows), which cmd_bench.cpp prints as a table or JSON.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ladder/errors.hpp"
+#include "ladder/geometry.hpp"
+#include "ladder/ladder.hpp"
+
+namespace ladder::bench {
+
+// A single-layer case: a route on a plane of one kind (vec runs on both plane kinds).
+struct LayerCase {
+  Route route = Route::vec;
+  PlaneKind plane = PlaneKind::growing;
+};
+std::string case_name(const LayerCase& c);  // "vec/growing"
+// Every route on the plane kinds it serves: splitk, vec and staged on rings; vec and
+// interleaved on growing planes.
+std::vector<LayerCase> all_layer_cases();
+
+struct Options {
+  std::vector<int> depths;             // single-layer depths (tokens visible)
+  std::vector<int> step_depths;        // 52-layer step depths
+  std::vector<LayerCase> cases;
+  int reps = 0;                        // timed repetitions; the median is reported
+  int batch = 1;
+  double rotate_factor = 4.0;          // rotated buffers total >= rotate_factor x last-level cache
+  bool step_fallbacks = true;          // also time the step with the vec family switched off
+  bool engine_step = true;             // also time Engine::encode_token (host I/O included)
+  // Engine::encode_token is timed only up to this depth: the engine fills its planes one token
+  // at a time through host memory (fill_token), which costs seconds per ten thousand tokens.
+  int engine_max_depth = 32768;
+  std::function<void(const std::string&)> progress;  // a line on stderr per measurement
+};
+
+// The ceiling of a run (B1/B3): copy (read + written) and read-only streaming; the higher wins.
+struct Ceiling {
+  double copy_gbps = 0.0;
+  double read_gbps = 0.0;
+  std::int64_t copy_bytes = 0;
+  std::int64_t read_bytes = 0;
+  double gbps() const { return copy_gbps > read_gbps ? copy_gbps : read_gbps; }
+  const char* source() const { return copy_gbps > read_gbps ? "copy" : "read"; }
+};
+
+struct Row {
+  std::string kind;   // "layer", "step" (graph of the per-layer launches), "engine" (encode_token)
+  std::string name;   // "splitk/ring", "step", "step (vec off)", "encode_token"
+  std::string route_mix;  // step: per-route layer counts, e.g. "vec x52"
+  int depth = 0;
+  int batch = 1;
+  double median_us = 0.0;
+  double min_us = 0.0;
+  double max_us = 0.0;
+  std::int64_t bytes = 0;     // the fewest bytes the case must move (plane rows read, activations)
+  int rotation_sets = 1;      // distinct buffer sets the timed runs rotate through
+  std::int64_t rotated_bytes = 0;
+  std::string note;
+  // Derived against the run's ceiling.
+  double gbps() const { return median_us > 0 ? static_cast<double>(bytes) / (median_us * 1e3) : 0.0; }
+};
+
+struct Report {
+  std::string device;      // "cuda" or "cpu"
+  std::string device_name;
+  std::string date;        // UTC, ISO 8601
+  std::int64_t cache_bytes = 0;  // L2 (GPU) or last-level cache (CPU) used for rotation
+  int threads = 0;               // CPU worker threads
+  Ceiling ceiling;
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+};
+
+Result<Report> run_gpu(const Geometry& g, const Options& o);
+Result<Report> run_cpu(const Geometry& g, const Options& o);
+
+// Bytes a single layer must move at `visible` tokens: K and V rows read once, the row stored,
+// q and the current K/V read, out written.
+std::int64_t layer_bytes(const Geometry& g, int visible);
+
+}  // namespace ladder::bench

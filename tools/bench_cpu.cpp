@@ -1,0 +1,310 @@
+// `ladder bench` on the CPU: the B3 protocol in one process. The host's memory bandwidth is
+// measured first (a multi-threaded read-only sum and a multi-threaded copy, the copy counting
+// bytes read + written; the higher is the ceiling), then single-layer timings per route and
+// depth through attend_layer (planes rotated beyond the last-level cache), then the step through
+// the CPU Engine's encode_token at each step depth.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+#include <unistd.h>
+
+#include "bench.hpp"
+#include "ladder/attention.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/engine.hpp"
+#include "ladder/reference.hpp"
+
+namespace ladder::bench {
+namespace {
+
+// 1 GiB: far beyond any last-level cache, tens of milliseconds per pass.
+constexpr std::size_t kProbeBytes = std::size_t{1} << 30;
+constexpr int kProbeReps = 7;
+constexpr int kWarmups = 2;
+// When the cache size cannot be read, assume a large server LLC so rotation errs on the safe side.
+constexpr std::int64_t kFallbackLlcBytes = std::int64_t{64} << 20;
+constexpr int kMaxRotationSets = 256;
+constexpr std::uint64_t kSeed = 0x1adde5;
+
+using Clock = std::chrono::steady_clock;
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+std::int64_t llc_bytes() {
+  const long s = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (s > 0) return s;
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  std::string text;
+  if (f >> text && !text.empty()) {
+    const std::int64_t n = std::atoll(text.c_str());
+    const char unit = text.back();
+    if (n > 0) return unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : n;
+  }
+  return kFallbackLlcBytes;
+}
+
+// Runs fn(thread_index, thread_count) on `threads` threads and waits.
+template <class Fn>
+void parallel(int threads, Fn&& fn) {
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(fn, t, threads);
+  fn(0, threads);
+  for (auto& th : pool) th.join();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Ceiling host_ceiling(int threads) {
+  const std::size_t words = kProbeBytes / sizeof(std::uint64_t);
+  std::vector<std::uint64_t> src(words), dst(words);
+  // First touch from the worker threads, so pages spread the way the probes read them.
+  parallel(threads, [&](int t, int n) {
+    const std::size_t lo = words * t / n, hi = words * (t + 1) / n;
+    for (std::size_t i = lo; i < hi; ++i) src[i] = i * 0x9e3779b97f4a7c15ull;
+    std::memset(dst.data() + lo, 0, (hi - lo) * sizeof(std::uint64_t));
+  });
+  std::vector<std::uint64_t> sink(threads);
+  std::vector<double> read_us, copy_us;
+  for (int r = 0; r < kWarmups + kProbeReps; ++r) {
+    auto t0 = Clock::now();
+    parallel(threads, [&](int t, int n) {
+      const std::size_t lo = words * t / n, hi = words * (t + 1) / n;
+      // Four independent sums keep several loads in flight per thread.
+      std::uint64_t a = 0, b = 0, c = 0, d = 0;
+      std::size_t i = lo;
+      for (; i + 4 <= hi; i += 4) {
+        a += src[i];
+        b += src[i + 1];
+        c += src[i + 2];
+        d += src[i + 3];
+      }
+      for (; i < hi; ++i) a += src[i];
+      sink[t] = a + b + c + d;
+    });
+    if (r >= kWarmups) read_us.push_back(us_since(t0));
+    t0 = Clock::now();
+    parallel(threads, [&](int t, int n) {
+      const std::size_t lo = words * t / n, hi = words * (t + 1) / n;
+      std::memcpy(dst.data() + lo, src.data() + lo, (hi - lo) * sizeof(std::uint64_t));
+    });
+    if (r >= kWarmups) copy_us.push_back(us_since(t0));
+  }
+  volatile std::uint64_t keep = 0;
+  for (auto s : sink) keep = keep + s;
+  Ceiling c;
+  c.read_bytes = static_cast<std::int64_t>(kProbeBytes);
+  c.copy_bytes = 2 * static_cast<std::int64_t>(kProbeBytes);
+  c.read_gbps = static_cast<double>(c.read_bytes) / (median(read_us) * 1e3);
+  c.copy_gbps = static_cast<double>(c.copy_bytes) / (median(copy_us) * 1e3);
+  return c;
+}
+
+std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<std::uint16_t> h(n);
+  for (auto& x : h) x = f32_to_f16(u(gen));
+  return h;
+}
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> f(n);
+  for (auto& x : f) x = u(gen);
+  return f;
+}
+
+int rotation_sets(std::int64_t set_bytes, std::int64_t cache, double factor) {
+  const double need = factor * static_cast<double>(cache) / static_cast<double>(std::max<std::int64_t>(set_bytes, 1));
+  return std::clamp(static_cast<int>(std::ceil(need)), 1, kMaxRotationSets);
+}
+
+Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const Options& o, std::int64_t llc,
+                        const std::vector<std::uint16_t>& pool, const std::vector<float>& acts) {
+  PlaneConfig cfg;
+  cfg.kind = c.plane;
+  cfg.n_kv_heads = g.n_kv_heads;
+  cfg.head_dim = g.head_dim;
+  cfg.capacity = depth;
+  cfg.window = c.plane == PlaneKind::ring ? depth : 0;
+  cfg.max_context = 2 * depth + 1;
+  // Rings wrapped with window = capacity = depth; growing planes holding exactly `depth` rows.
+  const int position = c.plane == PlaneKind::ring ? depth + depth / 4 : depth - 1;
+  Result<HostPlane> made = HostPlane::create(cfg);
+  if (!made.ok()) return made.status();
+  HostPlane base = std::move(*made);
+  for (int p = 0; p < position; ++p) {
+    Result<int> slot = base.append(p);
+    if (!slot.ok()) return slot.status();
+  }
+  std::memcpy(base.k(), pool.data(), base.elements() * 2);
+  std::memcpy(base.v(), pool.data() + pool.size() - base.elements(), base.elements() * 2);
+  Result<int> slot = base.append(position);
+  if (!slot.ok()) return slot.status();
+
+  const std::int64_t plane_bytes = g.kv_bytes_per_token_layer() * depth;
+  const int sets = rotation_sets(plane_bytes, llc, o.rotate_factor);
+  std::vector<HostPlane> planes(sets, base);
+  const HeadShape shape{g.n_heads, g.n_kv_heads, g.head_dim, g.scale()};
+  const float* q = acts.data();
+  const float* k = q + g.n_heads * g.head_dim;
+  const float* v = k + g.n_kv_heads * g.head_dim;
+  std::vector<float> out(static_cast<std::size_t>(g.n_heads) * g.head_dim);
+  const LayerIO io{q, k, v, out.data()};
+  std::vector<double> us;
+  for (int r = 0; r < kWarmups + o.reps; ++r) {
+    HostPlane& p = planes[r % sets];
+    const auto t0 = Clock::now();
+    LADDER_TRY(attend_layer(Device::cpu, c.route, p, position, *slot, shape, io));
+    if (r >= kWarmups) us.push_back(us_since(t0));
+  }
+  std::sort(us.begin(), us.end());
+  Row row;
+  row.kind = "layer";
+  row.name = case_name(c);
+  row.depth = depth;
+  row.median_us = us[us.size() / 2];
+  row.min_us = us.front();
+  row.max_us = us.back();
+  row.bytes = layer_bytes(g, depth);
+  row.rotation_sets = sets;
+  row.rotated_bytes = plane_bytes * sets;
+  for (float x : out)
+    if (!std::isfinite(x)) {
+      row.note = "NON-FINITE OUTPUT";
+      break;
+    }
+  return row;
+}
+
+// The CPU Engine's encode_token: planes filled (fill_token) to just below `depth`, then a few
+// warm-up tokens and `reps` timed tokens ending at depth - 1.
+Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const char* name, const Options& o) {
+  EngineOptions eo;
+  eo.device = Device::cpu;
+  eo.switches = sw;
+  Result<std::unique_ptr<Engine>> made = Engine::create(g, eo);
+  if (!made.ok()) return made.status();
+  Engine& e = **made;
+  const std::size_t L = g.n_layers;
+  const std::vector<float> q = random_floats(L * g.n_heads * g.head_dim, kSeed + 1);
+  const std::vector<float> k = random_floats(L * g.n_kv_heads * g.head_dim, kSeed + 2);
+  const std::vector<float> v = random_floats(L * g.n_kv_heads * g.head_dim, kSeed + 3);
+  std::vector<float> out(q.size());
+  const TokenIO io{q.data(), k.data(), v.data(), out.data()};
+  const int timed = std::max(1, std::min(o.reps, depth / 2));
+  const int warm = std::min(kWarmups, depth / 4);
+  const int first_timed = depth - timed;
+  for (int p = 0; p < first_timed - warm; ++p) LADDER_TRY(e.fill_token(p, io));
+  for (int p = first_timed - warm; p < first_timed; ++p) LADDER_TRY(e.encode_token(p, io));
+  std::vector<double> us;
+  for (int p = first_timed; p < depth; ++p) {
+    const auto t0 = Clock::now();
+    LADDER_TRY(e.encode_token(p, io));
+    us.push_back(us_since(t0));
+  }
+  std::sort(us.begin(), us.end());
+  Row row;
+  row.kind = "step";
+  row.name = name;
+  row.depth = depth;
+  row.median_us = us[us.size() / 2];
+  row.min_us = us.front();
+  row.max_us = us.back();
+  std::map<std::string, int> mix;
+  for (int l = 0; l < g.n_layers; ++l) {
+    const LayerClass cls = g.layer_class(l);
+    row.bytes += layer_bytes(g, g.visible(cls, depth - 1));
+    mix[route_name(choose_route(cls, e.plane_state(l), Capabilities{}, sw).route)] += 1;
+  }
+  for (const auto& [r, n] : mix) row.route_mix += fmt::format("{}{} x{}", row.route_mix.empty() ? "" : ", ", r, n);
+  row.note = fmt::format("Engine::encode_token, positions {}..{}", first_timed, depth - 1);
+  for (float x : out)
+    if (!std::isfinite(x)) {
+      row.note += "; NON-FINITE OUTPUT";
+      break;
+    }
+  return row;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "CPU";
+}
+
+}  // namespace
+
+Result<Report> run_cpu(const Geometry& g, const Options& o) {
+  Report rep;
+  rep.device = "cpu";
+  rep.threads = cpu::threads();
+  rep.device_name = fmt::format("{} ({} worker threads)", cpu_model(), rep.threads);
+  rep.date = utc_now();
+  rep.cache_bytes = llc_bytes();
+  auto progress = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  progress(fmt::format("ceiling: host memory read and copy bandwidth on {} threads", rep.threads));
+  rep.ceiling = host_ceiling(rep.threads);
+
+  int max_depth = 4096;
+  for (int d : o.depths) max_depth = std::max(max_depth, d);
+  const std::vector<std::uint16_t> pool =
+      random_halfs(static_cast<std::size_t>(max_depth) * g.n_kv_heads * g.head_dim, kSeed);
+  const std::vector<float> acts =
+      random_floats(static_cast<std::size_t>(g.n_heads + 2 * g.n_kv_heads) * g.head_dim, kSeed + 7);
+  const std::size_t total = o.depths.size() * o.cases.size() + o.step_depths.size();
+  std::size_t done = 0;
+  for (int depth : o.depths)
+    for (const LayerCase& c : o.cases) {
+      progress(fmt::format("[{}/{}] layer {} at depth {}", ++done, total, case_name(c), depth));
+      Result<Row> r = bench_layer(g, c, depth, o, rep.cache_bytes, pool, acts);
+      if (!r.ok()) return r.status();
+      rep.rows.push_back(*r);
+    }
+  for (int depth : o.step_depths) {
+    progress(fmt::format("[{}/{}] {}-layer step at depth {} (fills {} tokens first)", ++done, total, g.n_layers,
+                         depth, depth));
+    if (depth > g.max_context)
+      return make_error(ErrorCode::invalid_argument,
+                        fmt::format("step depth {} is past the geometry's max context {}", depth, g.max_context));
+    Result<Row> r = bench_step(g, depth, Switches{}, "step", o);
+    if (!r.ok()) return r.status();
+    rep.rows.push_back(*r);
+    if (o.step_fallbacks) {
+      Switches off;
+      off.disable_vec = true;
+      Result<Row> f = bench_step(g, depth, off, "step (vec off)", o);
+      if (!f.ok()) return f.status();
+      rep.rows.push_back(*f);
+    }
+  }
+  rep.notes.push_back(fmt::format("single layer: attend_layer on the CPU twins, planes rotated beyond the "
+                                  "last-level cache ({:.0f} MB); rings wrapped with window = capacity = depth",
+                                  static_cast<double>(rep.cache_bytes) / 1e6));
+  rep.notes.push_back("step: the CPU Engine's encode_token, the last tokens before the depth");
+  rep.notes.push_back("batch 16: not measured; batched decode (E3) is not implemented");
+  return rep;
+}
+
+}  // namespace ladder::bench

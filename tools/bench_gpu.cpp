@@ -1,0 +1,484 @@
+// `ladder bench` on the GPU: the B1 protocol in one process.
+//  1. Ceiling: a device-to-device copy (bytes read + written) and a read-only streaming kernel,
+//     both from the CUDA backend's probes; the higher is the ceiling.
+//  2. Single layer per route and depth: one CUDA graph holds one run_route per buffer set, each
+//     set its own plane and activations, so consecutive layers never find their rows in L2
+//     (sets total >= rotate_factor x L2). Time per layer = graph replay time / sets; medians.
+//  3. The 52-layer step: one graph per buffer set with the ladder's route for every layer, sets
+//     rotated the same way; and Engine::encode_token (the engine's own cached step graph plus
+//     its host<->device activation copies) where filling the engine to that depth is cheap.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "bench.hpp"
+#include "ladder/engine.hpp"
+#include "ladder/reference.hpp"
+
+#ifdef LADDER_HAS_CUDA
+#include <cuda_runtime.h>
+
+#include "ladder/cuda/cuda_backend.hpp"
+#endif
+
+namespace ladder::bench {
+
+#ifndef LADDER_HAS_CUDA
+
+Result<Report> run_gpu(const Geometry&, const Options&) {
+  return make_error(ErrorCode::no_device,
+                    "this build of ladder has no CUDA device support; run `ladder bench --device cpu`");
+}
+
+#else
+
+namespace {
+
+// Probe size: 1 GiB is ~17x the H200's L2 and a few hundred microseconds per run, far above
+// event resolution.
+constexpr std::int64_t kProbeBytes = std::int64_t{1} << 30;
+constexpr int kProbeReps = 30;
+constexpr int kWarmupReplays = 3;
+// Enough sets to pass 4x L2 at depth 2048 (2 MB per plane) without a runaway graph.
+constexpr int kMaxRotationSets = 256;
+// Seed of the synthetic rows and activations (uniform in [-1, 1), never zeros).
+constexpr std::uint64_t kSeed = 0x1adde5;
+
+Status cu(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return {};
+  (void)cudaGetLastError();
+  return make_error(e == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::device_error,
+                    fmt::format("{}: {}", what, cudaGetErrorString(e)));
+}
+
+class DevBuf {
+ public:
+  DevBuf() = default;
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  DevBuf(DevBuf&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  ~DevBuf() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  Status allocate(std::size_t bytes) { return cu(cudaMalloc(&p_, std::max<std::size_t>(bytes, 1)), "cudaMalloc"); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+};
+
+std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<std::uint16_t> h(n);
+  for (auto& x : h) x = f32_to_f16(u(gen));
+  return h;
+}
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> f(n);
+  for (auto& x : f) x = u(gen);
+  return f;
+}
+
+// The plane state after appending `position` to an empty plane, by the library's rule.
+Result<AppendPlan> plan_at(const PlaneConfig& cfg, int position) {
+  PlaneState st;
+  st.capacity = cfg.capacity;
+  for (int p = 0; p < position; ++p) {
+    Result<AppendPlan> plan = plan_append(cfg, st, p);
+    if (!plan.ok()) return plan.status();
+    st = plan->next;
+  }
+  return plan_append(cfg, st, position);
+}
+
+// One layer's device buffers: plane rows (random f16) and activations (random f32).
+struct LayerBuffers {
+  DevBuf k, v, q, cur_k, cur_v, out;
+  cuda::DevicePlane plane;
+  cuda::DeviceLayerIO io;
+  int slot = 0;
+};
+
+Status make_layer(const Geometry& g, const PlaneConfig& cfg, const AppendPlan& plan, const std::vector<std::uint16_t>& rows,
+                  const std::vector<float>& acts, LayerBuffers& b) {
+  const std::size_t halfs = static_cast<std::size_t>(plan.next.capacity) * cfg.n_kv_heads * cfg.head_dim;
+  const std::size_t q_elems = static_cast<std::size_t>(g.n_heads) * g.head_dim;
+  const std::size_t kv_elems = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
+  LADDER_TRY(b.k.allocate(halfs * 2));
+  LADDER_TRY(b.v.allocate(halfs * 2));
+  LADDER_TRY(b.q.allocate(q_elems * 4));
+  LADDER_TRY(b.out.allocate(q_elems * 4));
+  LADDER_TRY(b.cur_k.allocate(kv_elems * 4));
+  LADDER_TRY(b.cur_v.allocate(kv_elems * 4));
+  // Rows are random and distinct per plane (an offset into one random pool), never zeros.
+  const std::size_t offset = (reinterpret_cast<std::uintptr_t>(b.k.as<void>()) >> 8) % (rows.size() - halfs + 1);
+  LADDER_TRY(cu(cudaMemcpy(b.k.as<void>(), rows.data() + offset, halfs * 2, cudaMemcpyHostToDevice), "uploading K"));
+  LADDER_TRY(cu(cudaMemcpy(b.v.as<void>(), rows.data() + (rows.size() - halfs - offset), halfs * 2,
+                           cudaMemcpyHostToDevice),
+                "uploading V"));
+  LADDER_TRY(cu(cudaMemcpy(b.q.as<void>(), acts.data(), q_elems * 4, cudaMemcpyHostToDevice), "uploading q"));
+  LADDER_TRY(cu(cudaMemcpy(b.cur_k.as<void>(), acts.data() + q_elems, kv_elems * 4, cudaMemcpyHostToDevice), "k"));
+  LADDER_TRY(cu(cudaMemcpy(b.cur_v.as<void>(), acts.data() + q_elems + kv_elems, kv_elems * 4, cudaMemcpyHostToDevice),
+                "v"));
+  b.plane = cuda::DevicePlane{cfg, plan.next, b.k.as<std::uint16_t>(), b.v.as<std::uint16_t>(), 0};
+  b.io = cuda::DeviceLayerIO{b.q.as<float>(), b.cur_k.as<float>(), b.cur_v.as<float>(), b.out.as<float>()};
+  b.slot = plan.slot;
+  return {};
+}
+
+struct Timing {
+  double median_us = 0, min_us = 0, max_us = 0;
+};
+
+// Replays graphs round-robin (`reps` timed launches after warm-ups), each timed with events;
+// every launch counts `per_launch` units (layers or steps).
+Result<Timing> time_graphs(const std::vector<cudaGraphExec_t>& graphs, int reps, int per_launch, cudaStream_t s) {
+  cudaEvent_t a = nullptr, b = nullptr;
+  LADDER_TRY(cu(cudaEventCreate(&a), "cudaEventCreate"));
+  LADDER_TRY(cu(cudaEventCreate(&b), "cudaEventCreate"));
+  Status st;
+  for (int i = 0; st.ok() && i < kWarmupReplays * static_cast<int>(graphs.size()); ++i)
+    st = cu(cudaGraphLaunch(graphs[i % graphs.size()], s), "cudaGraphLaunch");
+  if (st.ok()) st = cu(cudaStreamSynchronize(s), "warm-up replays");
+  std::vector<double> us;
+  for (int i = 0; st.ok() && i < reps; ++i) {
+    st = cu(cudaEventRecord(a, s), "cudaEventRecord");
+    if (st.ok()) st = cu(cudaGraphLaunch(graphs[i % graphs.size()], s), "cudaGraphLaunch");
+    if (st.ok()) st = cu(cudaEventRecord(b, s), "cudaEventRecord");
+    if (st.ok()) st = cu(cudaEventSynchronize(b), "replaying a graph");
+    float ms = 0;
+    if (st.ok()) st = cu(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    us.push_back(1e3 * ms / per_launch);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (!st.ok()) return st;
+  std::sort(us.begin(), us.end());
+  return Timing{us[us.size() / 2], us.front(), us.back()};
+}
+
+// Captures `enqueue` (run_route calls on `s`) as one graph.
+template <class Enqueue>
+Result<cudaGraphExec_t> capture(cudaStream_t s, Enqueue&& enqueue) {
+  LADDER_TRY(cu(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture"));
+  const Status inner = enqueue();
+  cudaGraph_t graph = nullptr;
+  const Status ended = cu(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+  LADDER_TRY(inner);
+  LADDER_TRY(ended);
+  cudaGraphExec_t exec = nullptr;
+  const Status inst = cu(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  cudaGraphDestroy(graph);
+  LADDER_TRY(inst);
+  return exec;
+}
+
+Status check_finite(const float* dev_out, std::size_t n, std::string& note) {
+  std::vector<float> h(n);
+  LADDER_TRY(cu(cudaMemcpy(h.data(), dev_out, n * 4, cudaMemcpyDeviceToHost), "reading an output"));
+  for (float x : h)
+    if (!std::isfinite(x)) {
+      note = "NON-FINITE OUTPUT";
+      return {};
+    }
+  return {};
+}
+
+int rotation_sets(std::int64_t set_bytes, std::int64_t cache_bytes, double factor) {
+  const double need = factor * static_cast<double>(cache_bytes) / static_cast<double>(std::max<std::int64_t>(set_bytes, 1));
+  return std::clamp(static_cast<int>(std::ceil(need)), 1, kMaxRotationSets);
+}
+
+HeadShape shape_of(const Geometry& g) { return HeadShape{g.n_heads, g.n_kv_heads, g.head_dim, g.scale()}; }
+
+// Single layer: `c.route` on a plane of `c.plane` kind holding `depth` visible tokens.
+// A ring has window = capacity = depth and is wrapped (origin_physical != 0, len == capacity):
+// the state every ring route can run on. A growing plane holds exactly `depth` rows.
+Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const Options& o, std::int64_t l2,
+                        cudaStream_t s, const std::vector<std::uint16_t>& pool, const std::vector<float>& acts) {
+  PlaneConfig cfg;
+  cfg.kind = c.plane;
+  cfg.n_kv_heads = g.n_kv_heads;
+  cfg.head_dim = g.head_dim;
+  cfg.capacity = depth;
+  cfg.window = c.plane == PlaneKind::ring ? depth : 0;
+  cfg.max_context = 2 * depth + 1;
+  const int position = c.plane == PlaneKind::ring ? depth + depth / 4 : depth - 1;
+  Result<AppendPlan> plan = plan_at(cfg, position);
+  if (!plan.ok()) return plan.status();
+
+  const std::int64_t plane_bytes = g.kv_bytes_per_token_layer() * depth;
+  const int sets = rotation_sets(plane_bytes, l2, o.rotate_factor);
+  std::vector<LayerBuffers> bufs(sets);
+  for (auto& b : bufs) LADDER_TRY(make_layer(g, cfg, *plan, pool, acts, b));
+  Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(c.route, g, depth));
+  if (!ws.ok()) return ws.status();
+  const HeadShape shape = shape_of(g);
+  Result<cudaGraphExec_t> exec = capture(s, [&]() -> Status {
+    for (auto& b : bufs) LADDER_TRY(cuda::run_route(c.route, b.plane, position, b.slot, shape, b.io, *ws, s));
+    return {};
+  });
+  Row row;
+  if (exec.ok()) {
+    Result<Timing> t = time_graphs({*exec}, o.reps, sets, s);
+    cudaGraphExecDestroy(*exec);
+    if (!t.ok()) {
+      cuda::free_workspace(*ws);
+      return t.status();
+    }
+    row.median_us = t->median_us;
+    row.min_us = t->min_us;
+    row.max_us = t->max_us;
+    LADDER_TRY(check_finite(bufs[0].io.out, static_cast<std::size_t>(g.n_heads) * g.head_dim, row.note));
+  }
+  cuda::free_workspace(*ws);
+  if (!exec.ok()) return exec.status();
+  row.kind = "layer";
+  row.name = case_name(c);
+  row.depth = depth;
+  row.bytes = layer_bytes(g, depth);
+  row.rotation_sets = sets;
+  row.rotated_bytes = plane_bytes * sets;
+  return row;
+}
+
+// The 52-layer step at depth D (the token at position D-1): every layer's plane in the state
+// the append rule gives it there, the route the ladder picks, one graph per buffer set.
+Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const char* name, const Options& o,
+                       std::int64_t l2, cudaStream_t s, const std::vector<std::uint16_t>& pool,
+                       const std::vector<float>& acts) {
+  const int position = depth - 1;
+  std::map<LayerClass, std::pair<PlaneConfig, AppendPlan>> per_class;
+  std::int64_t set_bytes = 0;
+  std::int64_t bytes = 0;
+  std::map<std::string, int> mix;
+  for (int l = 0; l < g.n_layers; ++l) {
+    const LayerClass cls = g.layer_class(l);
+    if (!per_class.count(cls)) {
+      const PlaneConfig cfg = PlaneConfig::for_layer(g, cls);
+      Result<AppendPlan> plan = plan_at(cfg, position);
+      if (!plan.ok()) return plan.status();
+      per_class.emplace(cls, std::make_pair(cfg, *plan));
+    }
+    const auto& [cfg, plan] = per_class.at(cls);
+    set_bytes += g.kv_bytes_per_token_layer() * plan.next.capacity;
+    bytes += layer_bytes(g, g.visible(cls, position));
+    mix[route_name(choose_route(cls, plan.next, Capabilities{}, sw).route)] += 1;
+  }
+  const int sets = rotation_sets(set_bytes, l2, o.rotate_factor);
+  std::vector<std::vector<LayerBuffers>> bufs(sets);
+  for (auto& set : bufs) {
+    set = std::vector<LayerBuffers>(g.n_layers);
+    for (int l = 0; l < g.n_layers; ++l) {
+      const auto& [cfg, plan] = per_class.at(g.layer_class(l));
+      LADDER_TRY(make_layer(g, cfg, plan, pool, acts, set[l]));
+    }
+  }
+  Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(max_scratch_needs(g));
+  if (!ws.ok()) return ws.status();
+  const HeadShape shape = shape_of(g);
+  std::vector<cudaGraphExec_t> graphs;
+  Status st;
+  for (auto& set : bufs) {
+    Result<cudaGraphExec_t> exec = capture(s, [&]() -> Status {
+      for (int l = 0; l < g.n_layers; ++l) {
+        const LayerClass cls = g.layer_class(l);
+        const Route r = choose_route(cls, set[l].plane.state, Capabilities{}, sw).route;
+        LADDER_TRY(cuda::run_route(r, set[l].plane, position, set[l].slot, shape, set[l].io, *ws, s));
+      }
+      return {};
+    });
+    if (!exec.ok()) {
+      st = exec.status();
+      break;
+    }
+    graphs.push_back(*exec);
+  }
+  Row row;
+  if (st.ok()) {
+    Result<Timing> t = time_graphs(graphs, o.reps, 1, s);
+    if (t.ok()) {
+      row.median_us = t->median_us;
+      row.min_us = t->min_us;
+      row.max_us = t->max_us;
+      st = check_finite(bufs[0][g.n_layers - 1].io.out, static_cast<std::size_t>(g.n_heads) * g.head_dim, row.note);
+    } else {
+      st = t.status();
+    }
+  }
+  for (cudaGraphExec_t e : graphs) cudaGraphExecDestroy(e);
+  cuda::free_workspace(*ws);
+  LADDER_TRY(st);
+  row.kind = "step";
+  row.name = name;
+  for (const auto& [r, n] : mix) row.route_mix += fmt::format("{}{} x{}", row.route_mix.empty() ? "" : ", ", r, n);
+  row.depth = depth;
+  row.bytes = bytes;
+  row.rotation_sets = sets;
+  row.rotated_bytes = set_bytes * sets;
+  return row;
+}
+
+// Engine::encode_token, timed on the host clock: the engine's cached step graph plus its copies
+// of the activations in and the outputs back. Tokens timed are the last `reps` before depth.
+Result<Row> bench_engine(const Geometry& g, int depth, const Options& o) {
+  EngineOptions eo;
+  eo.device = Device::cuda;
+  Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, eo, cuda::CudaEngineOptions{});
+  if (!made.ok()) return made.status();
+  Engine& e = **made;
+  const std::size_t L = g.n_layers;
+  std::vector<float> q = random_floats(L * g.n_heads * g.head_dim, kSeed + 1);
+  std::vector<float> k = random_floats(L * g.n_kv_heads * g.head_dim, kSeed + 2);
+  std::vector<float> v = random_floats(L * g.n_kv_heads * g.head_dim, kSeed + 3);
+  std::vector<float> out(q.size());
+  const TokenIO io{q.data(), k.data(), v.data(), out.data()};
+  const int timed = std::min(o.reps, depth / 2);
+  const int warm = std::min(kWarmupReplays, depth / 4);
+  const int first_timed = depth - timed;
+  for (int p = 0; p < first_timed - warm; ++p) LADDER_TRY(e.fill_token(p, io));
+  for (int p = first_timed - warm; p < first_timed; ++p) LADDER_TRY(e.encode_token(p, io));
+  std::vector<double> us;
+  for (int p = first_timed; p < depth; ++p) {
+    const auto t0 = std::chrono::steady_clock::now();
+    LADDER_TRY(e.encode_token(p, io));
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  Row row;
+  row.kind = "engine";
+  row.name = "encode_token";
+  row.depth = depth;
+  row.median_us = us[us.size() / 2];
+  row.min_us = us.front();
+  row.max_us = us.back();
+  for (int l = 0; l < g.n_layers; ++l) row.bytes += layer_bytes(g, g.visible(g.layer_class(l), depth - 1));
+  row.note = fmt::format("positions {}..{}; host I/O included; no rotation", first_timed, depth - 1);
+  for (float x : out)
+    if (!std::isfinite(x)) {
+      row.note += "; NON-FINITE OUTPUT";
+      break;
+    }
+  return row;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+Result<Report> run_gpu(const Geometry& g, const Options& o) {
+  Result<cuda::DeviceInfo> info = cuda::device_info();
+  if (!info.ok()) return info.status();
+  Report rep;
+  rep.device = "cuda";
+  rep.device_name = fmt::format("{} (sm_{}{}, {} SMs, {:.0f} MB L2)", info->name, info->cc_major, info->cc_minor,
+                                info->sm_count, static_cast<double>(info->l2_bytes) / 1e6);
+  rep.date = utc_now();
+  rep.cache_bytes = info->l2_bytes;
+  auto progress = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+
+  progress("ceiling: device copy and read-only streaming bandwidth");
+  Result<cuda::BandwidthSample> copy = cuda::measure_device_copy_bandwidth(kProbeBytes, kProbeReps);
+  if (!copy.ok()) return copy.status();
+  Result<cuda::BandwidthSample> read = cuda::measure_device_read_bandwidth(kProbeBytes, kProbeReps);
+  if (!read.ok()) return read.status();
+  rep.ceiling = Ceiling{copy->gb_per_s, read->gb_per_s, copy->bytes_moved, read->bytes_moved};
+
+  int max_depth = 0;
+  for (int d : o.depths) max_depth = std::max(max_depth, d);
+  for (int d : o.step_depths) max_depth = std::max(max_depth, d);
+  // One random pool, large enough for the biggest plane plus distinct offsets per plane.
+  const std::size_t pool_halfs =
+      2 * static_cast<std::size_t>(std::max(max_depth, 4096)) * g.n_kv_heads * g.head_dim + 4096;
+  const std::vector<std::uint16_t> pool = random_halfs(pool_halfs, kSeed);
+  const std::vector<float> acts =
+      random_floats(static_cast<std::size_t>(g.n_heads + 2 * g.n_kv_heads) * g.head_dim, kSeed + 7);
+
+  cudaStream_t s = nullptr;
+  LADDER_TRY(cu(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  Status st;
+  const std::size_t total = o.depths.size() * o.cases.size() + o.step_depths.size();
+  std::size_t done = 0;
+  for (int depth : o.depths) {
+    for (const LayerCase& c : o.cases) {
+      progress(fmt::format("[{}/{}] layer {} at depth {}", ++done, total, case_name(c), depth));
+      Result<Row> r = bench_layer(g, c, depth, o, rep.cache_bytes, s, pool, acts);
+      if (!r.ok()) {
+        st = r.status();
+        break;
+      }
+      rep.rows.push_back(*r);
+    }
+    if (!st.ok()) break;
+  }
+  for (std::size_t i = 0; st.ok() && i < o.step_depths.size(); ++i) {
+    const int depth = o.step_depths[i];
+    progress(fmt::format("[{}/{}] {}-layer step at depth {}", ++done, total, g.n_layers, depth));
+    if (depth > g.max_context) {
+      st = make_error(ErrorCode::invalid_argument,
+                      fmt::format("step depth {} is past the geometry's max context {}", depth, g.max_context));
+      break;
+    }
+    Result<Row> r = bench_step(g, depth, Switches{}, "step", o, rep.cache_bytes, s, pool, acts);
+    if (!r.ok()) {
+      st = r.status();
+      break;
+    }
+    rep.rows.push_back(*r);
+    if (o.step_fallbacks) {
+      Switches off;
+      off.disable_vec = true;
+      Result<Row> f = bench_step(g, depth, off, "step (vec off)", o, rep.cache_bytes, s, pool, acts);
+      if (!f.ok()) {
+        st = f.status();
+        break;
+      }
+      rep.rows.push_back(*f);
+    }
+    if (o.engine_step && depth <= o.engine_max_depth) {
+      progress(fmt::format("engine encode_token at depth {} (fills {} tokens first)", depth, depth));
+      Result<Row> e = bench_engine(g, depth, o);
+      if (!e.ok()) {
+        st = e.status();
+        break;
+      }
+      rep.rows.push_back(*e);
+    }
+  }
+  cudaStreamDestroy(s);
+  LADDER_TRY(st);
+  rep.notes.push_back(fmt::format(
+      "single layer: {} KV heads x head_dim {} f16, {} query heads; a graph of one run_route per rotated buffer "
+      "set, time per layer = replay time / sets; rings wrapped with window = capacity = depth",
+      g.n_kv_heads, g.head_dim, g.n_heads));
+  rep.notes.push_back(
+      "step: one graph per buffer set holding the ladder's route for each layer (run_route chain, no host I/O)");
+  if (o.engine_step)
+    rep.notes.push_back(fmt::format("engine: Engine::encode_token on the host clock (its cached step graph plus "
+                                    "activation copies in and out), depths <= {}",
+                                    o.engine_max_depth));
+  rep.notes.push_back("batch 16: not measured; the engine and the raw-pointer API decode one sequence per call "
+                      "(batched decode, E3, is not implemented)");
+  return rep;
+}
+
+#endif
+
+}  // namespace ladder::bench

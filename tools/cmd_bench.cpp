@@ -1,0 +1,227 @@
+// `ladder bench` (C5): time and bandwidth per route and depth, and the whole step, against the
+// bandwidth ceiling measured in the same process (B1 on the GPU, B3 on the CPU). A table on
+// stdout, JSON with --json (or --output FILE), progress lines on stderr.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "bench.hpp"
+#include "cli_support.hpp"
+#include "commands.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
+
+namespace ladder::cli {
+namespace {
+
+// Default timed repetitions: graph replays on the GPU are cheap; a CPU layer at depth 131072
+// streams 128 MB per call.
+constexpr int kDefaultGpuReps = 50;
+constexpr int kDefaultCpuReps = 10;
+// The only batch the engine and the raw-pointer API decode (batched decode, E3, is not there).
+constexpr int kSupportedBatch = 1;
+
+// SPEC "Where the bar is" (H200, graph replay, batch 1): targets in microseconds.
+const std::map<int, double> kLayerTargetUs = {{2048, 2.5}, {8192, 4.0}, {32768, 9.5}, {131072, 32.5}};
+const std::map<int, double> kStepTargetUs = {{2048, 100.0}, {32768, 180.0}, {131072, 460.0}};
+
+struct Options {
+  GeometryFlags geometry;
+  std::string device = "auto";
+  std::string depths = "2048,8192,32768,131072";
+  std::string step_depths = "2048,32768,131072";
+  std::string routes = "all";
+  int reps = 0;
+  int batch = 1;
+  double rotate = 4.0;
+  int threads = 0;
+  bool no_fallback_step = false;
+  bool no_engine = false;
+  int engine_max_depth = 32768;
+  bool json = false;
+  std::string output;
+  bool quiet = false;
+};
+
+std::vector<int> parse_depths(const std::string& text, const char* what) {
+  if (text == "none" || text.empty()) return {};
+  return parse_int_list(text, what, 1, 1 << 30);
+}
+
+std::vector<bench::LayerCase> parse_cases(const std::string& text) {
+  const std::vector<bench::LayerCase> all = bench::all_layer_cases();
+  if (text == "all") return all;
+  if (text == "none") return {};
+  std::vector<bench::LayerCase> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    bool matched = false;
+    for (const auto& c : all)
+      if (item == bench::case_name(c) || item == route_name(c.route)) {
+        out.push_back(c);
+        matched = true;
+      }
+    if (!matched) {
+      std::string names;
+      for (const auto& c : all) names += " " + bench::case_name(c);
+      throw UsageError(fmt::format("--routes: unknown route '{}'; use a route (vec, splitk, interleaved, staged), a "
+                                   "route/plane pair ({} ), 'all' or 'none'",
+                                   item, names));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+double target_for(const bench::Row& r) {
+  if (r.batch != 1) return 0.0;
+  const auto& table = r.kind == "layer" ? kLayerTargetUs : kStepTargetUs;
+  const auto it = table.find(r.depth);
+  return it == table.end() ? 0.0 : it->second;
+}
+
+nlohmann::json to_json(const bench::Report& rep) {
+  const double ceiling = rep.ceiling.gbps();
+  nlohmann::json rows = nlohmann::json::array();
+  for (const bench::Row& r : rep.rows) {
+    const double floor_us = static_cast<double>(r.bytes) / (ceiling * 1e3);
+    nlohmann::json j = {{"kind", r.kind},
+                        {"name", r.name},
+                        {"depth", r.depth},
+                        {"batch", r.batch},
+                        {"median_us", r.median_us},
+                        {"min_us", r.min_us},
+                        {"max_us", r.max_us},
+                        {"bytes", r.bytes},
+                        {"gb_per_s", r.gbps()},
+                        {"fraction_of_ceiling", r.gbps() / ceiling},
+                        {"floor_us", floor_us},
+                        {"ratio_to_floor", r.median_us / floor_us},
+                        {"rotation_sets", r.rotation_sets},
+                        {"rotated_bytes", r.rotated_bytes}};
+    if (!r.route_mix.empty()) j["route_mix"] = r.route_mix;
+    if (!r.note.empty()) j["note"] = r.note;
+    if (rep.device == "cuda" && target_for(r) > 0) j["spec_target_us"] = target_for(r);
+    rows.push_back(j);
+  }
+  return {{"device", rep.device},
+          {"device_name", rep.device_name},
+          {"date", rep.date},
+          {"cache_bytes", rep.cache_bytes},
+          {"threads", rep.threads},
+          {"ceiling",
+           {{"copy_gb_per_s", rep.ceiling.copy_gbps},
+            {"read_gb_per_s", rep.ceiling.read_gbps},
+            {"copy_bytes_per_run", rep.ceiling.copy_bytes},
+            {"read_bytes_per_run", rep.ceiling.read_bytes},
+            {"ceiling_gb_per_s", ceiling},
+            {"source", rep.ceiling.source()}}},
+          {"rows", rows},
+          {"notes", rep.notes}};
+}
+
+void print_table(const bench::Report& rep) {
+  const double ceiling = rep.ceiling.gbps();
+  std::printf("ladder bench on %s: %s, %s\n", rep.device.c_str(), rep.device_name.c_str(), rep.date.c_str());
+  std::printf("ceiling %.0f GB/s (%s): copy %.0f GB/s (bytes read + written), read-only %.0f GB/s\n", ceiling,
+              rep.ceiling.source(), rep.ceiling.copy_gbps, rep.ceiling.read_gbps);
+  const bool targets = rep.device == "cuda";
+  std::printf("%-7s %-20s %7s %11s %9s %8s %10s %9s %6s %s\n", "kind", "case", "depth", "median_us", "GB/s",
+              "of_ceil", "floor_us", "x_floor", "sets", targets ? "target_us  route mix / note" : "route mix / note");
+  for (const bench::Row& r : rep.rows) {
+    const double floor_us = static_cast<double>(r.bytes) / (ceiling * 1e3);
+    std::string tail;
+    if (targets) tail = target_for(r) > 0 ? fmt::format("{:>9.1f}  ", target_for(r)) : fmt::format("{:>9}  ", "-");
+    tail += r.route_mix;
+    if (!r.note.empty()) tail += (r.route_mix.empty() ? "" : "; ") + r.note;
+    std::printf("%-7s %-20s %7d %11.2f %9.1f %8.3f %10.2f %9.2f %6d %s\n", r.kind.c_str(), r.name.c_str(), r.depth,
+                r.median_us, r.gbps(), r.gbps() / ceiling, floor_us, r.median_us / floor_us, r.rotation_sets,
+                tail.c_str());
+  }
+  for (const std::string& n : rep.notes) std::printf("note: %s\n", n.c_str());
+}
+
+int run(const Options& o) {
+  const Geometry g = o.geometry.resolve();
+  if (o.batch != kSupportedBatch)
+    throw UsageError(fmt::format("--batch {}: only batch 1 can be measured; the engine and the raw-pointer API "
+                                 "decode one sequence per call (batched decode, E3, is not implemented yet)",
+                                 o.batch));
+  if (o.reps < 0) throw UsageError("--reps must be >= 1 (0 picks the default)");
+  if (!(o.rotate >= 1.0)) throw UsageError("--rotate must be >= 1 (multiples of the last-level cache)");
+  if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all hardware threads)");
+  bench::Options bo;
+  bo.depths = parse_depths(o.depths, "--depths");
+  bo.step_depths = parse_depths(o.step_depths, "--step-depths");
+  bo.cases = parse_cases(o.routes);
+  if (bo.depths.empty() != bo.cases.empty() && !bo.depths.empty())
+    throw UsageError("--routes none leaves nothing to time at --depths; pass --depths none too");
+  bo.rotate_factor = o.rotate;
+  bo.step_fallbacks = !o.no_fallback_step;
+  bo.engine_step = !o.no_engine;
+  bo.engine_max_depth = o.engine_max_depth;
+  if (!o.quiet) bo.progress = [](const std::string& s) { std::fprintf(stderr, "bench: %s\n", s.c_str()); };
+
+  const Device device = resolve_device(o.device);
+  if (device == Device::cpu && o.threads > 0) cpu::set_threads(o.threads);
+  bo.reps = o.reps > 0 ? o.reps : (device == Device::cuda ? kDefaultGpuReps : kDefaultCpuReps);
+  Result<bench::Report> rep = device == Device::cuda ? bench::run_gpu(g, bo) : bench::run_cpu(g, bo);
+  if (!rep.ok()) throw std::runtime_error(rep.status().to_string());
+
+  const nlohmann::json j = to_json(*rep);
+  if (!o.output.empty()) {
+    std::ofstream f(o.output);
+    if (!f) throw std::runtime_error(fmt::format("cannot write {}", o.output));
+    f << j.dump(2) << "\n";
+  }
+  if (o.json)
+    std::printf("%s\n", j.dump(2).c_str());
+  else
+    print_table(*rep);
+  for (const bench::Row& r : rep->rows)
+    if (r.note.find("NON-FINITE") != std::string::npos) return kExitFailure;
+  return kExitOk;
+}
+
+const Register reg{Command{
+    "bench",
+    "Time every route per depth and the whole step against the bandwidth ceiling measured in the same run (B1/B3)",
+    [](CLI::App& app) -> Runner {
+      auto o = std::make_shared<Options>();
+      app.add_option("--device", o->device, "cpu, cuda, or auto (cuda when a GPU is usable, else cpu)")
+          ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+          ->capture_default_str();
+      app.add_option("--depths", o->depths, "Single-layer depths (visible tokens), comma list, or 'none'")
+          ->capture_default_str();
+      app.add_option("--step-depths", o->step_depths, "Whole-step depths, comma list, or 'none'")
+          ->capture_default_str();
+      app.add_option("--routes", o->routes,
+                     "Single-layer cases: routes (vec, splitk, interleaved, staged), route/plane pairs "
+                     "(e.g. vec/ring), 'all' or 'none'")
+          ->capture_default_str();
+      app.add_option("--reps", o->reps, "Timed repetitions per measurement (0: 50 on the GPU, 10 on the CPU)")
+          ->capture_default_str();
+      app.add_option("--batch", o->batch, "Sequences per call (only 1 is supported)")->capture_default_str();
+      app.add_option("--rotate", o->rotate, "Rotated buffers total at least this many x the L2 / last-level cache")
+          ->capture_default_str();
+      app.add_option("--threads", o->threads, "CPU worker threads (0: all hardware threads)")->capture_default_str();
+      app.add_flag("--no-fallback-step", o->no_fallback_step, "Skip the step timed with the vec family off");
+      app.add_flag("--no-engine", o->no_engine, "Skip Engine::encode_token timings on the GPU");
+      app.add_option("--engine-max-depth", o->engine_max_depth,
+                     "Deepest step depth timed through Engine::encode_token on the GPU")
+          ->capture_default_str();
+      o->geometry.add_to(app);
+      app.add_flag("--json", o->json, "Print JSON instead of the table");
+      app.add_option("--output", o->output, "Also write the JSON report to this file");
+      app.add_flag("--quiet", o->quiet, "No progress lines on stderr");
+      return [o] { return run(*o); };
+    }}};
+
+}  // namespace
+}  // namespace ladder::cli
