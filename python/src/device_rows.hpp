@@ -25,6 +25,8 @@ class DeviceRows {
   virtual void write_row(int slot, const float* k, const float* v, Where from) = 0;
   // The plane's K (values=false) or V rows in storage layout, copied to the host.
   virtual std::vector<std::uint16_t> copy(bool values) const = 0;
+  // Replaces the plane's K (values=false) or V rows with `data` (storage layout, same size).
+  virtual void upload(bool values, const std::vector<std::uint16_t>& data) = 0;
   // Runs `r` for this token on `stream` (a cudaStream_t as an integer; 0 = the default stream)
   // with q, k, v, out in device memory. Synchronous with respect to the stream only.
   virtual void attend(Route r, int position, int slot, const HeadShape& shape, const float* q, const float* k,

@@ -88,6 +88,12 @@ class CudaRows final : public DeviceRows {
     return out;
   }
 
+  void upload(bool values, const std::vector<std::uint16_t>& data) override {
+    if (data.size() != elements()) raise(error_types().base, "plane upload of the wrong size");
+    check_cuda(cudaMemcpy(values ? plane_.v : plane_.k, data.data(), data.size() * 2, cudaMemcpyHostToDevice),
+               "copying rows to the plane");
+  }
+
   void attend(Route r, int position, int slot, const HeadShape& shape, const float* q, const float* k,
               const float* v, float* out, std::uintptr_t stream) override {
     check(cuda::check_head_shape(shape));

@@ -501,6 +501,10 @@ NB_MODULE(_ladder, m) {
             p.write_row(slot, info_of(k), info_of(v));
             return slot;
           }, "position"_a, "k"_a, "v"_a, "append(position) then write_row(slot, k, v); returns the slot.")
+      .def("extend", [](Plane& p, const InArray& k, const InArray& v) { return p.extend(info_of(k), info_of(v)); },
+           "k"_a, "v"_a,
+           "Append the next n positions with rows from float32 host arrays k, v of shape (n, n_kv_heads, "
+           "head_dim); returns the slots. Every append is checked first, so a refusal changes nothing.")
       .def("keys", [](const Plane& p) { return owned_u16(p.copy_k(), storage_shape(p.config(), p.state())).cast().attr("view")("float16"); },
            "A float16 copy of K in storage layout: ring (capacity, n_kv_heads, head_dim), growing "
            "(n_kv_heads, capacity, head_dim). Unwritten rows are NaN.")

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "device_rows.hpp"
+#include "ladder/reference.hpp"
 
 namespace ladder::py {
 
@@ -37,6 +38,44 @@ void Plane::write_row(int slot, const ArrayInfo& k, const ArrayInfo& v) {
   // A device plane takes rows from host arrays or from CUDA tensors.
   const Where at = where_of(k, "k");
   device_->write_row(slot, checked_f32(k, "k", dims, at), checked_f32(v, "v", dims, at), at);
+}
+
+std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
+  const PlaneConfig& cfg = config();
+  if (k.shape.empty())
+    raise(error_types().shape, fmt::format("k must have shape (n, {}, {}) = (rows, n_kv_heads, head_dim), got {}",
+                                           cfg.n_kv_heads, cfg.head_dim, shape_of(k)));
+  const std::int64_t n = k.shape[0];
+  const std::vector<Dim> dims{{n, "rows"}, {cfg.n_kv_heads, "n_kv_heads"}, {cfg.head_dim, "head_dim"}};
+  const float* kp = checked_f32(k, "k", dims, Where::cpu);
+  const float* vp = checked_f32(v, "v", dims, Where::cpu);
+  // Every append is planned before any is made (K4: a refusal leaves the plane untouched).
+  PlaneState probe = state();
+  const int first = probe.next_position;
+  for (std::int64_t i = 0; i < n; ++i) probe = take(plan_append(cfg, probe, first + static_cast<int>(i))).next;
+  const std::size_t row = static_cast<std::size_t>(cfg.n_kv_heads) * cfg.head_dim;
+  std::vector<int> slots;
+  slots.reserve(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) slots.push_back(append(first + static_cast<int>(i)));
+  if (host_) {
+    for (std::int64_t i = 0; i < n; ++i) host_->write_row(slots[i], kp + i * row, vp + i * row);
+    return slots;
+  }
+  // Device plane: the rows are rounded and placed on the host, then the plane goes up in one copy.
+  std::vector<std::uint16_t> hk = device_->copy(false), hv = device_->copy(true);
+  const PlaneStrides s = plane_strides(cfg.kind, state().capacity, cfg.n_kv_heads, cfg.head_dim);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int h = 0; h < cfg.n_kv_heads; ++h) {
+      const std::int64_t at = s.offset(slots[i], h);
+      const std::size_t src = i * row + static_cast<std::size_t>(h) * cfg.head_dim;
+      for (int d = 0; d < cfg.head_dim; ++d) {
+        hk[at + d] = f32_to_f16(kp[src + d]);
+        hv[at + d] = f32_to_f16(vp[src + d]);
+      }
+    }
+  device_->upload(false, hk);
+  device_->upload(true, hv);
+  return slots;
 }
 
 std::vector<std::uint16_t> Plane::copy_k() const {

@@ -26,6 +26,10 @@ class Plane {
   int append(int position);
   // Stores one token's f32 K/V ([n_kv_heads][head_dim] each) at a physical slot, rounded to f16.
   void write_row(int slot, const ArrayInfo& k, const ArrayInfo& v);
+  // Appends next_position, next_position+1, ... with one row each from k, v (host float32,
+  // [n][n_kv_heads][head_dim]); all appends are checked first, so a refusal changes nothing.
+  // Returns the slots.
+  std::vector<int> extend(const ArrayInfo& k, const ArrayInfo& v);
   // The stored f16 rows in storage layout, copied to host memory.
   std::vector<std::uint16_t> copy_k() const;
   std::vector<std::uint16_t> copy_v() const;

@@ -96,3 +96,13 @@ def test_host_plane_mirrored_to_the_gpu(rng):
     out = ladder.attend("vec", plane, 50, slot, q, k, v, device="cuda")
     k_rows, v_rows = filled.window(50, f16_round(k), f16_round(v))
     assert rel_err(out, reference(q, k_rows, v_rows)) < TOLERANCE
+
+
+def test_extend_on_a_device_plane(rng):
+    host = ladder.Plane(growing_cfg(capacity=32))
+    dev = ladder.Plane(growing_cfg(capacity=32), device="cuda")
+    k = rng.standard_normal((100, 2, 128)).astype(np.float32)
+    v = rng.standard_normal((100, 2, 128)).astype(np.float32)
+    assert host.extend(k, v) == dev.extend(k, v)
+    assert host.state == dev.state
+    np.testing.assert_array_equal(host.values().view(np.uint16), dev.values().view(np.uint16))

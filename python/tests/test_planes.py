@@ -128,3 +128,25 @@ def test_device_plane_without_cuda_build_raises():
     cfg = ladder.PlaneConfig("growing", n_kv_heads=2, head_dim=128, capacity=64, max_context=100)
     with pytest.raises(ladder.NoDeviceError, match="no CUDA support"):
         ladder.Plane(cfg, device="cuda")
+
+
+def test_extend_matches_one_by_one(rng):
+    a = ring(window=8, slack=3, n_kv_heads=2, head_dim=16)
+    b = ring(window=8, slack=3, n_kv_heads=2, head_dim=16)
+    k = rng.standard_normal((30, 2, 16)).astype(np.float32)
+    v = rng.standard_normal((30, 2, 16)).astype(np.float32)
+    slots = [a.append_row(i, k[i], v[i]) for i in range(30)]
+    assert b.extend(k, v) == slots
+    assert a.state == b.state
+    np.testing.assert_array_equal(a.keys().view(np.uint16), b.keys().view(np.uint16))
+    np.testing.assert_array_equal(a.values().view(np.uint16), b.values().view(np.uint16))
+
+
+def test_extend_refusal_changes_nothing(rng):
+    p = ring(window=8, n_kv_heads=2, head_dim=16, max_context=10)
+    k = rng.standard_normal((12, 2, 16)).astype(np.float32)
+    with pytest.raises(ladder.PositionError, match="max context"):
+        p.extend(k, k)
+    assert p.len == 0 and p.next_position == 0
+    with pytest.raises(ladder.ShapeError, match=r"\(12, 2, 16\) = \(rows, n_kv_heads, head_dim\)"):
+        p.extend(k, k[:, :1].copy())
