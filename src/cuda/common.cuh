@@ -24,10 +24,13 @@ struct Float4 {
   float x[kDimsPerLane];
 };
 
-// Four f16 plane elements (8 bytes, 8-byte aligned because rows start at multiples of 128
-// elements) widened to f32 exactly.
-__device__ __forceinline__ Float4 load_half4(const std::uint16_t* src) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(src);
+// Four f16 plane elements as loaded (8 bytes), widened later: lets a warp issue a whole block's
+// loads before the first is used.
+using RawRow = uint2;
+
+__device__ __forceinline__ RawRow load_raw4(const std::uint16_t* src) { return *reinterpret_cast<const uint2*>(src); }
+
+__device__ __forceinline__ Float4 widen_half4(RawRow raw) {
   const __half2 lo = *reinterpret_cast<const __half2*>(&raw.x);
   const __half2 hi = *reinterpret_cast<const __half2*>(&raw.y);
   const float2 a = __half22float2(lo);

@@ -16,13 +16,18 @@ struct InterleavedRows {
   __device__ static int locate(const ProducerParams& p, int t) {
     return t == p.visible - 1 ? kCurrent : p.rows.row(t);
   }
-  __device__ static Float4 load_k(const ProducerParams& p, int loc, int kvh, int d0) {
-    return loc == kCurrent ? load_float4(p.cur_k + kvh * kHeadDim + d0)
-                           : load_half4(p.rows.k + p.rows.strides.offset(loc, kvh) + d0);
+  // The current token has no plane row to prefetch; its f32 values are read when widened.
+  __device__ static RawRow load_k_raw(const ProducerParams& p, int loc, int kvh, int d0) {
+    return loc == kCurrent ? RawRow{} : load_raw4(p.rows.k + p.rows.strides.offset(loc, kvh) + d0);
   }
-  __device__ static Float4 load_v(const ProducerParams& p, int loc, int kvh, int d0) {
-    return loc == kCurrent ? load_float4(p.cur_v + kvh * kHeadDim + d0)
-                           : load_half4(p.rows.v + p.rows.strides.offset(loc, kvh) + d0);
+  __device__ static RawRow load_v_raw(const ProducerParams& p, int loc, int kvh, int d0) {
+    return loc == kCurrent ? RawRow{} : load_raw4(p.rows.v + p.rows.strides.offset(loc, kvh) + d0);
+  }
+  __device__ static Float4 widen_k(const ProducerParams& p, RawRow raw, int loc, int kvh, int d0) {
+    return loc == kCurrent ? load_float4(p.cur_k + kvh * kHeadDim + d0) : widen_half4(raw);
+  }
+  __device__ static Float4 widen_v(const ProducerParams& p, RawRow raw, int loc, int kvh, int d0) {
+    return loc == kCurrent ? load_float4(p.cur_v + kvh * kHeadDim + d0) : widen_half4(raw);
   }
 };
 

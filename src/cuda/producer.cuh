@@ -95,11 +95,18 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
       // token so every load stays inside the rows the block owns (their scores are unused).
       const int my_loc = Family::locate(p, first + min(lane, count - 1));
 
+      // All 32 K rows of the block are loaded before any is used (one round trip to memory
+      // per block instead of one per token); the V rows are requested as soon as the scores
+      // are done, so their latency hides behind the softmax steps.
+      RawRow kraw[kBlockTokens];
+#pragma unroll
+      for (int t = 0; t < kBlockTokens; ++t) kraw[t] = Family::load_k_raw(p, __shfl_sync(kFullMask, my_loc, t), kvh, d0);
+
       // Step 2: scores.
-#pragma unroll 4
+#pragma unroll
       for (int t = 0; t < kBlockTokens; ++t) {
         const int loc = __shfl_sync(kFullMask, my_loc, t);
-        const Float4 k = Family::load_k(p, loc, kvh, d0);
+        const Float4 k = Family::widen_k(p, kraw[t], loc, kvh, d0);
         float acc[G];
 #pragma unroll
         for (int h = 0; h < G; ++h) {
@@ -129,6 +136,9 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
         }
         if (score_writer) w[t * G + my_head] = acc[0] * scale;
       }
+      RawRow vraw[kBlockTokens];
+#pragma unroll
+      for (int t = 0; t < kBlockTokens; ++t) vraw[t] = Family::load_v_raw(p, __shfl_sync(kFullMask, my_loc, t), kvh, d0);
       __syncwarp();
 
       // Step 3: block max and fold, one lane per head.
@@ -154,15 +164,16 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
 #pragma unroll
         for (int i = 0; i < kDimsPerLane; ++i) o[h][i] *= corr;
       }
-#pragma unroll 2
-      for (int t = 0; t < count; ++t) {
-        const int loc = __shfl_sync(kFullMask, my_loc, t);
-        const Float4 v = Family::load_v(p, loc, kvh, d0);
 #pragma unroll
-        for (int h = 0; h < G; ++h) {
-          const float wt = w[t * G + h];
+      for (int t = 0; t < kBlockTokens; ++t) {
+        if (t < count) {
+          const Float4 v = Family::widen_v(p, vraw[t], __shfl_sync(kFullMask, my_loc, t), kvh, d0);
 #pragma unroll
-          for (int i = 0; i < kDimsPerLane; ++i) o[h][i] = fmaf(wt, v.x[i], o[h][i]);
+          for (int h = 0; h < G; ++h) {
+            const float wt = w[t * G + h];
+#pragma unroll
+            for (int i = 0; i < kDimsPerLane; ++i) o[h][i] = fmaf(wt, v.x[i], o[h][i]);
+          }
         }
       }
       __syncwarp();

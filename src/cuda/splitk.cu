@@ -10,12 +10,14 @@ namespace {
 struct SplitKRows {
   static constexpr bool kFusedStore = false;
   __device__ static int locate(const ProducerParams& p, int t) { return p.rows.row(t); }
-  __device__ static Float4 load_k(const ProducerParams& p, int row, int kvh, int d0) {
-    return load_half4(p.rows.k + p.rows.strides.offset(row, kvh) + d0);
+  __device__ static RawRow load_k_raw(const ProducerParams& p, int row, int kvh, int d0) {
+    return load_raw4(p.rows.k + p.rows.strides.offset(row, kvh) + d0);
   }
-  __device__ static Float4 load_v(const ProducerParams& p, int row, int kvh, int d0) {
-    return load_half4(p.rows.v + p.rows.strides.offset(row, kvh) + d0);
+  __device__ static RawRow load_v_raw(const ProducerParams& p, int row, int kvh, int d0) {
+    return load_raw4(p.rows.v + p.rows.strides.offset(row, kvh) + d0);
   }
+  __device__ static Float4 widen_k(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
+  __device__ static Float4 widen_v(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
 };
 
 }  // namespace

@@ -21,12 +21,14 @@ struct VecRows {
     const RowSource& src = (loc & kFromTail) ? tail : span;
     return (plane_k ? src.k : src.v) + src.strides.offset(loc >> 1, kvh) + d0;
   }
-  __device__ static Float4 load_k(const ProducerParams& p, int loc, int kvh, int d0) {
-    return load_half4(at(p.rows, p.tail, true, loc, kvh, d0));
+  __device__ static RawRow load_k_raw(const ProducerParams& p, int loc, int kvh, int d0) {
+    return load_raw4(at(p.rows, p.tail, true, loc, kvh, d0));
   }
-  __device__ static Float4 load_v(const ProducerParams& p, int loc, int kvh, int d0) {
-    return load_half4(at(p.rows, p.tail, false, loc, kvh, d0));
+  __device__ static RawRow load_v_raw(const ProducerParams& p, int loc, int kvh, int d0) {
+    return load_raw4(at(p.rows, p.tail, false, loc, kvh, d0));
   }
+  __device__ static Float4 widen_k(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
+  __device__ static Float4 widen_v(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
 };
 
 // One thread per (row of the 32-row block, KV head, 4-dim chunk).
