@@ -317,6 +317,8 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--flex-budget", type=int, default=150, help="seconds FlexAttention may spend (compiles)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--ladder-check-only", action="store_true",
+                    help="only check ladder (Python module) on this script's data; writes ladder_check.json")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("peers.py: no CUDA device; nothing to compare", file=sys.stderr)
@@ -332,6 +334,14 @@ def main():
     batches = [int(x) for x in args.batches.split(",")]
     shapes = [(b, d) for b in batches for d in depths]
     os.makedirs(args.out, exist_ok=True)
+
+    if args.ladder_check_only:
+        rows = check_ladder(shapes, args.seed, log)
+        with open(os.path.join(args.out, "ladder_check.json"), "w") as f:
+            json.dump(rows, f, indent=2)
+        for r in rows:
+            print("ladder check: " + json.dumps(r))
+        return 0 if all(r["status"] == "ok" for r in rows) else 1
 
     ceiling = measure_ceiling()
     log("ceiling: copy %.0f GB/s, read %.0f GB/s" % (ceiling["copy_gb_per_s"], ceiling["read_gb_per_s"]))

@@ -35,29 +35,43 @@ prepare() {
 }
 
 run() {
+  # $OUT receives six files (the device returns at most eight): bench.json, bench.txt,
+  # peers.json, peers.txt, peers.png and log.txt (GPU facts, progress, build, pytest, checks).
   : "${OUT:=$ROOT/bench-out}"
   mkdir -p "$OUT"
+  local log=$OUT/log.txt scratch=/tmp/ladder-bench
+  mkdir -p "$scratch"
   export PYTHONUNBUFFERED=1
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt" || true
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$log" 2>&1 || true
 
-  # The Python module compiles while the GPU bench runs: the compile needs only CPUs, and the
-  # bench's numbers come from CUDA events (only the engine rows read the host clock).
+  # The Python module compiles while the GPU bench and the peers run: the compile needs only
+  # CPUs, and those numbers come from CUDA events (only the engine rows read the host clock).
+  local nvcc
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   (python3 -m pip install -q --no-build-isolation --no-deps ./python \
-      -Ccmake.define.CMAKE_PREFIX_PATH="$CARRY/prefix" -Cbuild-dir=/tmp/ladder-py-build \
-      >"$OUT/pybuild.log" 2>&1 && echo ok >"$OUT/pybuild.ok") &
-  build_pid=$!
+      -Ccmake.define.CMAKE_PREFIX_PATH="$CARRY/prefix" -Ccmake.define.CMAKE_CUDA_COMPILER="$nvcc" \
+      -Cbuild-dir="$scratch/py-build" >"$scratch/pybuild.log" 2>&1 && touch "$scratch/pybuild.ok") &
+  local build_pid=$!
+  local t0=$SECONDS
 
-  "$CARRY/bin/ladder" bench --device cuda --output "$OUT/bench.json" 2>"$OUT/bench.progress" | tee "$OUT/bench.txt"
+  "$CARRY/bin/ladder" bench --device cuda --output "$OUT/bench.json" 2>"$scratch/bench.progress" \
+    | tee "$OUT/bench.txt" || echo "ladder bench failed (exit $?)"
+  { echo "== ladder bench progress ($((SECONDS - t0)) s)"; cat "$scratch/bench.progress"; } >>"$log"
+  t0=$SECONDS
+  python3 bench/peers.py --ladder-json "$OUT/bench.json" --out "$OUT" 2>"$scratch/peers.progress" \
+    | tee "$OUT/peers.txt" || echo "peers.py failed"
+  { echo "== peers progress ($((SECONDS - t0)) s)"; cat "$scratch/peers.progress"; } >>"$log"
+  tail -5 "$scratch/peers.progress"
 
   wait "$build_pid" || true
-  if [[ -f $OUT/pybuild.ok ]]; then
-    python3 -m pytest -q python/tests 2>&1 | tail -15 | tee "$OUT/pytest.txt" || true
+  { echo "== Python module build"; tail -40 "$scratch/pybuild.log"; } >>"$log"
+  if [[ -f $scratch/pybuild.ok ]]; then
+    python3 -m pytest -q -rs python/tests 2>&1 | tail -25 | tee -a "$log" || true
+    python3 bench/peers.py --ladder-check-only --out "$scratch" 2>&1 | tail -8 | tee -a "$log" || true
   else
-    echo "Python module build failed; see pybuild.log" | tee "$OUT/pytest.txt"
-    tail -30 "$OUT/pybuild.log"
+    echo "Python module build failed" | tee -a "$log"
+    tail -30 "$scratch/pybuild.log"
   fi
-  python3 bench/peers.py --ladder-json "$OUT/bench.json" --out "$OUT" 2>"$OUT/peers.progress" \
-    | tee "$OUT/peers.txt" || { echo "peers.py failed"; tail -20 "$OUT/peers.progress"; }
 }
 
 case "$mode" in
