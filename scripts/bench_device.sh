@@ -54,11 +54,12 @@ run() {
   local build_pid=$!
   local t0=$SECONDS
 
-  "$CARRY/bin/ladder" bench --device cuda --output "$OUT/bench.json" 2>"$scratch/bench.progress" \
+  timeout "${BENCH_TIMEOUT:-240}" "$CARRY/bin/ladder" bench --device cuda --output "$OUT/bench.json" 2>"$scratch/bench.progress" \
     | tee "$OUT/bench.txt" || echo "ladder bench failed (exit $?)"
   { echo "== ladder bench progress ($((SECONDS - t0)) s)"; cat "$scratch/bench.progress"; } >>"$log"
   t0=$SECONDS
-  python3 bench/peers.py --ladder-json "$OUT/bench.json" --out "$OUT" 2>"$scratch/peers.progress" \
+  timeout "${PEERS_TIMEOUT:-200}" python3 bench/peers.py --ladder-json "$OUT/bench.json" --out "$OUT" \
+    --flex-budget "${FLEX_BUDGET:-60}" 2>"$scratch/peers.progress" \
     | tee "$OUT/peers.txt" || echo "peers.py failed"
   { echo "== peers progress ($((SECONDS - t0)) s)"; cat "$scratch/peers.progress"; } >>"$log"
   tail -5 "$scratch/peers.progress"
