@@ -5,8 +5,8 @@
 //
 // Grid: x = (KV head, chunk of G sibling query heads), y = workgroup (pinned_schedule's nwg);
 // block = nsg warps. Every warp computes the DAG of G sibling heads at once: the K/V rows of
-// their shared KV head are read once for all G of them (16 siblings per KV head in the
-// reference geometry). Each head's arithmetic is exactly the DAG's:
+// their shared KV head are read once for all G of them (G is a schedule choice, up to 16; the
+// default is in dispatch.cpp with its measurement). Each head's arithmetic is exactly the DAG's:
 //  * lane l holds q/o dims 4l..4l+3 of every one of the G heads;
 //  * the 5-step butterfly of step 2 is done as a reduce-scatter: at offset `off` a lane keeps
 //    half of its heads and adds the partner's value for them. The value it forms for head h,
