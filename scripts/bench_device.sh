@@ -67,7 +67,8 @@ run() {
   wait "$build_pid" || true
   { echo "== Python module build"; tail -40 "$scratch/pybuild.log"; } >>"$log"
   if [[ -f $scratch/pybuild.ok ]]; then
-    python3 -m pytest -q -rs python/tests 2>&1 | tail -25 | tee -a "$log" || true
+    python3 -m pytest -q -rs python/tests >"$scratch/pytest.txt" 2>&1 || true
+    grep -v "leaked" "$scratch/pytest.txt" | tail -25 | tee -a "$log"
     python3 bench/peers.py --ladder-check-only --out "$scratch" 2>&1 | tail -8 | tee -a "$log" || true
   else
     echo "Python module build failed" | tee -a "$log"
