@@ -59,7 +59,7 @@ Status require_device() {
     // Clear the non-sticky error so later calls start clean.
     (void)cudaGetLastError();
     return make_error(ErrorCode::no_device,
-                      fmt::format("no usable CUDA device ({}); use --device cpu",
+                      fmt::format("no CUDA device is usable here ({}); use --device cpu",
                                   e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0"));
   }
   return {};
