@@ -296,15 +296,17 @@ def plot(results, ceiling, ladder_layer, path):
     for r in results:
         if r.get("status") == "ok" and r["peer"] != "ladder-check":
             series.setdefault((r["peer"], r["batch"]), []).append((r["depth"], r["median_us"]))
-    for (name, batch), pts in sorted(series.items()):
+    colors = plt.cm.tab20.colors  # twenty distinct colours: one per series, none repeated
+    for index, ((name, batch), pts) in enumerate(sorted(series.items())):
         pts.sort()
         d = [p[0] for p in pts]
         us = [p[1] for p in pts]
         frac = [kv_bytes(batch, x) / (t * 1e3) / ceiling for x, t in pts]
         style = "-o" if name.startswith("ladder") else "--s"
         label = "%s (batch %d)" % (name, batch)
-        ax_t.plot(d, us, style, label=label)
-        ax_f.plot(d, frac, style, label=label)
+        color = colors[index % len(colors)]
+        ax_t.plot(d, us, style, label=label, color=color)
+        ax_f.plot(d, frac, style, label=label, color=color)
     for ax in (ax_t, ax_f):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("depth (tokens)")
