@@ -36,7 +36,8 @@ if [ -d "$root/python/tests" ]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q "$root/python[test]" -Ccmake.define.LADDER_CUDA=OFF
   status=0
-  (cd "$root/python" && "$venv/bin/python" -m pytest -q tests) || status=$?
+  # Run from the build folder: from python/ the source package would shadow the installed one.
+  (cd "$build" && "$venv/bin/python" -m pytest -q "$root/python/tests") || status=$?
   # pytest exits 5 when it collected no tests; that is not a failure of the suite.
   if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
 fi

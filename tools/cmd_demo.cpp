@@ -17,6 +17,9 @@
 #include "ladder/cpu/cpu_backend.hpp"
 #include "ladder/cpu/membw.hpp"
 #include "ladder/reference.hpp"
+#ifdef LADDER_HAS_CUDA
+#include "ladder/cuda/cuda_backend.hpp"
+#endif
 
 namespace ladder::cli {
 namespace {
@@ -28,6 +31,11 @@ constexpr int kProgressSteps = 4;
 // Buffer for the host bandwidth measurement: far above any last-level cache, so the number is
 // DRAM streaming, the regime a deep KV read is in.
 constexpr std::size_t kBandwidthProbeBytes = std::size_t{256} << 20;
+#ifdef LADDER_HAS_CUDA
+// GPU probe: 1 GiB is far above the L2 of any current card; repetitions give a stable median.
+constexpr std::int64_t kDeviceProbeBytes = std::int64_t{1} << 30;
+constexpr int kDeviceProbeReps = 20;
+#endif
 
 struct Options {
   GeometryFlags geometry;
@@ -183,6 +191,19 @@ int run(const Options& o) {
     ceiling = cpu::measure_host_read_bandwidth(kBandwidthProbeBytes, cpu::threads());
     ceiling_what = "host read bandwidth, measured in this run";
   }
+#ifdef LADDER_HAS_CUDA
+  if (engine.device() == Device::cuda) {
+    // B1: the ceiling is the higher of device-to-device copy (read + written) and read-only
+    // streaming. encode_token's time includes moving the activations between host and device.
+    const Result<cuda::BandwidthSample> copy = cuda::measure_device_copy_bandwidth(kDeviceProbeBytes, kDeviceProbeReps);
+    const Result<cuda::BandwidthSample> read = cuda::measure_device_read_bandwidth(kDeviceProbeBytes, kDeviceProbeReps);
+    const double copy_bps = copy ? copy->gb_per_s * 1e9 : 0.0;
+    const double read_bps = read ? read->gb_per_s * 1e9 : 0.0;
+    ceiling = std::max(copy_bps, read_bps);
+    ceiling_what = copy_bps > read_bps ? "device copy bandwidth (read + written), measured in this run"
+                                       : "device read bandwidth, measured in this run";
+  }
+#endif
   const bool pass = checked == 0 || max_err <= kRelErrorBound;
 
   if (o.json) {
