@@ -198,8 +198,14 @@ Comparison compare(const Run& x, const Run& y) {
     c.differing += d != 0 ? 1 : 0;
   }
   c.identical = c.differing == 0;
-  if (x.device != y.device)
+  if (x.device != y.device) {
     c.reasons.push_back(fmt::format("different device ({} vs {})", device_name(x.device), device_name(y.device)));
+    // The default GPU producer computes each 32-token block with mma.sync (f16 hi/lo split);
+    // the CPU twin follows the exact DAG. LADDER_GPU_DAG=exact makes them bit-identical.
+    if (cuda_default_uses_tensor_cores())
+      c.reasons.push_back("tensor-core in-block arithmetic (the GPU's default producer; LADDER_GPU_DAG=exact gives "
+                          "the CPU twin's bits)");
+  }
   if (x.bypass != y.bypass) {
     const Run& b = x.bypass ? x : y;
     c.reasons.push_back(fmt::format("current-token bypass: {} reads the current token from the f32 activations, the "

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -71,8 +73,12 @@ int heads_per_warp_for(int heads_per_kv, int requested) {
   return g;
 }
 
-int resolve_heads_per_warp(const HeadShape& shape, const cuda::LaunchTuning& t) {
-  return heads_per_warp_for(shape.heads_per_kv(), t.heads_per_warp > 0 ? t.heads_per_warp : kDefaultHeadsPerWarp);
+ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::LaunchTuning& t) {
+  ProducerChoice c;
+  c.tensor_core = cuda::resolve_producer(t.producer) == cuda::GpuProducer::tensor_core;
+  c.heads_per_warp =
+      heads_per_warp_for(shape.heads_per_kv(), t.heads_per_warp > 0 ? t.heads_per_warp : kDefaultHeadsPerWarp);
+  return c;
 }
 
 Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slot, const HeadShape& shape,
@@ -217,8 +223,8 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   return {};
 }
 
-Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, int heads_per_warp, int max_padded_rows,
-                     cudaStream_t stream) {
+Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const ProducerChoice& producer,
+                     int max_padded_rows, cudaStream_t stream) {
   const bool indirect = dev != nullptr;
   const auto step = [&](cudaError_t r, const char* what) -> Status {
     return cuda_status(r, fmt::format("launching the {} kernel of the {} route", what, route_name(l.route)));
@@ -226,7 +232,7 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, int heads_per
   switch (l.route) {
     case Route::splitk:
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
-      LADDER_TRY(step(launch_splitk(l.producer, indirect ? &dev->producer : nullptr, heads_per_warp, stream),
+      LADDER_TRY(step(launch_splitk(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "splitk producer"));
       break;
     case Route::vec:
@@ -235,17 +241,17 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, int heads_per
       // there and does nothing on tokens without one.
       if (l.head_major && (indirect || l.pad.tail_count > 0))
         LADDER_TRY(step(launch_pad(l.pad, indirect ? &dev->pad : nullptr, stream), "pad"));
-      LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, heads_per_warp, stream),
+      LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "vec producer"));
       break;
     case Route::staged:
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
       LADDER_TRY(step(launch_stage(l.stage, indirect ? &dev->stage : nullptr, max_padded_rows, stream), "stage"));
-      LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, heads_per_warp, stream),
+      LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "vec producer"));
       break;
     case Route::interleaved:
-      LADDER_TRY(step(launch_interleaved(l.producer, indirect ? &dev->producer : nullptr, heads_per_warp, stream),
+      LADDER_TRY(step(launch_interleaved(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "interleaved producer"));
       break;
   }
@@ -273,7 +279,7 @@ Status run_route(Route r, const DevicePlane& plane, int position, int slot, cons
                  const DeviceLayerIO& io, const DeviceWorkspace& ws, void* stream, LaunchTuning tuning) {
   cuda_detail::RouteLaunch l;
   LADDER_TRY(cuda_detail::plan_route(r, plane, position, slot, shape, io, ws, l));
-  return cuda_detail::enqueue_route(l, nullptr, cuda_detail::resolve_heads_per_warp(shape, tuning), 0,
+  return cuda_detail::enqueue_route(l, nullptr, cuda_detail::resolve_producer_choice(shape, tuning), 0,
                                     static_cast<cudaStream_t>(stream));
 }
 
@@ -314,6 +320,28 @@ namespace detail {
 
 Status cuda_attend_layer(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
                          const LayerIO& io) {
+  return cuda::attend_layer_host(r, plane, position, slot, shape, io);
+}
+
+}  // namespace detail
+
+namespace cuda {
+
+GpuProducer resolve_producer(GpuProducer requested) {
+  if (requested != GpuProducer::automatic) return requested;
+  const char* v = std::getenv("LADDER_GPU_DAG");
+  return v != nullptr && std::strcmp(v, "exact") == 0 ? GpuProducer::exact_dag : GpuProducer::tensor_core;
+}
+
+const char* producer_name(GpuProducer p) {
+  switch (resolve_producer(p)) {
+    case GpuProducer::exact_dag: return "exact DAG";
+    default: return "tensor-core";
+  }
+}
+
+Status attend_layer_host(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
+                         const LayerIO& io, LaunchTuning tuning) {
   LADDER_TRY(cuda::check_head_shape(shape));
   LADDER_TRY(cuda_detail::require_device());
   using cuda_detail::DeviceArray;
@@ -352,7 +380,7 @@ Status cuda_attend_layer(Route r, HostPlane& plane, int position, int slot, cons
   dp.k = dk.get();
   dp.v = dv.get();
   cuda::DeviceLayerIO dio{dq.get(), dcur_k.get(), dcur_v.get(), dout.get()};
-  LADDER_TRY(cuda::run_route(r, dp, position, slot, shape, dio, *ws, nullptr));
+  LADDER_TRY(cuda::run_route(r, dp, position, slot, shape, dio, *ws, nullptr, tuning));
   LADDER_TRY(cuda_detail::cuda_status(cudaDeviceSynchronize(), "running the route"));
   LADDER_TRY(dout.download(io.out, q_elems));
 
@@ -366,5 +394,10 @@ Status cuda_attend_layer(Route r, HostPlane& plane, int position, int slot, cons
   return {};
 }
 
-}  // namespace detail
+}  // namespace cuda
+
+bool cuda_default_uses_tensor_cores() {
+  return cuda::resolve_producer(cuda::GpuProducer::automatic) == cuda::GpuProducer::tensor_core;
+}
+
 }  // namespace ladder

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "cuda/kernels.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
 
 namespace ladder::cuda_detail {
@@ -37,10 +38,10 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 // needs, structs by value. Indirect: the kernels read *dev, grids are the worst case for the
 // plane (`max_padded_rows` bounds staging) and the kernel set depends on the route and the
 // plane layout only, so the same capture serves every token with this route.
-Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, int heads_per_warp, int max_padded_rows,
-                     cudaStream_t stream);
+Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const ProducerChoice& producer,
+                     int max_padded_rows, cudaStream_t stream);
 
-// The heads-per-warp a shape runs with for a requested tuning (0 = default).
-int resolve_heads_per_warp(const HeadShape& shape, const cuda::LaunchTuning& t);
+// The producer (and, for the exact DAG, the heads per warp) a shape runs with for a tuning.
+ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::LaunchTuning& t);
 
 }  // namespace ladder::cuda_detail

@@ -74,7 +74,7 @@ class CudaEngine final : public Engine {
     shape_.head_dim = g_.head_dim;
     shape_.scale = g_.scale();
     LADDER_TRY(check_head_shape(shape_));
-    hpw_ = cuda_detail::resolve_heads_per_warp(shape_, copt_.tuning);
+    producer_ = cuda_detail::resolve_producer_choice(shape_, copt_.tuning);
     LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream"));
     Result<DeviceInfo> info = device_info();
     if (!info) return info.status();
@@ -198,9 +198,10 @@ class CudaEngine final : public Engine {
   const Geometry& geometry() const override { return g_; }
   Device device() const override { return Device::cuda; }
   std::string device_description() const override {
-    return fmt::format("CUDA device {}: {} ({} SMs, {:.0f} MB L2, sm_{}{}), {}", info_.ordinal, info_.name,
-                       info_.sm_count, static_cast<double>(info_.l2_bytes) / 1e6, info_.cc_major, info_.cc_minor,
-                       copt_.use_graph ? "graph replay" : "eager launches");
+    return fmt::format("CUDA device {}: {} ({} SMs, {:.0f} MB L2, sm_{}{}), {}, {} producer", info_.ordinal,
+                       info_.name, info_.sm_count, static_cast<double>(info_.l2_bytes) / 1e6, info_.cc_major,
+                       info_.cc_minor, copt_.use_graph ? "graph replay" : "eager launches",
+                       producer_.tensor_core ? "tensor-core" : "exact-DAG");
   }
   PlaneState plane_state(int layer) const override { return states_.at(static_cast<std::size_t>(layer)); }
   const std::vector<TraceEntry>& trace() const override { return trace_; }
@@ -245,7 +246,7 @@ class CudaEngine final : public Engine {
     LADDER_TRY(upload_kv());
     for (std::size_t l = 0; l < n; ++l) {
       const int max_padded = (cfgs_[l].capacity + kBlockTokens - 1) / kBlockTokens * kBlockTokens;
-      LADDER_TRY(cuda_detail::enqueue_route(h_steps_.get()[l], dev != nullptr ? dev + l : nullptr, hpw_, max_padded,
+      LADDER_TRY(cuda_detail::enqueue_route(h_steps_.get()[l], dev != nullptr ? dev + l : nullptr, producer_, max_padded,
                                             stream_));
     }
     return cuda_status(
@@ -282,7 +283,7 @@ class CudaEngine final : public Engine {
   CudaEngineOptions copt_;
   HeadShape shape_;
   DeviceInfo info_;
-  int hpw_ = 1;
+  cuda_detail::ProducerChoice producer_;
   cudaStream_t stream_ = nullptr;
   std::vector<PlaneConfig> cfgs_;
   std::vector<PlaneState> states_;

@@ -5,6 +5,7 @@
 // one warp, see producer.cuh): a schedule choice, never a change in what any head computes.
 #include "cuda/kernels.hpp"
 #include "cuda/producer.cuh"
+#include "cuda/producer_tc.cuh"
 
 namespace ladder::cuda_detail {
 namespace {
@@ -29,13 +30,22 @@ struct InterleavedRows {
   __device__ static Float4 widen_v(const ProducerParams& p, RawRow raw, int loc, int kvh, int d0) {
     return loc == kCurrent ? load_float4(p.cur_v + kvh * kHeadDim + d0) : widen_half4(raw);
   }
+  // The tensor-core producer never reads the current token's plane row (nullptr: zero-filled,
+  // then filled from the activations).
+  __device__ static const std::uint16_t* k_row(const ProducerParams& p, int loc, int kvh) {
+    return loc == kCurrent ? nullptr : p.rows.k + p.rows.strides.offset(loc, kvh);
+  }
+  __device__ static const std::uint16_t* v_row(const ProducerParams& p, int loc, int kvh) {
+    return loc == kCurrent ? nullptr : p.rows.v + p.rows.strides.offset(loc, kvh);
+  }
 };
 
 }  // namespace
 
-cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp,
+cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream) {
-  return launch_producer<InterleavedRows>(p, dp, p.shape, heads_per_warp, stream);
+  if (c.tensor_core) return launch_producer_tc<InterleavedRows>(p, dp, p.shape, stream);
+  return launch_producer<InterleavedRows>(p, dp, p.shape, c.heads_per_warp, stream);
 }
 
 }  // namespace ladder::cuda_detail

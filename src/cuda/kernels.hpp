@@ -16,14 +16,22 @@ namespace ladder::cuda_detail {
 // query heads one warp carries. It is a schedule choice only; every value gives the same bits.
 int heads_per_warp_for(int heads_per_kv, int requested);
 
+// Which producer a launch runs: the tensor-core producer (producer_tc.cuh, the default) or the
+// exact-DAG producer (producer.cuh, the CPU twins' bits) with its sibling heads per warp.
+struct ProducerChoice {
+  bool tensor_core = true;
+  int heads_per_warp = 1;
+};
+
 cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream);
 cudaError_t launch_pad(const PadParams& p, const PadParams* dp, cudaStream_t stream);
 // max_padded_rows bounds the indirect grid (the largest padded_rows any token may need).
 cudaError_t launch_stage(const StageParams& p, const StageParams* dp, int max_padded_rows, cudaStream_t stream);
-cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp,
+cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                           cudaStream_t stream);
-cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp, cudaStream_t stream);
-cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp,
+cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                       cudaStream_t stream);
+cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream);
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream);
 // Fills n halfs with the f16 NaN pattern (unwritten rows poison whoever reads them).

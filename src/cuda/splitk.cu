@@ -3,6 +3,7 @@
 // wrapped token-major ring is read in logical order with no staging.
 #include "cuda/kernels.hpp"
 #include "cuda/producer.cuh"
+#include "cuda/producer_tc.cuh"
 
 namespace ladder::cuda_detail {
 namespace {
@@ -18,13 +19,20 @@ struct SplitKRows {
   }
   __device__ static Float4 widen_k(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
   __device__ static Float4 widen_v(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
+  __device__ static const std::uint16_t* k_row(const ProducerParams& p, int row, int kvh) {
+    return p.rows.k + p.rows.strides.offset(row, kvh);
+  }
+  __device__ static const std::uint16_t* v_row(const ProducerParams& p, int row, int kvh) {
+    return p.rows.v + p.rows.strides.offset(row, kvh);
+  }
 };
 
 }  // namespace
 
-cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp,
+cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                           cudaStream_t stream) {
-  return launch_producer<SplitKRows>(p, dp, p.shape, heads_per_warp, stream);
+  if (c.tensor_core) return launch_producer_tc<SplitKRows>(p, dp, p.shape, stream);
+  return launch_producer<SplitKRows>(p, dp, p.shape, c.heads_per_warp, stream);
 }
 
 }  // namespace ladder::cuda_detail

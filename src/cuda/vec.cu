@@ -5,6 +5,7 @@
 // whether a row is one head (head-major) or a full token (token-major).
 #include "cuda/kernels.hpp"
 #include "cuda/producer.cuh"
+#include "cuda/producer_tc.cuh"
 
 namespace ladder::cuda_detail {
 namespace {
@@ -29,6 +30,12 @@ struct VecRows {
   }
   __device__ static Float4 widen_k(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
   __device__ static Float4 widen_v(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
+  __device__ static const std::uint16_t* k_row(const ProducerParams& p, int loc, int kvh) {
+    return at(p.rows, p.tail, true, loc, kvh, 0);
+  }
+  __device__ static const std::uint16_t* v_row(const ProducerParams& p, int loc, int kvh) {
+    return at(p.rows, p.tail, false, loc, kvh, 0);
+  }
 };
 
 // One thread per (row of the 32-row block, KV head, 4-dim chunk).
@@ -62,8 +69,10 @@ __global__ void __launch_bounds__(kPadThreads) pad_kernel_indirect(const PadPara
 
 }  // namespace
 
-cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, int heads_per_warp, cudaStream_t stream) {
-  return launch_producer<VecRows>(p, dp, p.shape, heads_per_warp, stream);
+cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                       cudaStream_t stream) {
+  if (c.tensor_core) return launch_producer_tc<VecRows>(p, dp, p.shape, stream);
+  return launch_producer<VecRows>(p, dp, p.shape, c.heads_per_warp, stream);
 }
 
 cudaError_t launch_pad(const PadParams& p, const PadParams* dp, cudaStream_t stream) {

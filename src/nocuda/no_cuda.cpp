@@ -4,6 +4,7 @@
 namespace ladder {
 
 bool cuda_available() { return false; }
+bool cuda_default_uses_tensor_cores() { return false; }
 
 namespace detail {
 namespace {

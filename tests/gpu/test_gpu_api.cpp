@@ -32,8 +32,8 @@ std::vector<T> to_host(const T* dev, std::size_t n) {
   return out;
 }
 
-// Sibling heads per warp is a schedule choice: 1, 2, 4, 8 and 16 give the same bits, on every
-// route, and equal the CPU twin.
+// Sibling heads per warp is a schedule choice of the exact-DAG producer: 1, 2, 4, 8 and 16 give
+// the same bits, on every route, and equal the CPU twin.
 TEST(GpuApi, HeadsPerWarpNeverChangesBits) {
   LADDER_REQUIRE_GPU();
   std::mt19937 rng(3);
@@ -77,6 +77,7 @@ TEST(GpuApi, HeadsPerWarpNeverChangesBits) {
       cuda::DevicePlane plane{after.config(), after.state(), to_device(hk), to_device(hv), 0};
       float* dout = to_device(poison);
       cuda::LaunchTuning tune;
+      tune.producer = cuda::GpuProducer::exact_dag;
       tune.heads_per_warp = hpw;
       const cuda::DeviceLayerIO io{dq, dk, dv, dout};
       const Status s = cuda::run_route(c.r, plane, c.history, slot, shape, io, *ws, nullptr, tune);

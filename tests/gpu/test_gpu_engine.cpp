@@ -1,7 +1,12 @@
-// The GPU engine over many teacher-forced positions: graph replay == eager launches == the CPU
-// engine, bit for bit, with the same route trace; a handful of captures serves the whole run.
+// The GPU engine over many teacher-forced positions: graph replay == eager launches bit for bit,
+// with the CPU engine's route trace; a handful of captures serves the whole run. With the
+// exact-DAG producer the GPU also equals the CPU engine bit for bit; with the tensor-core producer
+// (the default) it is within kTcMaxRelErrVsCpu of it and the ulp distance is reported.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -29,7 +34,21 @@ struct Engines {
   std::unique_ptr<Engine> graph, eager, cpu;
 };
 
-Engines make_engines(const Geometry& g, const Switches& sw) {
+// Tensor-core engine vs the CPU engine (itself ~1e-7 from the f64 reference): see
+// test_gpu_routes.cpp's kTcMaxRelErr for why 1e-4.
+constexpr double kTcMaxRelErrVsCpu = 1e-4;
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+Engines make_engines(const Geometry& g, const Switches& sw, cuda::GpuProducer producer) {
   EngineOptions opt;
   opt.switches = sw;
   opt.record_trace = true;
@@ -39,16 +58,21 @@ Engines make_engines(const Geometry& g, const Switches& sw) {
   e.cpu = std::move(Engine::create(g, opt).value());
   cuda::CudaEngineOptions graph_opt;
   graph_opt.use_graph = true;
+  graph_opt.tuning.producer = producer;
   cuda::CudaEngineOptions eager_opt;
   eager_opt.use_graph = false;
+  eager_opt.tuning.producer = producer;
   opt.device = Device::cuda;
   e.graph = std::move(cuda::create_engine(g, opt, graph_opt).value());
   e.eager = std::move(cuda::create_engine(g, opt, eager_opt).value());
   return e;
 }
 
-void run_teacher_forced(const Geometry& g, const Switches& sw, int tokens) {
-  Engines e = make_engines(g, sw);
+void run_teacher_forced(const Geometry& g, const Switches& sw, int tokens, cuda::GpuProducer producer) {
+  const bool exact = producer == cuda::GpuProducer::exact_dag;
+  Engines e = make_engines(g, sw, producer);
+  std::int64_t worst_ulp = 0;
+  double worst_rel = 0.0;
   std::mt19937 rng(99);
   const std::size_t q_n = static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim;
   const std::size_t kv_n = static_cast<std::size_t>(g.n_layers) * g.n_kv_heads * g.head_dim;
@@ -61,7 +85,14 @@ void run_teacher_forced(const Geometry& g, const Switches& sw, int tokens) {
     ASSERT_TRUE(e.cpu->encode_token(pos, TokenIO{q.data(), k.data(), v.data(), out_cpu.data()}).ok());
     ASSERT_TRUE(all_finite(out_graph));
     ASSERT_TRUE(same_bits(out_graph, out_eager)) << "graph vs eager, max ulp " << max_ulp(out_graph, out_eager);
-    ASSERT_TRUE(same_bits(out_eager, out_cpu)) << "GPU vs CPU engine, max ulp " << max_ulp(out_eager, out_cpu);
+    worst_ulp = std::max(worst_ulp, max_ulp(out_eager, out_cpu));
+    if (exact) {
+      ASSERT_TRUE(same_bits(out_eager, out_cpu)) << "GPU vs CPU engine, max ulp " << max_ulp(out_eager, out_cpu);
+    } else {
+      const double rel = rel_err(out_eager, out_cpu);
+      worst_rel = std::max(worst_rel, rel);
+      ASSERT_LT(rel, kTcMaxRelErrVsCpu);
+    }
     for (int l = 0; l < g.n_layers; ++l) ASSERT_EQ(e.graph->plane_state(l), e.cpu->plane_state(l));
   }
   // Same routes, token by token, layer by layer.
@@ -76,21 +107,30 @@ void run_teacher_forced(const Geometry& g, const Switches& sw, int tokens) {
   std::vector<float> q(q_n, 1.0f), k(kv_n, 1.0f), v(kv_n, 1.0f), out(q_n);
   const Status refused = e.graph->encode_token(tokens + 5, TokenIO{q.data(), k.data(), v.data(), out.data()});
   EXPECT_EQ(refused.code(), ErrorCode::out_of_order);
+  std::printf("[ producer %s ] %d tokens: GPU vs CPU engine max ulp %lld, max rel err %.3g\n",
+              exact ? "exact-DAG" : "tensor-core", tokens, static_cast<long long>(worst_ulp), worst_rel);
 }
 
 TEST(GpuEngine, GraphEqualsEagerEqualsCpuEngine) {
   LADDER_REQUIRE_GPU();
-  run_teacher_forced(small_geometry(0), Switches{}, small_sweep() ? 70 : 200);
+  run_teacher_forced(small_geometry(0), Switches{}, small_sweep() ? 70 : 200, cuda::GpuProducer::exact_dag);
+}
+
+TEST(GpuEngine, TensorCoreGraphEqualsEagerNearCpuEngine) {
+  LADDER_REQUIRE_GPU();
+  run_teacher_forced(small_geometry(0), Switches{}, small_sweep() ? 70 : 200, cuda::GpuProducer::tensor_core);
 }
 
 TEST(GpuEngine, PartiallyWrappedRingsAndStagingAndNoVec) {
   LADDER_REQUIRE_GPU();
-  Switches staged;
-  staged.stage_wrapped_swa = true;
-  run_teacher_forced(small_geometry(7), staged, small_sweep() ? 80 : 160);
-  Switches no_vec;
-  no_vec.disable_vec = true;  // interleaved on the NoPE layers, splitk everywhere else
-  run_teacher_forced(small_geometry(7), no_vec, small_sweep() ? 40 : 120);
+  for (cuda::GpuProducer producer : {cuda::GpuProducer::exact_dag, cuda::GpuProducer::tensor_core}) {
+    Switches staged;
+    staged.stage_wrapped_swa = true;
+    run_teacher_forced(small_geometry(7), staged, small_sweep() ? 80 : 160, producer);
+    Switches no_vec;
+    no_vec.disable_vec = true;  // interleaved on the NoPE layers, splitk everywhere else
+    run_teacher_forced(small_geometry(7), no_vec, small_sweep() ? 40 : 120, producer);
+  }
 }
 
 }  // namespace

@@ -25,8 +25,15 @@ constexpr int kWarmups = 3;
 constexpr std::int64_t kProbeBytes = std::int64_t{2} << 30;  // 2 GiB: far past the 60 MB L2
 constexpr int kProbeReps = 20;
 constexpr int kL2Multiple = 4;  // rotate among buffers totalling >= 4x L2
-// Sibling heads per warp to compare: all 16 siblings in one pass vs 4x more, smaller blocks.
-constexpr int kHeadsPerWarp[] = {16, 4};
+// Producers to compare: the tensor-core default and the exact DAG at its measured best (4 sibling
+// heads per warp).
+struct ProducerCase {
+  const char* label;
+  cuda::GpuProducer producer;
+  int heads_per_warp;
+};
+constexpr ProducerCase kProducers[] = {{"tc", cuda::GpuProducer::tensor_core, 0},
+                                       {"dag4", cuda::GpuProducer::exact_dag, 4}};
 
 bool perf_enabled() {
   const char* v = std::getenv("LADDER_GPU_PERF");
@@ -66,7 +73,8 @@ TEST(GpuPerf, FirstMeasurements) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::mt19937 rng(5);
-  std::printf("%-28s %4s %8s %8s %10s %9s %9s\n", "route", "hpw", "depth", "planes", "median_us", "GB/s", "of_ceil");
+  std::printf("%-28s %5s %8s %8s %10s %9s %9s\n", "route", "prod", "depth", "planes", "median_us", "GB/s",
+              "of_ceil");
   for (int depth : {2048, 8192, 32768, 131072}) {
     const std::int64_t plane_bytes = std::int64_t{depth} * shape.n_kv_heads * kHeadDim * 2 * 2;
     const int planes = static_cast<int>(std::max<std::int64_t>(2, (kL2Multiple * info.l2_bytes) / plane_bytes + 1));
@@ -101,7 +109,7 @@ TEST(GpuPerf, FirstMeasurements) {
     }
     cuda::DeviceWorkspace ws = cuda::allocate_workspace(need).value();
     for (const RouteCase& rc : routes)
-    for (int hpw : kHeadsPerWarp) {
+    for (const ProducerCase& pc : kProducers) {
       PlaneConfig cfg;
       cfg.kind = rc.kind;
       cfg.n_kv_heads = shape.n_kv_heads;
@@ -119,7 +127,8 @@ TEST(GpuPerf, FirstMeasurements) {
       for (int i = 0; i < planes; ++i) {
         const cuda::DevicePlane plane{cfg, st, ks[i], vs[i], depth};
         cuda::LaunchTuning tune;
-        tune.heads_per_warp = hpw;
+        tune.producer = pc.producer;
+        tune.heads_per_warp = pc.heads_per_warp;
         const Status s = cuda::run_route(rc.route, plane, depth - 1, depth - 1, shape, io, ws, stream, tune);
         ASSERT_TRUE(s.ok()) << s.to_string();
       }
@@ -141,7 +150,8 @@ TEST(GpuPerf, FirstMeasurements) {
       }
       const double med = median(us);
       const double gbs = static_cast<double>(plane_bytes) / (med * 1e-6) / 1e9;
-      std::printf("%-28s %4d %8d %8d %10.2f %9.0f %9.3f\n", rc.label, hpw, depth, planes, med, gbs, gbs / ceiling);
+      std::printf("%-28s %5s %8d %8d %10.2f %9.0f %9.3f\n", rc.label, pc.label, depth, planes, med, gbs,
+                  gbs / ceiling);
       cudaEventDestroy(a);
       cudaEventDestroy(b);
       cudaGraphExecDestroy(exec);

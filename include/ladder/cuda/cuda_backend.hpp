@@ -57,12 +57,24 @@ struct DeviceWorkspace {
 Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs);
 void free_workspace(DeviceWorkspace& ws);
 
-// Launch-shape choices that never change a bit of the result (tests prove it).
+// Which producer the routes run (docs/gpu.md, "Two producers").
+enum class GpuProducer {
+  automatic,    // tensor_core, unless the environment says LADDER_GPU_DAG=exact
+  tensor_core,  // mma.sync f16 hi/lo split: the default; same partition and merge, not the CPU's bits
+  exact_dag,    // THE PRODUCER DAG on CUDA cores: the CPU twins' bits, ~10x slower
+};
+
+// Launch choices. `producer` changes the in-block arithmetic (and so the bits, within the
+// tolerance the tests assert); heads_per_warp never changes a bit (tests prove it).
 struct LaunchTuning {
-  // Sibling query heads one warp computes together (rounded down to a power of two that
-  // divides heads_per_kv, at most 16). 0 = the default (heuristic in dispatch).
+  GpuProducer producer = GpuProducer::automatic;
+  // Exact-DAG producer only: sibling query heads one warp computes together (rounded down to a
+  // power of two that divides heads_per_kv, at most 16). 0 = the default (heuristic in dispatch).
   int heads_per_warp = 0;
 };
+// The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
+GpuProducer resolve_producer(GpuProducer requested);
+const char* producer_name(GpuProducer p);
 
 // Runs route `r` for one layer whose plane state already took this token's append and
 // returned `slot`: stores the current row (fused on the interleaved route), attends, reduces
@@ -72,6 +84,11 @@ struct LaunchTuning {
 // growing plane) is refused with invalid_argument rather than read out of bounds.
 Status run_route(Route r, const DevicePlane& plane, int position, int slot, const HeadShape& shape,
                  const DeviceLayerIO& io, const DeviceWorkspace& ws, void* stream, LaunchTuning tuning = {});
+
+// run_route on host memory: mirrors the plane to the device for the call and writes the stored
+// row back (what attend_layer(Device::cuda, ...) does, with a choice of producer).
+Status attend_layer_host(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
+                         const LayerIO& io, LaunchTuning tuning = {});
 
 // Checks a head shape against what the kernels support.
 Status check_head_shape(const HeadShape& shape);

@@ -1,0 +1,429 @@
+// The tensor-core producer: the same block partition, per-(head, workgroup) partials and merge
+// rule as THE PRODUCER DAG (kernel_params.hpp, steps 1, 4 and 5), with a different in-block
+// arithmetic (steps 2 and 3). It is the default GPU producer for head_dim 128; the exact-DAG
+// producer (producer.cuh) stays selectable (LaunchTuning::producer, LADDER_GPU_DAG=exact) and is
+// the one that reproduces the CPU twins' bits.
+//
+// Why tensor cores: with 16 query heads per KV head, every 2-byte KV element feeds 16 heads x
+// (score + V accumulate) FMAs, 8 FP32 FMAs per KV byte; at 4.5 TB/s that is ~36 TFMA/s, above the
+// H200's FP32 CUDA-core rate. The sibling heads of one KV head form the M dimension of
+// mma.sync.m16n8k16 (f16 x f16 -> f32), so the CUDA cores only do the softmax.
+//
+// In-block arithmetic (a function of the block's rows and count only, never of where the rows
+// came from, so P1, P2 and P6 hold bit for bit):
+//  * q stays unscaled. Each q element is split into hi = f16(q) and lo = f16(q - hi), and the
+//    scores of a block accumulate mma(q_hi, K) then mma(q_lo, K) per 16-dim step into one f32
+//    accumulator; score = acc * scale in f32 (as in the DAG's step 2). Relative error of the
+//    split q is ~2^-22, so scores are near f32 accurate (K is exact f16 already).
+//  * Rows past the block's count are zero-filled in shared memory (never read from memory) and
+//    their scores are -inf, so their weights are exactly 0.
+//  * block max per head over the block's 32 scores (fmaxf, order-free); corr =
+//    fold_block_max(stats, block_max) (softmax.hpp); w = softmax_exp(score - m); the block's
+//    weight sum is each lane's 8 weights in token order, then two quad shuffles (xor 1, 2);
+//    s += block sum; o *= corr.
+//  * P (the weights) is split into hi + lo f16 the same way, and o accumulates mma(P_hi, V) then
+//    mma(P_lo, V) per 16-token step.
+//  * Interleaved: the current token's K/V come from the f32 activations, split into hi (written
+//    into the block's tile row, which is zero-filled, never read from the plane) and lo (a second
+//    tile that is zero except that row, run through the same score and P.V mmas).
+//  * The warps of a workgroup merge in warp order and write [m, s, o] partials exactly as the
+//    DAG's step 4; the reducer (reduce.cu) is shared.
+//
+// Shape: one CTA per (KV head, tile of 16 sibling heads, workgroup); its nsg warps take the DAG's
+// warp slots. heads_per_kv < 16 pads the tile with zero q rows (computed, never written); > 16
+// uses several tiles. Each warp streams its blocks' 32 K rows and 32 V rows into shared memory
+// with 16-byte cp.async, kTcStages blocks deep, and reads fragments with ldmatrix.
+#pragma once
+
+#include "cuda/common.cuh"
+#include "ladder/heuristics.hpp"
+#include "ladder/schedule.hpp"
+#include "ladder/softmax.hpp"
+
+namespace ladder::cuda_detail {
+
+// M of mma.m16n8k16: the sibling query heads one tile carries.
+inline constexpr int kTcHeads = 16;
+// Row pitch in shared memory: 128 halfs + 8 halfs of padding (272 B). 272 / 16 = 17 is odd, so the
+// 8 row addresses of one ldmatrix 8x8 matrix fall into 8 different 16-byte bank groups.
+inline constexpr int kTcRowHalfs = kHeadDim + 8;
+inline constexpr int kTcTileHalfs = kBlockTokens * kTcRowHalfs;
+// One stage holds a block's K tile then its V tile.
+inline constexpr int kTcStageHalfs = 2 * kTcTileHalfs;
+inline constexpr int kTcWarpHalfs = kTcStages * kTcStageHalfs;
+inline constexpr int kTcThreads = kMaxWarpsPerWorkgroup * kWarpSize;
+// The workgroup merge area (per warp: 16 heads x [m, s, o[128]]) reuses the tiles' memory.
+inline constexpr int kTcMergeStride = 2 + kHeadDim;
+static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the warp's last block");
+static_assert(kMaxWarpsPerWorkgroup * kTcHeads * kTcMergeStride * 4 <= kTcStageHalfs * 2 * kTcStages,
+              "the merge area must fit in one warp's tiles");
+
+inline std::size_t tc_smem_bytes(int warps) {
+  return static_cast<std::size_t>(warps) * kTcWarpHalfs * sizeof(std::uint16_t);
+}
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1; src_bytes 0 zero-fills and reads nothing.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// c += a (16x16, row) * b (16x8, col); f16 inputs, f32 accumulate.
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned half2_bits(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
+
+// (x0, x1) -> hi = f16 pair, lo = f16 pair of the rounding residuals (exact in f32).
+__device__ __forceinline__ void split_pair(float x0, float x1, unsigned& hi, unsigned& lo) {
+  const __half2 h = __floats2half2_rn(x0, x1);
+  const float2 hf = __half22float2(h);
+  hi = half2_bits(h);
+  lo = half2_bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+}
+
+struct TcQ {
+  unsigned hi[kHeadDim / 16][4];
+  unsigned lo[kHeadDim / 16][4];
+};
+
+// Scores of one tile: acc[j] (n-tile j = tokens 8j..8j+7) += q_hi.K + q_lo.K, per 16-dim step.
+__device__ __forceinline__ void tc_scores(const TcQ& q, const std::uint16_t* ktile, int lane, float (&acc)[4][4]) {
+  const int mat = lane >> 3;
+  const int r = lane & 7;
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
+#pragma unroll
+    for (int j = 0; j < kBlockTokens / 8; ++j) {
+      unsigned b[4];
+      ldmatrix_x4(smem_u32(ktile + (8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b);
+      mma16816(acc[j], q.hi[kk], b[0], b[1]);
+      mma16816(acc[j], q.lo[kk], b[0], b[1]);
+      mma16816(acc[j], q.hi[kk + 1], b[2], b[3]);
+      mma16816(acc[j], q.lo[kk + 1], b[2], b[3]);
+    }
+  }
+}
+
+// o[n-tile of 8 dims] += P_hi.V + P_lo.V, per 16-token step.
+__device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigned (&plo)[2][4],
+                                      const std::uint16_t* vtile, int lane, float (&o)[kHeadDim / 8][4]) {
+  const int mat = lane >> 3;
+  const int r = lane & 7;
+#pragma unroll
+  for (int kk = 0; kk < kBlockTokens / 16; ++kk) {
+#pragma unroll
+    for (int jp = 0; jp < kHeadDim / 16; ++jp) {
+      unsigned b[4];
+      ldmatrix_x4_trans(smem_u32(vtile + (16 * kk + (mat & 1) * 8 + r) * kTcRowHalfs + 16 * jp + (mat >> 1) * 8), b);
+      mma16816(o[2 * jp], phi[kk], b[0], b[1]);
+      mma16816(o[2 * jp], plo[kk], b[0], b[1]);
+      mma16816(o[2 * jp + 1], phi[kk], b[2], b[3]);
+      mma16816(o[2 * jp + 1], plo[kk], b[2], b[3]);
+    }
+  }
+}
+
+// Family policy (splitk.cu, vec.cu, interleaved.cu): locate(p, t) and k_row/v_row(p, loc, kvh),
+// which return nullptr for the interleaved route's current token (read from the activations).
+template <class Family>
+__device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, int kvh, int lane,
+                                               std::uint16_t* stage) {
+  const int first = b * kBlockTokens;
+  const int count = min(kBlockTokens, p.visible - first);
+  const int my_loc = Family::locate(p, first + min(lane, count - 1));
+  constexpr int kChunksPerRow = kHeadDim * 2 / 16;  // 16-byte chunks in a 256-byte row
+  constexpr int kRowsPerPass = kWarpSize / kChunksPerRow;
+  const int chunk = lane % kChunksPerRow;
+  std::uint16_t* ktile = stage;
+  std::uint16_t* vtile = stage + kTcTileHalfs;
+#pragma unroll 4
+  for (int pass = 0; pass < kBlockTokens / kRowsPerPass; ++pass) {
+    const int row = pass * kRowsPerPass + lane / kChunksPerRow;
+    const int loc = __shfl_sync(kFullMask, my_loc, row);
+    const std::uint16_t* ks = Family::k_row(p, loc, kvh);
+    const std::uint16_t* vs = Family::v_row(p, loc, kvh);
+    const bool live = row < count && ks != nullptr;
+    // A dead row reads nothing (src size 0); the address only has to be a valid global one.
+    const void* dummy = p.q;
+    cp_async16(smem_u32(ktile + row * kTcRowHalfs + chunk * 8), live ? static_cast<const void*>(ks + chunk * 8) : dummy,
+               live ? 16 : 0);
+    cp_async16(smem_u32(vtile + row * kTcRowHalfs + chunk * 8), live ? static_cast<const void*>(vs + chunk * 8) : dummy,
+               live ? 16 : 0);
+  }
+}
+
+template <class Family>
+__device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_t* smem) {
+  const Schedule sched = p.sched;
+  const int wg = static_cast<int>(blockIdx.y);
+  if (wg >= sched.nwg) return;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int hpk = p.shape.heads_per_kv();
+  const int tiles = (hpk + kTcHeads - 1) / kTcHeads;
+  const int kvh = static_cast<int>(blockIdx.x) / tiles;
+  const int tile = static_cast<int>(blockIdx.x) % tiles;
+  const int group = lane >> 2;  // C/A fragment row: heads `group` and `group + 8` of the tile
+  const int quad = lane & 3;    // C/A fragment column pair 2*quad, 2*quad + 1
+
+  if constexpr (Family::kFusedStore) {
+    // One warp per KV head stores the current row (f16) into the plane; no CTA of this launch
+    // reads that row from the plane (it is zero-filled and taken from the activations).
+    if (tile == 0 && wg == 0 && warp == 0) {
+      const int d0 = lane * kDimsPerLane;
+      const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
+      store_half4(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
+      store_half4(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
+    }
+  }
+
+  float* merge = reinterpret_cast<float*>(smem);
+  SoftmaxStats st[2];
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+
+  if (warp < sched.nsg) {
+    TcQ q;
+    const int h0 = tile * kTcHeads + group;
+    const int h1 = h0 + 8;
+    const float* q0 = p.q + static_cast<std::int64_t>(kvh * hpk + h0) * kHeadDim;
+    const float* q1 = p.q + static_cast<std::int64_t>(kvh * hpk + h1) * kHeadDim;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = 16 * kk + 8 * half + 2 * quad;
+        const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
+        const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
+        split_pair(a.x, a.y, q.hi[kk][2 * half], q.lo[kk][2 * half]);
+        split_pair(c.x, c.y, q.hi[kk][2 * half + 1], q.lo[kk][2 * half + 1]);
+      }
+    }
+    std::uint16_t* wsm = smem + warp * kTcWarpHalfs;
+    const float scale = p.shape.scale;
+    const int b0 = sched.first_block(wg, warp);
+    const int stride = sched.block_stride();
+
+    // Prologue: blocks 0 .. kTcStages-2 of this warp in flight (an empty group where none).
+#pragma unroll
+    for (int s = 0; s < kTcStages - 1; ++s) {
+      const int b = b0 + s * stride;
+      if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, lane, wsm + s * kTcStageHalfs);
+      cp_async_commit();
+    }
+    int i = 0;
+    for (int b = b0; b < sched.blocks; b += stride, ++i) {
+      const int ahead = b + (kTcStages - 1) * stride;
+      if (ahead < sched.blocks)
+        tc_issue_block<Family>(p, ahead, kvh, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
+      cp_async_commit();
+      cp_async_wait<kTcStages - 1>();
+      __syncwarp();
+
+      std::uint16_t* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
+      std::uint16_t* vtile = ktile + kTcTileHalfs;
+      const int first = b * kBlockTokens;
+      const int count = min(kBlockTokens, p.visible - first);
+      bool has_current = false;
+      std::uint16_t* klo = nullptr;
+      std::uint16_t* vlo = nullptr;
+      if constexpr (Family::kFusedStore) {
+        has_current = first + count == p.visible;
+        if (has_current) {
+          // The warp's last block: the next stage holds nothing in flight, so it takes the lo
+          // tiles (zero except the current row).
+          klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
+          vlo = klo + kTcTileHalfs;
+          const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+          for (int c = lane; c < kTcStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
+          __syncwarp();
+          const int row = count - 1;
+          const int d0 = lane * kDimsPerLane;
+          const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
+          const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
+          unsigned khi[2], klow[2], vhi[2], vlow[2];
+          split_pair(kc.x[0], kc.x[1], khi[0], klow[0]);
+          split_pair(kc.x[2], kc.x[3], khi[1], klow[1]);
+          split_pair(vc.x[0], vc.x[1], vhi[0], vlow[0]);
+          split_pair(vc.x[2], vc.x[3], vhi[1], vlow[1]);
+          *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
+          *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
+          *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
+          *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
+          __syncwarp();
+        }
+      }
+
+      float acc[kBlockTokens / 8][4];
+#pragma unroll
+      for (int j = 0; j < kBlockTokens / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+      tc_scores(q, ktile, lane, acc);
+      if (has_current) tc_scores(q, klo, lane, acc);
+
+      // Scale and mask; block max per head (r = 0: head `group`, r = 1: head `group + 8`).
+      float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
+#pragma unroll
+      for (int j = 0; j < kBlockTokens / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int t = 8 * j + 2 * quad + (e & 1);
+          acc[j][e] = t < count ? acc[j][e] * scale : neg_inf_f32();
+          bmax[e >> 1] = fmaxf(bmax[e >> 1], acc[j][e]);
+        }
+      float corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
+        bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
+        corr[r] = fold_block_max(st[r], bmax[r]);
+      }
+      float bsum[2] = {0.0f, 0.0f};
+      unsigned phi[2][4], plo[2][4];
+#pragma unroll
+      for (int j = 0; j < kBlockTokens / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc[j][e] = score_weight(st[e >> 1], acc[j][e]);
+          bsum[e >> 1] += acc[j][e];
+        }
+        // A fragment of the 16-token step j/2: n-tile 2k gives registers 0, 1, n-tile 2k+1 gives 2, 3.
+        split_pair(acc[j][0], acc[j][1], phi[j >> 1][(j & 1) * 2], plo[j >> 1][(j & 1) * 2]);
+        split_pair(acc[j][2], acc[j][3], phi[j >> 1][(j & 1) * 2 + 1], plo[j >> 1][(j & 1) * 2 + 1]);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 1);
+        bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 2);
+        st[r].s += bsum[r];
+      }
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
+      tc_pv(phi, plo, vtile, lane, o);
+      if (has_current) tc_pv(phi, plo, vlo, lane, o);
+      // The next iteration's cp.async overwrites the stage this block used.
+      __syncwarp();
+    }
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+
+  // Warp end states into the merge area: [warp][head of tile][m, s, o[128]].
+  if (warp < sched.nsg) {
+    float* mine = merge + warp * kTcHeads * kTcMergeStride;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float* row = mine + (group + 8 * r) * kTcMergeStride;
+      if (quad == 0) {
+        row[0] = st[r].m;
+        row[1] = st[r].s;
+      }
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        row[2 + 8 * j + 2 * quad] = o[j][2 * r];
+        row[2 + 8 * j + 2 * quad + 1] = o[j][2 * r + 1];
+      }
+    }
+  }
+  __syncthreads();
+
+  // Step 4: merge the warps in warp order; one thread per (head, 4-dim chunk), as the DAG.
+  const int stride = partial_stride(kHeadDim);
+  for (int it = static_cast<int>(threadIdx.x); it < kTcHeads * kWarpSize; it += static_cast<int>(blockDim.x)) {
+    const int h = it / kWarpSize;
+    const int c = (it % kWarpSize) * kDimsPerLane;
+    if (tile * kTcHeads + h >= hpk) continue;  // padding rows of the tile: never written
+    float m_all = merge[h * kTcMergeStride];
+    for (int g = 1; g < sched.nsg; ++g) m_all = fmaxf(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
+    float s_all = 0.0f;
+    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int g = 0; g < sched.nsg; ++g) {
+      const float* row = merge + (g * kTcHeads + h) * kTcMergeStride;
+      const float cg = rescale_factor(row[0], m_all);
+      s_all = fmaf(row[1], cg, s_all);
+#pragma unroll
+      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(row[2 + c + jj], cg, o_all[jj]);
+    }
+    const int head = kvh * hpk + tile * kTcHeads + h;
+    float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg + wg) * stride;
+    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
+    *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o_all[0], o_all[1]);
+    *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o_all[2], o_all[3]);
+  }
+}
+
+template <class Family>
+__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel(ProducerParams p) {
+  extern __shared__ __align__(16) std::uint16_t tc_smem[];
+  produce_tc<Family>(p, tc_smem);
+}
+
+template <class Family>
+__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const ProducerParams* pp) {
+  extern __shared__ __align__(16) std::uint16_t tc_smem[];
+  const ProducerParams p = *pp;
+  produce_tc<Family>(p, tc_smem);
+}
+
+template <class Family>
+cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const HeadShape& shape,
+                               cudaStream_t stream) {
+  // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel.
+  static const cudaError_t opt_in = [] {
+    const int bytes = static_cast<int>(tc_smem_bytes(kMaxWarpsPerWorkgroup));
+    const cudaError_t a =
+        cudaFuncSetAttribute(producer_tc_kernel<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    const cudaError_t b =
+        cudaFuncSetAttribute(producer_tc_kernel_indirect<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return a != cudaSuccess ? a : b;
+  }();
+  if (opt_in != cudaSuccess) return opt_in;
+  const int tiles = (shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
+  const unsigned x = static_cast<unsigned>(shape.n_kv_heads * tiles);
+  if (dp == nullptr) {
+    if (p.sched.nwg <= 0) return cudaSuccess;
+    const dim3 grid(x, static_cast<unsigned>(p.sched.nwg));
+    producer_tc_kernel<Family><<<grid, static_cast<unsigned>(p.sched.nsg * kWarpSize), tc_smem_bytes(p.sched.nsg),
+                                 stream>>>(p);
+  } else {
+    const dim3 grid(x, static_cast<unsigned>(kMaxWorkgroups));
+    producer_tc_kernel_indirect<Family>
+        <<<grid, static_cast<unsigned>(kTcThreads), tc_smem_bytes(kMaxWarpsPerWorkgroup), stream>>>(dp);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace ladder::cuda_detail
