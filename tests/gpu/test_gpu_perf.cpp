@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -75,7 +76,10 @@ TEST(GpuPerf, FirstMeasurements) {
   std::mt19937 rng(5);
   std::printf("%-28s %5s %8s %8s %10s %9s %9s\n", "route", "prod", "depth", "planes", "median_us", "GB/s",
               "of_ceil");
-  for (int depth : {2048, 8192, 32768, 131072}) {
+  // LADDER_GPU_PERF_DEPTH=N times one depth only (for a profiler run).
+  std::vector<int> depths = {2048, 8192, 32768, 131072};
+  if (const char* d = std::getenv("LADDER_GPU_PERF_DEPTH")) depths = {std::atoi(d)};
+  for (int depth : depths) {
     const std::int64_t plane_bytes = std::int64_t{depth} * shape.n_kv_heads * kHeadDim * 2 * 2;
     const int planes = static_cast<int>(std::max<std::int64_t>(2, (kL2Multiple * info.l2_bytes) / plane_bytes + 1));
     const std::size_t elems = static_cast<std::size_t>(depth) * shape.n_kv_heads * kHeadDim;
