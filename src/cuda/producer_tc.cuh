@@ -31,10 +31,16 @@
 //  * The warps of a workgroup merge in warp order and write [m, s, o] partials exactly as the
 //    DAG's step 4; the reducer (reduce.cu) is shared.
 //
-// Shape: one CTA per (KV head, tile of 16 sibling heads, workgroup); its nsg warps take the DAG's
-// warp slots. heads_per_kv < 16 pads the tile with zero q rows (computed, never written); > 16
-// uses several tiles. Each warp streams its blocks' 32 K rows and 32 V rows into shared memory
-// with 16-byte cp.async, kTcStages blocks deep, and reads fragments with ldmatrix.
+// Shape: one CTA per (KV head, tile of 16 sibling heads, workgroup). Each of the DAG's nsg warp
+// slots is a PAIR of warps (half 0 and half 1) sharing the slot's tiles: half h issues rows
+// 16h..16h+15 of each block, scores tokens 16h..16h+15 (its 8 exps per lane), and accumulates o
+// for dims 64h..64h+63. The pair exchanges block maxima, weight sums (summed half 0 + half 1) and
+// its P fragments through shared memory under a 64-thread named barrier; both halves then hold
+// the same (m, s). Two warps per slot halve each warp's instructions per block and give every
+// scheduler two warps to hide latency (one warp per scheduler issued every 2.8 cycles, ncu).
+// heads_per_kv < 16 pads the tile with zero q rows (computed, never written); > 16 uses several
+// tiles. Blocks stream into shared memory with 16-byte cp.async, kTcStages blocks deep, and are
+// read with ldmatrix.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -52,16 +58,31 @@ inline constexpr int kTcRowHalfs = kHeadDim + 8;
 inline constexpr int kTcTileHalfs = kBlockTokens * kTcRowHalfs;
 // One stage holds a block's K tile then its V tile.
 inline constexpr int kTcStageHalfs = 2 * kTcTileHalfs;
-inline constexpr int kTcWarpHalfs = kTcStages * kTcStageHalfs;
-inline constexpr int kTcThreads = kMaxWarpsPerWorkgroup * kWarpSize;
+// Tiles of one warp slot (shared by its pair of warps).
+inline constexpr int kTcSlotHalfs = kTcStages * kTcStageHalfs;
+inline constexpr int kTcWarpsPerSlot = 2;
+inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
+inline constexpr int kTcThreads = kMaxWarpsPerWorkgroup * kTcPairThreads;
+// Pair exchange area per slot, in 32-bit words: block max [2 halves][16 heads], weight sums
+// [2][16], P fragments [2 halves][hi, lo][4 registers][32 lanes].
+inline constexpr int kTcXMax = 0;
+inline constexpr int kTcXSum = 2 * 16;
+inline constexpr int kTcXP = 4 * 16;
+inline constexpr int kTcXWords = kTcXP + 2 * 2 * 4 * kWarpSize;
 // The workgroup merge area (per warp: 16 heads x [m, s, o[128]]) reuses the tiles' memory.
 inline constexpr int kTcMergeStride = 2 + kHeadDim;
-static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the warp's last block");
-static_assert(kMaxWarpsPerWorkgroup * kTcHeads * kTcMergeStride * 4 <= kTcStageHalfs * 2 * kTcStages,
-              "the merge area must fit in one warp's tiles");
+static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the slot's last block");
+static_assert(kMaxWarpsPerWorkgroup * kTcHeads * kTcMergeStride * 4 <= kTcSlotHalfs * 2,
+              "the merge area must fit in one slot's tiles");
 
-inline std::size_t tc_smem_bytes(int warps) {
-  return static_cast<std::size_t>(warps) * kTcWarpHalfs * sizeof(std::uint16_t);
+// Tiles of `slots` warp slots, then their exchange areas.
+inline std::size_t tc_smem_bytes(int slots) {
+  return static_cast<std::size_t>(slots) * (kTcSlotHalfs * sizeof(std::uint16_t) + kTcXWords * sizeof(unsigned));
+}
+
+// Barrier of one warp pair (ids 1..kMaxWarpsPerWorkgroup; 0 is __syncthreads).
+__device__ __forceinline__ void pair_sync(int slot) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(slot + 1), "n"(kTcPairThreads) : "memory");
 }
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -123,16 +144,18 @@ struct TcQ {
   unsigned lo[kHeadDim / 16][4];
 };
 
-// Scores of one tile: acc[j] (n-tile j = tokens 8j..8j+7) += q_hi.K + q_lo.K, per 16-dim step.
-__device__ __forceinline__ void tc_scores(const TcQ& q, const std::uint16_t* ktile, int lane, float (&acc)[4][4]) {
+// Scores of half h of a tile: acc[j] (n-tile j = tokens 16h + 8j .. +7) += q_hi.K + q_lo.K, per
+// 16-dim step.
+__device__ __forceinline__ void tc_scores(const TcQ& q, const std::uint16_t* ktile, int half, int lane,
+                                          float (&acc)[2][4]) {
   const int mat = lane >> 3;
   const int r = lane & 7;
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
 #pragma unroll
-    for (int j = 0; j < kBlockTokens / 8; ++j) {
+    for (int j = 0; j < 2; ++j) {
       unsigned b[4];
-      ldmatrix_x4(smem_u32(ktile + (8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b);
+      ldmatrix_x4(smem_u32(ktile + (16 * half + 8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b);
       mma16816(acc[j], q.hi[kk], b[0], b[1]);
       mma16816(acc[j], q.lo[kk], b[0], b[1]);
       mma16816(acc[j], q.hi[kk + 1], b[2], b[3]);
@@ -141,17 +164,18 @@ __device__ __forceinline__ void tc_scores(const TcQ& q, const std::uint16_t* kti
   }
 }
 
-// o[n-tile of 8 dims] += P_hi.V + P_lo.V, per 16-token step.
+// Half h's o (n-tile j = dims 64h + 8j .. +7) += P_hi.V + P_lo.V, per 16-token step.
 __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigned (&plo)[2][4],
-                                      const std::uint16_t* vtile, int lane, float (&o)[kHeadDim / 8][4]) {
+                                      const std::uint16_t* vtile, int half, int lane, float (&o)[kHeadDim / 16][4]) {
   const int mat = lane >> 3;
   const int r = lane & 7;
 #pragma unroll
   for (int kk = 0; kk < kBlockTokens / 16; ++kk) {
 #pragma unroll
-    for (int jp = 0; jp < kHeadDim / 16; ++jp) {
+    for (int jp = 0; jp < kHeadDim / 32; ++jp) {
       unsigned b[4];
-      ldmatrix_x4_trans(smem_u32(vtile + (16 * kk + (mat & 1) * 8 + r) * kTcRowHalfs + 16 * jp + (mat >> 1) * 8), b);
+      ldmatrix_x4_trans(
+          smem_u32(vtile + (16 * kk + (mat & 1) * 8 + r) * kTcRowHalfs + 64 * half + 16 * jp + (mat >> 1) * 8), b);
       mma16816(o[2 * jp], phi[kk], b[0], b[1]);
       mma16816(o[2 * jp], plo[kk], b[0], b[1]);
       mma16816(o[2 * jp + 1], phi[kk], b[2], b[3]);
@@ -163,7 +187,7 @@ __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigne
 // Family policy (splitk.cu, vec.cu, interleaved.cu): locate(p, t) and k_row/v_row(p, loc, kvh),
 // which return nullptr for the interleaved route's current token (read from the activations).
 template <class Family>
-__device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, int kvh, int lane,
+__device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, int kvh, int half, int lane,
                                                std::uint16_t* stage) {
   const int first = b * kBlockTokens;
   const int count = min(kBlockTokens, p.visible - first);
@@ -173,8 +197,9 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
   const int chunk = lane % kChunksPerRow;
   std::uint16_t* ktile = stage;
   std::uint16_t* vtile = stage + kTcTileHalfs;
+  constexpr int kPassesPerHalf = kBlockTokens / kRowsPerPass / kTcWarpsPerSlot;
 #pragma unroll 4
-  for (int pass = 0; pass < kBlockTokens / kRowsPerPass; ++pass) {
+  for (int pass = half * kPassesPerHalf; pass < (half + 1) * kPassesPerHalf; ++pass) {
     const int row = pass * kRowsPerPass + lane / kChunksPerRow;
     const int loc = __shfl_sync(kFullMask, my_loc, row);
     const std::uint16_t* ks = Family::k_row(p, loc, kvh);
@@ -196,12 +221,15 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
   if (wg >= sched.nwg) return;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int slot = warp / kTcWarpsPerSlot;  // the DAG's warp slot g
+  const int half = warp % kTcWarpsPerSlot;
   const int hpk = p.shape.heads_per_kv();
   const int tiles = (hpk + kTcHeads - 1) / kTcHeads;
   const int kvh = static_cast<int>(blockIdx.x) / tiles;
   const int tile = static_cast<int>(blockIdx.x) % tiles;
   const int group = lane >> 2;  // C/A fragment row: heads `group` and `group + 8` of the tile
   const int quad = lane & 3;    // C/A fragment column pair 2*quad, 2*quad + 1
+  const int slots = static_cast<int>(blockDim.x) / kTcPairThreads;
 
   if constexpr (Family::kFusedStore) {
     // One warp per KV head stores the current row (f16) into the plane; no CTA of this launch
@@ -216,13 +244,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
 
   float* merge = reinterpret_cast<float*>(smem);
   SoftmaxStats st[2];
-  float o[kHeadDim / 8][4];
+  float o[kHeadDim / 16][4];
 #pragma unroll
-  for (int j = 0; j < kHeadDim / 8; ++j)
+  for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
 
-  if (warp < sched.nsg) {
+  if (slot < sched.nsg) {
     TcQ q;
     const int h0 = tile * kTcHeads + group;
     const int h1 = h0 + 8;
@@ -231,34 +259,39 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int d = 16 * kk + 8 * half + 2 * quad;
+      for (int hi8 = 0; hi8 < 2; ++hi8) {
+        const int d = 16 * kk + 8 * hi8 + 2 * quad;
         const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
         const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
-        split_pair(a.x, a.y, q.hi[kk][2 * half], q.lo[kk][2 * half]);
-        split_pair(c.x, c.y, q.hi[kk][2 * half + 1], q.lo[kk][2 * half + 1]);
+        split_pair(a.x, a.y, q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
+        split_pair(c.x, c.y, q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
       }
     }
-    std::uint16_t* wsm = smem + warp * kTcWarpHalfs;
+    std::uint16_t* wsm = smem + slot * kTcSlotHalfs;
+    unsigned* xch = reinterpret_cast<unsigned*>(smem + slots * kTcSlotHalfs) + slot * kTcXWords;
+    float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
+    float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
+    unsigned* xp = xch + kTcXP;
     const float scale = p.shape.scale;
-    const int b0 = sched.first_block(wg, warp);
+    const int b0 = sched.first_block(wg, slot);
     const int stride = sched.block_stride();
 
-    // Prologue: blocks 0 .. kTcStages-2 of this warp in flight (an empty group where none).
+    // Prologue: this slot's blocks 0 .. kTcStages-2 in flight (an empty group where none).
 #pragma unroll
     for (int s = 0; s < kTcStages - 1; ++s) {
       const int b = b0 + s * stride;
-      if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, lane, wsm + s * kTcStageHalfs);
+      if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
       cp_async_commit();
     }
     int i = 0;
     for (int b = b0; b < sched.blocks; b += stride, ++i) {
+      // Block i's rows (both halves') have landed; both warps are done with block i - 1.
+      cp_async_wait<kTcStages - 2>();
+      pair_sync(slot);
       const int ahead = b + (kTcStages - 1) * stride;
       if (ahead < sched.blocks)
-        tc_issue_block<Family>(p, ahead, kvh, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
+        tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
       cp_async_commit();
-      cp_async_wait<kTcStages - 1>();
-      __syncwarp();
 
       std::uint16_t* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
       std::uint16_t* vtile = ktile + kTcTileHalfs;
@@ -270,108 +303,139 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       if constexpr (Family::kFusedStore) {
         has_current = first + count == p.visible;
         if (has_current) {
-          // The warp's last block: the next stage holds nothing in flight, so it takes the lo
-          // tiles (zero except the current row).
+          // The slot's last block: the next stage holds nothing in flight, so it takes the lo
+          // tiles (zero except the current row). Half 0 builds them.
           klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
           vlo = klo + kTcTileHalfs;
-          const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-          for (int c = lane; c < kTcStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
-          __syncwarp();
-          const int row = count - 1;
-          const int d0 = lane * kDimsPerLane;
-          const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
-          const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
-          unsigned khi[2], klow[2], vhi[2], vlow[2];
-          split_pair(kc.x[0], kc.x[1], khi[0], klow[0]);
-          split_pair(kc.x[2], kc.x[3], khi[1], klow[1]);
-          split_pair(vc.x[0], vc.x[1], vhi[0], vlow[0]);
-          split_pair(vc.x[2], vc.x[3], vhi[1], vlow[1]);
-          *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
-          *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
-          *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
-          *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
-          __syncwarp();
+          if (half == 0) {
+            const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+            for (int c = lane; c < kTcStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
+            __syncwarp();
+            const int row = count - 1;
+            const int d0 = lane * kDimsPerLane;
+            const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
+            const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
+            unsigned khi[2], klow[2], vhi[2], vlow[2];
+            split_pair(kc.x[0], kc.x[1], khi[0], klow[0]);
+            split_pair(kc.x[2], kc.x[3], khi[1], klow[1]);
+            split_pair(vc.x[0], vc.x[1], vhi[0], vlow[0]);
+            split_pair(vc.x[2], vc.x[3], vhi[1], vlow[1]);
+            *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
+            *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
+            *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
+            *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
+          }
+          pair_sync(slot);
         }
       }
 
-      float acc[kBlockTokens / 8][4];
+      float acc[2][4];
 #pragma unroll
-      for (int j = 0; j < kBlockTokens / 8; ++j)
+      for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-      tc_scores(q, ktile, lane, acc);
-      if (has_current) tc_scores(q, klo, lane, acc);
+      tc_scores(q, ktile, half, lane, acc);
+      if (has_current) tc_scores(q, klo, half, lane, acc);
 
       // Scale and mask; block max per head (r = 0: head `group`, r = 1: head `group + 8`).
       float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
 #pragma unroll
-      for (int j = 0; j < kBlockTokens / 8; ++j)
+      for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int t = 8 * j + 2 * quad + (e & 1);
+          const int t = 16 * half + 8 * j + 2 * quad + (e & 1);
           acc[j][e] = t < count ? acc[j][e] * scale : neg_inf_f32();
           bmax[e >> 1] = fmaxf(bmax[e >> 1], acc[j][e]);
         }
-      float corr[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
         bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
+        if (quad == 0) xmax[half * 16 + group + 8 * r] = bmax[r];
+      }
+      pair_sync(slot);
+      float corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        bmax[r] = fmaxf(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
         corr[r] = fold_block_max(st[r], bmax[r]);
       }
       float bsum[2] = {0.0f, 0.0f};
-      unsigned phi[2][4], plo[2][4];
+      // This half's P fragment (its 16-token step), then the pair's two steps in token order.
+      unsigned my_hi[4], my_lo[4];
 #pragma unroll
-      for (int j = 0; j < kBlockTokens / 8; ++j) {
+      for (int j = 0; j < 2; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           acc[j][e] = tc_weight(acc[j][e] - st[e >> 1].m);
           bsum[e >> 1] += acc[j][e];
         }
-        // A fragment of the 16-token step j/2: n-tile 2k gives registers 0, 1, n-tile 2k+1 gives 2, 3.
-        split_pair(acc[j][0], acc[j][1], phi[j >> 1][(j & 1) * 2], plo[j >> 1][(j & 1) * 2]);
-        split_pair(acc[j][2], acc[j][3], phi[j >> 1][(j & 1) * 2 + 1], plo[j >> 1][(j & 1) * 2 + 1]);
+        // A fragment of this half's 16-token step: n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3.
+        split_pair(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
+        split_pair(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 1);
         bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 2);
-        st[r].s += bsum[r];
+        if (quad == 0) xsum[half * 16 + group + 8 * r] = bsum[r];
       }
 #pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j)
+      for (int k = 0; k < 4; ++k) {
+        xp[((half * 2 + 0) * 4 + k) * kWarpSize + lane] = my_hi[k];
+        xp[((half * 2 + 1) * 4 + k) * kWarpSize + lane] = my_lo[k];
+      }
+      pair_sync(slot);
+      const int other = 1 - half;
+      unsigned phi[2][4], plo[2][4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const unsigned their_hi = xp[((other * 2 + 0) * 4 + k) * kWarpSize + lane];
+        const unsigned their_lo = xp[((other * 2 + 1) * 4 + k) * kWarpSize + lane];
+        phi[0][k] = half == 0 ? my_hi[k] : their_hi;
+        plo[0][k] = half == 0 ? my_lo[k] : their_lo;
+        phi[1][k] = half == 0 ? their_hi : my_hi[k];
+        plo[1][k] = half == 0 ? their_lo : my_lo[k];
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        // Half 0's sum first, in both warps: the pair keeps identical (m, s).
+        const float s0 = xsum[group + 8 * r];
+        const float s1 = xsum[16 + group + 8 * r];
+        st[r].s += s0 + s1;
+      }
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-      tc_pv(phi, plo, vtile, lane, o);
-      if (has_current) tc_pv(phi, plo, vlo, lane, o);
-      // The next iteration's cp.async overwrites the stage this block used.
-      __syncwarp();
+      tc_pv(phi, plo, vtile, half, lane, o);
+      if (has_current) tc_pv(phi, plo, vlo, half, lane, o);
     }
     cp_async_wait<0>();
   }
   __syncthreads();
 
-  // Warp end states into the merge area: [warp][head of tile][m, s, o[128]].
-  if (warp < sched.nsg) {
-    float* mine = merge + warp * kTcHeads * kTcMergeStride;
+  // Warp end states into the merge area: [slot][head of tile][m, s, o[128]].
+  if (slot < sched.nsg) {
+    float* mine = merge + slot * kTcHeads * kTcMergeStride;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float* row = mine + (group + 8 * r) * kTcMergeStride;
-      if (quad == 0) {
+      if (quad == 0 && half == 0) {
         row[0] = st[r].m;
         row[1] = st[r].s;
       }
 #pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j) {
-        row[2 + 8 * j + 2 * quad] = o[j][2 * r];
-        row[2 + 8 * j + 2 * quad + 1] = o[j][2 * r + 1];
+      for (int j = 0; j < kHeadDim / 16; ++j) {
+        row[2 + 64 * half + 8 * j + 2 * quad] = o[j][2 * r];
+        row[2 + 64 * half + 8 * j + 2 * quad + 1] = o[j][2 * r + 1];
       }
     }
   }
   __syncthreads();
 
-  // Step 4: merge the warps in warp order; one thread per (head, 4-dim chunk), as the DAG.
-  const int stride = partial_stride(kHeadDim);
+  // Step 4: merge the warp slots in slot order; one thread per (head, 4-dim chunk), as the DAG.
+  const int pstride = partial_stride(kHeadDim);
   for (int it = static_cast<int>(threadIdx.x); it < kTcHeads * kWarpSize; it += static_cast<int>(blockDim.x)) {
     const int h = it / kWarpSize;
     const int c = (it % kWarpSize) * kDimsPerLane;
@@ -388,7 +452,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(row[2 + c + jj], cg, o_all[jj]);
     }
     const int head = kvh * hpk + tile * kTcHeads + h;
-    float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg + wg) * stride;
+    float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg + wg) * pstride;
     if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
     *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o_all[0], o_all[1]);
     *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o_all[2], o_all[3]);
@@ -426,8 +490,8 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
   if (dp == nullptr) {
     if (p.sched.nwg <= 0) return cudaSuccess;
     const dim3 grid(x, static_cast<unsigned>(p.sched.nwg));
-    producer_tc_kernel<Family><<<grid, static_cast<unsigned>(p.sched.nsg * kWarpSize), tc_smem_bytes(p.sched.nsg),
-                                 stream>>>(p);
+    producer_tc_kernel<Family><<<grid, static_cast<unsigned>(p.sched.nsg * kTcPairThreads),
+                                 tc_smem_bytes(p.sched.nsg), stream>>>(p);
   } else {
     const dim3 grid(x, static_cast<unsigned>(kMaxWorkgroups));
     producer_tc_kernel_indirect<Family>
