@@ -10,7 +10,11 @@
 //    partial is an exact identity); S = sum s_i c_i; O = sum o_i c_i, summed in index order.
 //  * Every multiply-add is an explicit fmaf and exp is softmax_exp below, on CPU and GPU
 //    alike; both builds turn off floating-point contraction. That makes the CPU twins able to
-//    reproduce the GPU kernels' bits, not only their mathematics.
+//    reproduce the GPU kernels' bits, not only their mathematics. One deliberate exception:
+//    the GPU's default tensor-core producer (src/cuda/producer_tc.cuh) computes in-block scores
+//    and weights with mma and ex2.approx; it keeps this state, its fold and merge rules and the
+//    shared reducer, so it differs from the CPU twins only inside a block (a few ulp, reported
+//    by `ladder parity`). The exact-DAG GPU producer (LADDER_GPU_DAG=exact) has no exception.
 #pragma once
 
 #include <cmath>
