@@ -35,8 +35,9 @@
 // slots is a PAIR of warps (half 0 and half 1) sharing the slot's tiles: half h issues rows
 // 16h..16h+15 of each block, scores tokens 16h..16h+15 (its 8 exps per lane), and accumulates o
 // for dims 64h..64h+63. The pair exchanges block maxima, weight sums (summed half 0 + half 1) and
-// its P fragments through shared memory under a 64-thread named barrier; both halves then hold
-// the same (m, s). Two warps per slot halve each warp's instructions per block and give every
+// its P fragments through shared memory, ordered by CTA-wide barriers (every warp runs slot 0's
+// iteration count; compute-sanitizer's racecheck flagged the 64-thread named barriers of the
+// first pair version in the graph form); both halves then hold the same (m, s). Two warps per slot halve each warp's instructions per block and give every
 // scheduler two warps to hide latency (one warp per scheduler issued every 2.8 cycles, ncu).
 // heads_per_kv < 16 pads the tile with zero q rows (computed, never written); > 16 uses several
 // tiles. Blocks stream into shared memory with 16-byte cp.async, kTcStages blocks deep, and are
@@ -80,10 +81,6 @@ inline std::size_t tc_smem_bytes(int slots) {
   return static_cast<std::size_t>(slots) * (kTcSlotHalfs * sizeof(std::uint16_t) + kTcXWords * sizeof(unsigned));
 }
 
-// Barrier of one warp pair (ids 1..kMaxWarpsPerWorkgroup; 0 is __syncthreads).
-__device__ __forceinline__ void pair_sync(int slot) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(slot + 1), "n"(kTcPairThreads) : "memory");
-}
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -250,7 +247,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
 
-  if (slot < sched.nsg) {
+  const bool slot_live = slot < sched.nsg;
+  {
     TcQ q;
     const int h0 = tile * kTcHeads + group;
     const int h1 = h0 + 8;
@@ -280,16 +278,23 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
 #pragma unroll
     for (int s = 0; s < kTcStages - 1; ++s) {
       const int b = b0 + s * stride;
-      if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
+      if (slot_live && b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
       cp_async_commit();
     }
-    int i = 0;
-    for (int b = b0; b < sched.blocks; b += stride, ++i) {
+    // Every warp of the CTA runs slot 0's iteration count (slot 0 owns the most blocks), so the
+    // pair exchanges are ordered by CTA-wide barriers; a warp whose slot has no block at an
+    // iteration only takes part in the barriers.
+    const int iters = (sched.blocks - sched.first_block(wg, 0) + stride - 1) / stride;
+    const int last = sched.blocks - 1;
+    const bool cta_current = Family::kFusedStore && wg == (last % stride) / sched.nsg;
+    for (int i = 0; i < iters; ++i) {
+      const int b = b0 + i * stride;
+      const bool live = slot_live && b < sched.blocks;
       // Block i's rows (both halves') have landed; both warps are done with block i - 1.
       cp_async_wait<kTcStages - 2>();
-      pair_sync(slot);
+      __syncthreads();
       const int ahead = b + (kTcStages - 1) * stride;
-      if (ahead < sched.blocks)
+      if (live && ahead < sched.blocks)
         tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
       cp_async_commit();
 
@@ -301,7 +306,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       std::uint16_t* klo = nullptr;
       std::uint16_t* vlo = nullptr;
       if constexpr (Family::kFusedStore) {
-        has_current = first + count == p.visible;
+        has_current = live && first + count == p.visible;
         if (has_current) {
           // The slot's last block: the next stage holds nothing in flight, so it takes the lo
           // tiles (zero except the current row). Half 0 builds them.
@@ -325,11 +330,17 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
             *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
             *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
           }
-          pair_sync(slot);
         }
+        if (cta_current && i == last / stride) __syncthreads();
       }
 
       float acc[2][4];
+      float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
+      float corr[2] = {1.0f, 1.0f};
+      float bsum[2] = {0.0f, 0.0f};
+      // This half's P fragment (its 16-token step), then the pair's two steps in token order.
+      unsigned my_hi[4] = {0u, 0u, 0u, 0u}, my_lo[4] = {0u, 0u, 0u, 0u};
+      if (live) {
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -338,7 +349,6 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       if (has_current) tc_scores(q, klo, half, lane, acc);
 
       // Scale and mask; block max per head (r = 0: head `group`, r = 1: head `group + 8`).
-      float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -353,16 +363,14 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
         if (quad == 0) xmax[half * 16 + group + 8 * r] = bmax[r];
       }
-      pair_sync(slot);
-      float corr[2];
+      }
+      __syncthreads();
+      if (live) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         bmax[r] = fmaxf(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
         corr[r] = fold_block_max(st[r], bmax[r]);
       }
-      float bsum[2] = {0.0f, 0.0f};
-      // This half's P fragment (its 16-token step), then the pair's two steps in token order.
-      unsigned my_hi[4], my_lo[4];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
 #pragma unroll
@@ -385,7 +393,9 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         xp[((half * 2 + 0) * 4 + k) * kWarpSize + lane] = my_hi[k];
         xp[((half * 2 + 1) * 4 + k) * kWarpSize + lane] = my_lo[k];
       }
-      pair_sync(slot);
+      }
+      __syncthreads();
+      if (live) {
       const int other = 1 - half;
       unsigned phi[2][4], plo[2][4];
 #pragma unroll
@@ -410,6 +420,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
       tc_pv(phi, plo, vtile, half, lane, o);
       if (has_current) tc_pv(phi, plo, vlo, half, lane, o);
+      }
     }
     cp_async_wait<0>();
   }
