@@ -20,12 +20,14 @@ inline constexpr int kMaxWorkgroups = 32;
 // launch rule), so deep planes get more lanes per workgroup instead of more workgroups.
 inline constexpr int kMaxWarpsPerWorkgroup = 4;
 
-// GPU tensor-core producer (src/cuda/producer_tc.cuh): blocks each warp keeps in shared memory,
-// one computing while kTcStages - 1 stream in (16-byte cp.async). At batch 1 the pinned schedule
-// gives only n_kv_heads x 32 workgroups (64 CTAs for Muse Glimmer on 132 SMs), so bytes in flight
-// per warp decide the bandwidth: 3 stages keep 2 x 16 KB per warp in flight (4 warps: 128 KB per
-// CTA; 64 CTAs: 8 MB, above 4.5 TB/s x ~1.5 us of loaded latency) and fit 4 warps x 51 KB in the
-// H200's 227 KB of shared memory per block. Measured outcome: docs/perf.md, "Tensor-core producer".
+// GPU tensor-core producer (src/cuda/producer_tc.cuh): blocks each warp slot (a pair of warps)
+// keeps in shared memory, one computing while kTcStages - 1 stream in (16-byte cp.async). At
+// batch 1 the pinned schedule gives only n_kv_heads x 32 workgroups (64 CTAs for Muse Glimmer on
+// 132 SMs), so bytes in flight per SM decide the bandwidth: 3 stages keep 2 x 16 KB per slot in
+// flight (128 KB per CTA) and 4 slots x (51 KB + 1 KB of exchange) fit the H200's 227 KB of
+// shared memory per block. Measured (docs/perf.md, "Tensor-core producer"): 0.37-0.46 of the
+// ceiling at 131072 tokens, with DRAM ~32 % busy: per-SM cp.async traffic, not stage depth, is
+// the limit there; more stages do not fit.
 inline constexpr int kTcStages = 3;
 
 // First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy
