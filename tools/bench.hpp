@@ -83,4 +83,7 @@ Result<Report> run_cpu(const Geometry& g, const Options& o);
 // q and the current K/V read, out written.
 std::int64_t layer_bytes(const Geometry& g, int visible);
 
+// The current time, UTC, ISO 8601 (a report's date).
+std::string utc_now();
+
 }  // namespace ladder::bench

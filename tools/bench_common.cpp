@@ -1,4 +1,6 @@
 // Pieces of `ladder bench` shared by the GPU and CPU protocols.
+#include <ctime>
+
 #include <fmt/format.h>
 
 #include "bench.hpp"
@@ -20,6 +22,13 @@ std::int64_t layer_bytes(const Geometry& g, int visible) {
   const std::int64_t q_out = std::int64_t{2} * g.n_heads * g.head_dim * 4;
   const std::int64_t cur_kv = std::int64_t{2} * g.n_kv_heads * g.head_dim * 4;
   return row * visible + row + q_out + cur_kv;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
 }
 
 }  // namespace ladder::bench

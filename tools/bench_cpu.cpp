@@ -237,13 +237,6 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   return row;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;

@@ -372,13 +372,6 @@ Result<Row> bench_engine(const Geometry& g, int depth, const Options& o) {
   return row;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 }  // namespace
 
 Result<Report> run_gpu(const Geometry& g, const Options& o) {

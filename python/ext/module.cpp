@@ -15,6 +15,7 @@
 #include "attend.hpp"
 #include "device_rows.hpp"
 #include "errors.hpp"
+#include "ladder/reference.hpp"
 #include "ladder/engine.hpp"
 #include "ladder/geometry.hpp"
 #include "ladder/ladder.hpp"
@@ -256,30 +257,6 @@ std::vector<std::size_t> storage_shape(const PlaneConfig& cfg, const PlaneState&
   return cfg.kind == PlaneKind::ring ? std::vector<std::size_t>{cap, h, d} : std::vector<std::size_t>{h, cap, d};
 }
 
-float half_to_float(std::uint16_t h) {
-  // Exact f16 -> f32 (subnormals, infinities and NaN included).
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t exp = (h >> 10) & 0x1fu;
-  std::uint32_t man = h & 0x3ffu;
-  std::uint32_t bits;
-  if (exp == 0x1fu) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112u) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {
-    exp = 113;
-    while ((man & 0x400u) == 0) {
-      man <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 // The visible window ending at the last appended position, in logical order, as f32:
 // (k, v), each [visible, n_kv_heads, head_dim]. What a reference implementation attends to.
@@ -302,8 +279,8 @@ nb::tuple window_rows(const Plane& p) {
       const std::int64_t src = s.offset(row, h);
       const std::int64_t dst = (static_cast<std::int64_t>(t) * cfg.n_kv_heads + h) * cfg.head_dim;
       for (int d = 0; d < cfg.head_dim; ++d) {
-        kd[dst + d] = half_to_float(kh[src + d]);
-        vd[dst + d] = half_to_float(vh[src + d]);
+        kd[dst + d] = f16_to_f32(kh[src + d]);
+        vd[dst + d] = f16_to_f32(vh[src + d]);
       }
     }
   }
