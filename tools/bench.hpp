@@ -86,4 +86,12 @@ std::int64_t layer_bytes(const Geometry& g, int visible);
 // The current time, UTC, ISO 8601 (a report's date).
 std::string utc_now();
 
+// Synthetic inputs, uniform in [-1, 1) (never zeros): f16 plane rows and f32 activations.
+std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed);
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed);
+
+// How many buffer sets of `set_bytes` to rotate among so they total >= factor x the cache,
+// capped so a graph of one call per set stays bounded.
+int rotation_sets(std::int64_t set_bytes, std::int64_t cache_bytes, double factor);
+
 }  // namespace ladder::bench

@@ -1,11 +1,20 @@
 // Pieces of `ladder bench` shared by the GPU and CPU protocols.
+#include <algorithm>
+#include <cmath>
 #include <ctime>
+#include <random>
 
 #include <fmt/format.h>
 
 #include "bench.hpp"
+#include "ladder/reference.hpp"
 
 namespace ladder::bench {
+
+namespace {
+// Enough sets to pass 4x L2 at depth 2048 (2 MB per plane) without a runaway graph.
+constexpr int kMaxRotationSets = 256;
+}  // namespace
 
 std::string case_name(const LayerCase& c) { return fmt::format("{}/{}", route_name(c.route), plane_kind_name(c.plane)); }
 
@@ -29,6 +38,27 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
+}
+
+std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<std::uint16_t> h(n);
+  for (auto& x : h) x = f32_to_f16(u(gen));
+  return h;
+}
+
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> f(n);
+  for (auto& x : f) x = u(gen);
+  return f;
+}
+
+int rotation_sets(std::int64_t set_bytes, std::int64_t cache_bytes, double factor) {
+  const double need = factor * static_cast<double>(cache_bytes) / static_cast<double>(std::max<std::int64_t>(set_bytes, 1));
+  return std::clamp(static_cast<int>(std::ceil(need)), 1, kMaxRotationSets);
 }
 
 }  // namespace ladder::bench

@@ -31,7 +31,6 @@ constexpr int kProbeReps = 7;
 constexpr int kWarmups = 2;
 // When the cache size cannot be read, assume a large server LLC so rotation errs on the safe side.
 constexpr std::int64_t kFallbackLlcBytes = std::int64_t{64} << 20;
-constexpr int kMaxRotationSets = 256;
 constexpr std::uint64_t kSeed = 0x1adde5;
 
 using Clock = std::chrono::steady_clock;
@@ -109,25 +108,7 @@ Ceiling host_ceiling(int threads) {
   return c;
 }
 
-std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<std::uint16_t> h(n);
-  for (auto& x : h) x = f32_to_f16(u(gen));
-  return h;
-}
-std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> f(n);
-  for (auto& x : f) x = u(gen);
-  return f;
-}
 
-int rotation_sets(std::int64_t set_bytes, std::int64_t cache, double factor) {
-  const double need = factor * static_cast<double>(cache) / static_cast<double>(std::max<std::int64_t>(set_bytes, 1));
-  return std::clamp(static_cast<int>(std::ceil(need)), 1, kMaxRotationSets);
-}
 
 Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const Options& o, std::int64_t llc,
                         const std::vector<std::uint16_t>& pool, const std::vector<float>& acts) {

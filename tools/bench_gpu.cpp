@@ -43,8 +43,6 @@ namespace {
 constexpr std::int64_t kProbeBytes = std::int64_t{1} << 30;
 constexpr int kProbeReps = 30;
 constexpr int kWarmupReplays = 3;
-// Enough sets to pass 4x L2 at depth 2048 (2 MB per plane) without a runaway graph.
-constexpr int kMaxRotationSets = 256;
 // Seed of the synthetic rows and activations (uniform in [-1, 1), never zeros).
 constexpr std::uint64_t kSeed = 0x1adde5;
 
@@ -74,20 +72,6 @@ class DevBuf {
   void* p_ = nullptr;
 };
 
-std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<std::uint16_t> h(n);
-  for (auto& x : h) x = f32_to_f16(u(gen));
-  return h;
-}
-std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> f(n);
-  for (auto& x : f) x = u(gen);
-  return f;
-}
 
 // The plane state after appending `position` to an empty plane, by the library's rule.
 Result<AppendPlan> plan_at(const PlaneConfig& cfg, int position) {
@@ -194,10 +178,6 @@ Status check_finite(const float* dev_out, std::size_t n, std::string& note) {
   return {};
 }
 
-int rotation_sets(std::int64_t set_bytes, std::int64_t cache_bytes, double factor) {
-  const double need = factor * static_cast<double>(cache_bytes) / static_cast<double>(std::max<std::int64_t>(set_bytes, 1));
-  return std::clamp(static_cast<int>(std::ceil(need)), 1, kMaxRotationSets);
-}
 
 HeadShape shape_of(const Geometry& g) { return HeadShape{g.n_heads, g.n_kv_heads, g.head_dim, g.scale()}; }
 
