@@ -83,6 +83,12 @@ Result<Report> run_cpu(const Geometry& g, const Options& o);
 // q and the current K/V read, out written.
 std::int64_t layer_bytes(const Geometry& g, int visible);
 
+// A single-layer case's plane, the same on both devices: a ring has window = capacity = depth
+// and is timed wrapped (origin_physical != 0, len == capacity), the state every ring route can
+// run on; a growing plane holds exactly `depth` rows. layer_position is the position timed.
+PlaneConfig layer_plane_config(const Geometry& g, PlaneKind kind, int depth);
+int layer_position(PlaneKind kind, int depth);
+
 // The current time, UTC, ISO 8601 (a report's date).
 std::string utc_now();
 

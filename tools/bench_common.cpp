@@ -33,6 +33,20 @@ std::int64_t layer_bytes(const Geometry& g, int visible) {
   return row * visible + row + q_out + cur_kv;
 }
 
+PlaneConfig layer_plane_config(const Geometry& g, PlaneKind kind, int depth) {
+  PlaneConfig cfg;
+  cfg.kind = kind;
+  cfg.n_kv_heads = g.n_kv_heads;
+  cfg.head_dim = g.head_dim;
+  cfg.capacity = depth;
+  cfg.window = kind == PlaneKind::ring ? depth : 0;
+  cfg.max_context = 2 * depth + 1;  // room for the ring to wrap past `depth`
+  return cfg;
+}
+
+// A quarter window past full: the ring has wrapped, its origin is mid-plane.
+int layer_position(PlaneKind kind, int depth) { return kind == PlaneKind::ring ? depth + depth / 4 : depth - 1; }
+
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   char buf[32];

@@ -108,19 +108,10 @@ Ceiling host_ceiling(int threads) {
   return c;
 }
 
-
-
 Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const Options& o, std::int64_t llc,
                         const std::vector<std::uint16_t>& pool, const std::vector<float>& acts) {
-  PlaneConfig cfg;
-  cfg.kind = c.plane;
-  cfg.n_kv_heads = g.n_kv_heads;
-  cfg.head_dim = g.head_dim;
-  cfg.capacity = depth;
-  cfg.window = c.plane == PlaneKind::ring ? depth : 0;
-  cfg.max_context = 2 * depth + 1;
-  // Rings wrapped with window = capacity = depth; growing planes holding exactly `depth` rows.
-  const int position = c.plane == PlaneKind::ring ? depth + depth / 4 : depth - 1;
+  const PlaneConfig cfg = layer_plane_config(g, c.plane, depth);
+  const int position = layer_position(c.plane, depth);
   Result<HostPlane> made = HostPlane::create(cfg);
   if (!made.ok()) return made.status();
   HostPlane base = std::move(*made);

@@ -181,19 +181,11 @@ Status check_finite(const float* dev_out, std::size_t n, std::string& note) {
 
 HeadShape shape_of(const Geometry& g) { return HeadShape{g.n_heads, g.n_kv_heads, g.head_dim, g.scale()}; }
 
-// Single layer: `c.route` on a plane of `c.plane` kind holding `depth` visible tokens.
-// A ring has window = capacity = depth and is wrapped (origin_physical != 0, len == capacity):
-// the state every ring route can run on. A growing plane holds exactly `depth` rows.
+// Single layer: `c.route` on the plane layer_plane_config() describes (bench.hpp).
 Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const Options& o, std::int64_t l2,
                         cudaStream_t s, const std::vector<std::uint16_t>& pool, const std::vector<float>& acts) {
-  PlaneConfig cfg;
-  cfg.kind = c.plane;
-  cfg.n_kv_heads = g.n_kv_heads;
-  cfg.head_dim = g.head_dim;
-  cfg.capacity = depth;
-  cfg.window = c.plane == PlaneKind::ring ? depth : 0;
-  cfg.max_context = 2 * depth + 1;
-  const int position = c.plane == PlaneKind::ring ? depth + depth / 4 : depth - 1;
+  const PlaneConfig cfg = layer_plane_config(g, c.plane, depth);
+  const int position = layer_position(c.plane, depth);
   Result<AppendPlan> plan = plan_at(cfg, position);
   if (!plan.ok()) return plan.status();
 
