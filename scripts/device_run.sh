@@ -8,7 +8,10 @@
 #   LADDER_BIN_DIR   directory holding ladder_gpu_tests (and ladder); default: .carry/bin if it
 #                    exists, else a fresh build in build-device/
 #   LADDER_STEPS     comma list of steps to run: tests,san,cli,perf (default: all four)
-#   LADDER_SAN_TIMEOUT  seconds each sanitizer may run (default 480)
+#   LADDER_SAN_TOOLS comma list of compute-sanitizer tools (default: memcheck,racecheck,
+#                    initcheck,synccheck)
+#   LADDER_SAN_TIMEOUT  seconds one sanitizer process (one tool, one test) may run (default 480)
+#   LADDER_SAN_JOBS  sanitizer processes at a time (default: the machine's cores)
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -58,20 +61,38 @@ SAN_FILTER='-GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue'
 SAN="compute-sanitizer --error-exitcode 1 --print-limit 20"
 
 want tests && step gpu_tests gpu_tests.log "$TESTS" --gtest_filter="$FILTER"
-# The four tools run side by side (separate processes on one GPU) to fit the lease.
+# Every (tool, test) pair is its own compute-sanitizer process and they run side by side
+# (separate processes on one GPU): a sanitizer's cost is mostly per launch on the host, so one
+# process per test spreads it over the cores and a slow test cannot starve the others of the
+# time limit.
+SAN_TOOLS="${LADDER_SAN_TOOLS:-memcheck,racecheck,initcheck,synccheck}"
+san_one() {  # san_one TOOL TEST -> $LOG/san/TOOL/TEST.{log,rc}
+  local tool="$1" test="$2"
+  env LADDER_GPU_SWEEP=small timeout "${LADDER_SAN_TIMEOUT:-480}" $SAN --tool "$tool" "$TESTS" \
+    --gtest_filter="$test" >"$LOG/san/$tool/$test.log" 2>&1
+  echo $? >"$LOG/san/$tool/$test.rc"
+}
+export -f san_one
+export LOG TESTS SAN
 san_start=$SECONDS
-want san && for tool in memcheck racecheck initcheck synccheck; do
-  (
-    env LADDER_GPU_SWEEP=small timeout "${LADDER_SAN_TIMEOUT:-480}" $SAN --tool "$tool" "$TESTS" --gtest_filter="$SAN_FILTER" >"$LOG/san_$tool.log" 2>&1
-    echo $? >"$LOG/san_$tool.rc"
-  ) &
-done
-wait
-want san && for tool in memcheck racecheck initcheck synccheck; do
-  rc=$(cat "$LOG/san_$tool.rc" 2>/dev/null || echo 99)
-  SUMMARY+=("$(printf '%-26s rc=%-3s %4ss  %s' "sanitizer_$tool" "$rc" "$((SECONDS - san_start))" "san_$tool.log")")
-  if [ "$rc" -ne 0 ]; then FAILED=1; fi
-done
+if want san; then
+  # Test names as the binary lists them ("Suite." lines, then "  Name" lines), minus SAN_FILTER.
+  "$TESTS" --gtest_list_tests --gtest_filter="$SAN_FILTER" |
+    awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}' >"$LOG/san_tests.txt"
+  for tool in ${SAN_TOOLS//,/ }; do
+    mkdir -p "$LOG/san/$tool"
+    sed "s/^/$tool /" "$LOG/san_tests.txt"
+  done | xargs -P "${LADDER_SAN_JOBS:-$(nproc)}" -L 1 bash -c 'san_one "$0" "$1"'
+  for tool in ${SAN_TOOLS//,/ }; do
+    bad=0
+    while read -r test; do
+      rc=$(cat "$LOG/san/$tool/$test.rc" 2>/dev/null || echo 99)
+      [ "$rc" -eq 0 ] || bad=$((bad + 1))
+    done <"$LOG/san_tests.txt"
+    SUMMARY+=("$(printf '%-26s rc=%-3s %4ss  %s' "sanitizer_$tool" "$bad" "$((SECONDS - san_start))" "san/$tool (rc = failed processes)")")
+    if [ "$bad" -ne 0 ]; then FAILED=1; fi
+  done
+fi
 
 if want cli && [ -x "$BIN/ladder" ]; then
   step demo_cuda demo.log "$BIN/ladder" demo --device cuda --tokens 16 --depth 2048
@@ -82,8 +103,12 @@ if want perf; then
   step perf perf.log env LADDER_GPU_PERF=1 "$TESTS" --gtest_filter='GpuPerf.*'
 fi
 
-for tool in memcheck racecheck initcheck synccheck; do
-  [ -f "$LOG/san_$tool.log" ] && { echo "===== compute-sanitizer --tool $tool"; cat "$LOG/san_$tool.log"; }
+for tool in ${SAN_TOOLS//,/ }; do
+  [ -d "$LOG/san/$tool" ] || continue
+  while read -r test; do
+    echo "===== compute-sanitizer --tool $tool, $test: rc=$(cat "$LOG/san/$tool/$test.rc" 2>/dev/null)"
+    cat "$LOG/san/$tool/$test.log"
+  done <"$LOG/san_tests.txt"
 done >"$OUT/sanitizers.log"
 for log in demo.log parity.log; do
   [ -f "$LOG/$log" ] && { echo "===== $log"; cat "$LOG/$log"; }
@@ -98,9 +123,15 @@ done
     echo "== gpu tests"
     grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Failure|error' "$LOG/gpu_tests.log" | tail -n 20
   fi
-  for tool in memcheck racecheck initcheck synccheck; do
-    [ -f "$LOG/san_$tool.log" ] &&
-      echo "== $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/san_$tool.log" | tail -1) | $(grep -E '^\[  (PASSED|FAILED) ' "$LOG/san_$tool.log" | tr '\n' ' ')"
+  for tool in ${SAN_TOOLS//,/ }; do
+    [ -d "$LOG/san/$tool" ] || continue
+    echo "== $tool (one process per test: rc, summary line, gtest result)"
+    while read -r test; do
+      f="$LOG/san/$tool/$test"
+      printf '  %-62s rc=%-3s %s | %s\n' "$test" "$(cat "$f.rc" 2>/dev/null)" \
+        "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f.log" | tail -1)" \
+        "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$f.log" | head -1)"
+    done <"$LOG/san_tests.txt"
   done
   for log in demo.log parity.log; do
     [ -f "$LOG/$log" ] && { echo "== tail $log"; tail -n 14 "$LOG/$log"; }

@@ -106,30 +106,84 @@ struct StoreParams {
   int slot = 0;
 };
 
-// G3 pad: copy the ragged tail [tail_first, tail_first + tail_count) of a contiguous span into a
-// 32-row scratch block (rows past tail_count are zero and never weighted).
-struct PadParams {
+// G3 pad and G5 staging are one operation: copy the `count` tokens first .. first+count-1 of
+// `src` (in src's order) into dst rows 0 .. count-1 and zero-fill dst rows count .. rows-1
+// (those rows are never weighted). rows == 0: nothing to do.
+//  * pad (vec, head-major plane with a ragged tail): first = the tail's first token, rows = one
+//    32-row block, dst head-major, so the producer never reads a plane row past len;
+//  * staging (staged, wrapped token-major ring): src in ring_logical order, first = 0,
+//    count = visible, rows = the schedule's blocks x 32, dst token-major: staged row t holds
+//    logical token logical_start + t.
+struct RowCopyParams {
   int n_kv_heads = 0;
   int head_dim = 0;
   RowSource src;
-  int tail_first = 0;
-  int tail_count = 0;
+  int first = 0;
+  int count = 0;
+  int rows = 0;
   std::uint16_t* dst_k = nullptr;
   std::uint16_t* dst_v = nullptr;
   PlaneStrides dst_strides;
 };
 
-// G5 staging: copy the visible rows of a (wrapped) ring into absolute order: staged row t holds
-// logical token logical_start + t; rows [visible, padded_rows) are zero-filled padding.
-struct StageParams {
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  RowSource src;  // order = ring_logical
-  int visible = 0;
-  int padded_rows = 0;  // ceil(visible / 32) * 32
-  std::uint16_t* dst_k = nullptr;
-  std::uint16_t* dst_v = nullptr;
-  PlaneStrides dst_strides;  // token-major
-};
+// The pad copy for a contiguous span of `visible` tokens into the 32-row scratch block
+// (`dst_k`, `dst_v`); rows == 0 when the span has no ragged tail or is a token-major ring (on
+// the vec route a ring is a whole number of blocks: R1).
+inline RowCopyParams pad_copy(const RowSource& span, PlaneKind kind, int visible, const HeadShape& shape,
+                              std::uint16_t* dst_k, std::uint16_t* dst_v) {
+  RowCopyParams c;
+  c.n_kv_heads = shape.n_kv_heads;
+  c.head_dim = shape.head_dim;
+  c.src = span;
+  c.src.order = RowOrder::contiguous;
+  c.dst_k = dst_k;
+  c.dst_v = dst_v;
+  c.dst_strides = plane_strides(PlaneKind::growing, kBlockTokens, shape.n_kv_heads, shape.head_dim);
+  const int ragged = visible % kBlockTokens;
+  c.first = visible - ragged;
+  if (kind == PlaneKind::growing && ragged != 0) {
+    c.count = ragged;
+    c.rows = kBlockTokens;
+  }
+  return c;
+}
+
+// The staging copy of a ring's `visible` rows from logical token `first_logical` into
+// `padded_rows` token-major rows at (`dst_k`, `dst_v`).
+inline RowCopyParams stage_copy(const RowSource& ring, int first_logical, int visible, int padded_rows,
+                                const HeadShape& shape, std::uint16_t* dst_k, std::uint16_t* dst_v) {
+  RowCopyParams c;
+  c.n_kv_heads = shape.n_kv_heads;
+  c.head_dim = shape.head_dim;
+  c.src = ring;
+  c.src.order = RowOrder::ring_logical;
+  c.src.logical_start = first_logical;
+  c.first = 0;
+  c.count = visible;
+  c.rows = padded_rows;
+  c.dst_k = dst_k;
+  c.dst_v = dst_v;
+  c.dst_strides = plane_strides(PlaneKind::ring, padded_rows, shape.n_kv_heads, shape.head_dim);
+  return c;
+}
+
+// The rows a copy wrote, as the producer's row source (contiguous, dst layout).
+inline RowSource copied_rows(const RowCopyParams& c) {
+  RowSource r;
+  r.k = c.dst_k;
+  r.v = c.dst_v;
+  r.strides = c.dst_strides;
+  r.order = RowOrder::contiguous;
+  return r;
+}
+
+// The geometry fields scratch_needs() reads, from a head shape.
+inline Geometry shape_geometry(const HeadShape& shape) {
+  Geometry g;
+  g.n_heads = shape.n_heads;
+  g.n_kv_heads = shape.n_kv_heads;
+  g.head_dim = shape.head_dim;
+  return g;
+}
 
 }  // namespace ladder

@@ -97,11 +97,7 @@ class CudaRows final : public DeviceRows {
   void attend(Route r, int position, int slot, const HeadShape& shape, const float* q, const float* k,
               const float* v, float* out, std::uintptr_t stream) override {
     check(cuda::check_head_shape(shape));
-    Geometry g;
-    g.n_heads = shape.n_heads;
-    g.n_kv_heads = shape.n_kv_heads;
-    g.head_dim = shape.head_dim;
-    const ScratchNeeds needs = scratch_needs(r, g, visible_rows(position, plane_.cfg.window));
+    const ScratchNeeds needs = scratch_needs(r, shape_geometry(shape), visible_rows(position, plane_.cfg.window));
     reserve(needs);
     cuda::DeviceLayerIO io{q, k, v, out};
     auto* s = reinterpret_cast<void*>(stream);

@@ -1,4 +1,5 @@
-// The data-movement twins: row store (G1), vec tail pad (G3) and wrapped-ring staging (G5).
+// The data-movement twins: row store (G1), and the row copy behind the vec tail pad (G3)
+// and wrapped-ring staging (G5).
 // Pure copies and conversions: no arithmetic order to preserve, only addresses to get right.
 #include <algorithm>
 #include <cstring>
@@ -10,8 +11,9 @@
 namespace ladder::cpu {
 namespace {
 
-// Staging copies at least this many rows per pool task, so small windows stay on one thread.
-constexpr int kStageRowsPerTask = 256;
+// A row copy takes at least this many rows per pool task, so pads and small windows stay on one
+// thread.
+constexpr int kCopyRowsPerTask = 256;
 
 void copy_head_row(const std::uint16_t* src, std::uint16_t* dst, int head_dim) {
   std::memcpy(dst, src, sizeof(std::uint16_t) * static_cast<std::size_t>(head_dim));
@@ -32,30 +34,13 @@ void store_rows(const StoreParams& p) {
   }
 }
 
-void pad_tail(const PadParams& p) {
-  for (int i = 0; i < kBlockTokens; ++i) {
-    for (int h = 0; h < p.n_kv_heads; ++h) {
-      std::uint16_t* dk = p.dst_k + p.dst_strides.offset(i, h);
-      std::uint16_t* dv = p.dst_v + p.dst_strides.offset(i, h);
-      if (i < p.tail_count) {
-        const int r = p.src.row(p.tail_first + i);
-        copy_head_row(p.src.k + p.src.strides.offset(r, h), dk, p.head_dim);
-        copy_head_row(p.src.v + p.src.strides.offset(r, h), dv, p.head_dim);
-      } else {
-        zero_head_row(dk, p.head_dim);
-        zero_head_row(dv, p.head_dim);
-      }
-    }
-  }
-}
-
-void stage_rows(const StageParams& p) {
-  const int tasks = std::max(1, (p.padded_rows + kStageRowsPerTask - 1) / kStageRowsPerTask);
+void copy_rows(const RowCopyParams& p) {
+  const int tasks = std::max(1, (p.rows + kCopyRowsPerTask - 1) / kCopyRowsPerTask);
   const auto copy_range = [&](int task) {
-    const int begin = task * kStageRowsPerTask;
-    const int end = std::min(p.padded_rows, begin + kStageRowsPerTask);
+    const int begin = task * kCopyRowsPerTask;
+    const int end = std::min(p.rows, begin + kCopyRowsPerTask);
     for (int t = begin; t < end; ++t) {
-      const int r = t < p.visible ? p.src.row(t) : -1;
+      const int r = t < p.count ? p.src.row(p.first + t) : -1;
       for (int h = 0; h < p.n_kv_heads; ++h) {
         std::uint16_t* dk = p.dst_k + p.dst_strides.offset(t, h);
         std::uint16_t* dv = p.dst_v + p.dst_strides.offset(t, h);

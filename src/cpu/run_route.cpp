@@ -81,14 +81,6 @@ Status check_route(Route r, const PlaneConfig& cfg, const PlaneState& st) {
   return bad(fmt::format("unknown route {}", static_cast<int>(r)));
 }
 
-Geometry geometry_of(const HeadShape& shape) {
-  Geometry g;
-  g.n_heads = shape.n_heads;
-  g.n_kv_heads = shape.n_kv_heads;
-  g.head_dim = shape.head_dim;
-  return g;
-}
-
 }  // namespace
 
 void Workspace::reserve(const ScratchNeeds& n) {
@@ -111,7 +103,7 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
 
   const int visible = st.len;
   try {
-    ws.reserve(scratch_needs(r, geometry_of(shape), visible));
+    ws.reserve(scratch_needs(r, shape_geometry(shape), visible));
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::out_of_memory, fmt::format("cannot allocate scratch for {} rows", visible));
   }
@@ -152,47 +144,25 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
       break;
     case Route::vec: {
       pp.rows.order = RowOrder::contiguous;
-      const int tail_first = (visible / kBlockTokens) * kBlockTokens;
-      if (tail_first < visible) {
-        // Ragged head-major tail: copy it into a whole 32-row block of scratch so the producer
-        // never reads a plane row past len.
-        const std::size_t half = ws.pad.size() / 2;
-        PadParams pad;
-        pad.n_kv_heads = shape.n_kv_heads;
-        pad.head_dim = shape.head_dim;
-        pad.src = pp.rows;
-        pad.tail_first = tail_first;
-        pad.tail_count = visible - tail_first;
-        pad.dst_k = ws.pad.data();
-        pad.dst_v = ws.pad.data() + half;
-        pad.dst_strides = plane_strides(PlaneKind::growing, kBlockTokens, shape.n_kv_heads, shape.head_dim);
-        pad_tail(pad);
-        pp.tail.k = pad.dst_k;
-        pp.tail.v = pad.dst_v;
-        pp.tail.strides = pad.dst_strides;
-        pp.tail.order = RowOrder::contiguous;
-        pp.tail_first = tail_first;
+      // A ragged head-major tail is copied into a whole 32-row block of scratch so the
+      // producer never reads a plane row past len.
+      const RowCopyParams pad = pad_copy(pp.rows, cfg.kind, visible, shape,
+                                         ws.pad.data(), ws.pad.data() + ws.pad.size() / 2);
+      if (pad.rows > 0) {
+        copy_rows(pad);
+        pp.tail = copied_rows(pad);
+        pp.tail_first = pad.first;
       }
       produce_vec(pp);
       break;
     }
     case Route::staged: {
-      StageParams sg;
-      sg.n_kv_heads = shape.n_kv_heads;
-      sg.head_dim = shape.head_dim;
-      sg.src = pp.rows;
-      sg.src.order = RowOrder::ring_logical;
-      sg.visible = visible;
-      sg.padded_rows = sched.blocks * kBlockTokens;
-      const std::size_t plane_halfs = static_cast<std::size_t>(sg.padded_rows) * shape.n_kv_heads * shape.head_dim;
-      sg.dst_k = ws.stage.data();
-      sg.dst_v = ws.stage.data() + plane_halfs;
-      sg.dst_strides = plane_strides(PlaneKind::ring, sg.padded_rows, shape.n_kv_heads, shape.head_dim);
-      stage_rows(sg);
-      pp.rows.k = sg.dst_k;
-      pp.rows.v = sg.dst_v;
-      pp.rows.strides = sg.dst_strides;
-      pp.rows.order = RowOrder::contiguous;
+      const int padded_rows = sched.blocks * kBlockTokens;
+      const std::size_t plane_halfs = static_cast<std::size_t>(padded_rows) * shape.n_kv_heads * shape.head_dim;
+      const RowCopyParams sg = stage_copy(pp.rows, pp.rows.logical_start, visible, padded_rows, shape, ws.stage.data(),
+                                          ws.stage.data() + plane_halfs);
+      copy_rows(sg);
+      pp.rows = copied_rows(sg);
       produce_vec(pp);
       break;
     }

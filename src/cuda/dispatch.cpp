@@ -26,14 +26,6 @@ Status bad(std::string m) { return make_error(ErrorCode::invalid_argument, std::
 // the 4x K/V re-reads mostly hit L2. Any value gives the same bits (GpuApi tests).
 constexpr int kDefaultHeadsPerWarp = 4;
 
-Geometry scratch_geometry(const HeadShape& s) {
-  Geometry g;
-  g.n_heads = s.n_heads;
-  g.n_kv_heads = s.n_kv_heads;
-  g.head_dim = s.head_dim;
-  return g;
-}
-
 RowSource span_rows(const cuda::DevicePlane& plane) {
   RowSource r;
   r.k = plane.k;
@@ -126,7 +118,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
     case Route::splitk: break;
   }
 
-  const ScratchNeeds need = scratch_needs(r, scratch_geometry(shape), visible);
+  const ScratchNeeds need = scratch_needs(r, shape_geometry(shape), visible);
   if (ws.partials == nullptr || ws.partial_floats < need.partial_floats)
     return bad(fmt::format("workspace partials {} floats, route needs {}", ws.partial_floats, need.partial_floats));
   if (need.pad_halfs > 0 && (ws.pad == nullptr || ws.pad_halfs < need.pad_halfs))
@@ -163,49 +155,20 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
       p.rows.order = RowOrder::ring_logical;
       p.rows.logical_start = logical_start(position, cfg.window);
       break;
-    case Route::vec: {
+    case Route::vec:
       // The pad block: head-major, 32 rows per KV head; k block then v block.
-      PadParams& pad = l.pad;
-      pad.n_kv_heads = shape.n_kv_heads;
-      pad.head_dim = shape.head_dim;
-      pad.src = p.rows;
-      pad.dst_k = ws.pad;
-      pad.dst_v = ws.pad + ws.pad_halfs / 2;
-      pad.dst_strides = plane_strides(PlaneKind::growing, kBlockTokens, shape.n_kv_heads, shape.head_dim);
-      const int ragged = visible % kBlockTokens;
-      if (head_major && ragged != 0) {
-        pad.tail_first = visible - ragged;
-        pad.tail_count = ragged;
-        p.tail_first = pad.tail_first;
-        p.tail.k = pad.dst_k;
-        p.tail.v = pad.dst_v;
-        p.tail.strides = pad.dst_strides;
-        p.tail.order = RowOrder::contiguous;
-      } else {
-        pad.tail_first = visible;
-        pad.tail_count = 0;
+      l.copy = pad_copy(p.rows, cfg.kind, visible, shape, ws.pad, ws.pad + ws.pad_halfs / 2);
+      if (l.copy.rows > 0) {
+        p.tail_first = l.copy.first;
+        p.tail = copied_rows(l.copy);
       }
       break;
-    }
-    case Route::staged: {
-      StageParams& sg = l.stage;
-      sg.n_kv_heads = shape.n_kv_heads;
-      sg.head_dim = shape.head_dim;
-      sg.src = p.rows;
-      sg.src.order = RowOrder::ring_logical;
-      sg.src.logical_start = logical_start(position, cfg.window);
-      sg.visible = visible;
-      sg.padded_rows = p.sched.blocks * kBlockTokens;
-      sg.dst_k = ws.stage;
-      sg.dst_v = ws.stage + ws.stage_halfs / 2;
-      sg.dst_strides = plane_strides(PlaneKind::ring, sg.padded_rows, shape.n_kv_heads, shape.head_dim);
-      p.rows.k = sg.dst_k;
-      p.rows.v = sg.dst_v;
-      p.rows.strides = sg.dst_strides;
-      p.rows.order = RowOrder::contiguous;
+    case Route::staged:
+      l.copy = stage_copy(p.rows, logical_start(position, cfg.window), visible, p.sched.blocks * kBlockTokens, shape,
+                          ws.stage, ws.stage + ws.stage_halfs / 2);
+      p.rows = copied_rows(l.copy);
       p.tail = p.rows;
       break;
-    }
     case Route::interleaved:
       p.cur_k = io.k;
       p.cur_v = io.v;
@@ -236,20 +199,19 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
                       "splitk producer"));
       break;
     case Route::vec:
+    case Route::staged: {
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
-      // Only a head-major plane can have a ragged tail; in a capture the pad kernel is always
-      // there and does nothing on tokens without one.
-      if (l.head_major && (indirect || l.pad.tail_count > 0))
-        LADDER_TRY(step(launch_pad(l.pad, indirect ? &dev->pad : nullptr, stream), "pad"));
+      // staged always copies; vec pads only a head-major plane's ragged tail, and in a capture
+      // the copy kernel is always there and does nothing (rows 0) on tokens without one.
+      const bool staged = l.route == Route::staged;
+      if (staged || (l.head_major && (indirect || l.copy.rows > 0)))
+        LADDER_TRY(step(launch_copy_rows(l.copy, indirect ? &dev->copy : nullptr,
+                                         staged ? max_padded_rows : kBlockTokens, stream),
+                        staged ? "stage" : "pad"));
       LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "vec producer"));
       break;
-    case Route::staged:
-      LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
-      LADDER_TRY(step(launch_stage(l.stage, indirect ? &dev->stage : nullptr, max_padded_rows, stream), "stage"));
-      LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
-                      "vec producer"));
-      break;
+    }
     case Route::interleaved:
       LADDER_TRY(step(launch_interleaved(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "interleaved producer"));
@@ -363,11 +325,7 @@ Status attend_layer_host(Route r, HostPlane& plane, int position, int slot, cons
   LADDER_TRY(dcur_v.upload(io.v, kv_elems));
 
   const int visible = visible_rows(position, plane.config().window);
-  Geometry g;
-  g.n_heads = shape.n_heads;
-  g.n_kv_heads = shape.n_kv_heads;
-  g.head_dim = shape.head_dim;
-  Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(r, g, visible));
+  Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(r, shape_geometry(shape), visible));
   if (!ws) return ws.status();
   struct WorkspaceGuard {
     cuda::DeviceWorkspace& w;

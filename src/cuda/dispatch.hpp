@@ -24,8 +24,7 @@ struct RouteLaunch {
   Route route = Route::splitk;
   bool head_major = false;
   StoreParams store;
-  PadParams pad;
-  StageParams stage;
+  RowCopyParams copy;  // vec: the ragged-tail pad (rows 0 when none); staged: the staging copy
   ProducerParams producer;
   ReduceParams reduce;
 };

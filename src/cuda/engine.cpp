@@ -127,9 +127,7 @@ class CudaEngine final : public Engine {
     std::vector<int> slots;
     LADDER_TRY(plan_all(position, next, slots));
     const std::size_t n = static_cast<std::size_t>(g_.n_layers);
-    std::memcpy(hq_.get(), io.q, n * q_elems_ * sizeof(float));
-    std::memcpy(hk_.get(), io.k, n * kv_elems_ * sizeof(float));
-    std::memcpy(hv_.get(), io.v, n * kv_elems_ * sizeof(float));
+    take_inputs(io);
 
     std::vector<Route> routes(n);
     std::vector<TraceEntry> entries;
@@ -175,8 +173,7 @@ class CudaEngine final : public Engine {
     std::vector<int> slots;
     LADDER_TRY(plan_all(position, next, slots));
     const std::size_t n = static_cast<std::size_t>(g_.n_layers);
-    std::memcpy(hk_.get(), io.k, n * kv_elems_ * sizeof(float));
-    std::memcpy(hv_.get(), io.v, n * kv_elems_ * sizeof(float));
+    take_inputs(io);
     LADDER_TRY(upload_kv());
     for (std::size_t l = 0; l < n; ++l) {
       StoreParams sp;
@@ -224,6 +221,15 @@ class CudaEngine final : public Engine {
       slots[l] = plan->slot;
     }
     return {};
+  }
+
+  // Copies the token's activations into the pinned staging buffers (q only when given: a fill
+  // has none). Every layer's rows, layer-major.
+  void take_inputs(const TokenIO& io) {
+    const std::size_t n = static_cast<std::size_t>(g_.n_layers);
+    if (io.q != nullptr) std::memcpy(hq_.get(), io.q, n * q_elems_ * sizeof(float));
+    std::memcpy(hk_.get(), io.k, n * kv_elems_ * sizeof(float));
+    std::memcpy(hv_.get(), io.v, n * kv_elems_ * sizeof(float));
   }
 
   Status upload_kv() {

@@ -3,9 +3,7 @@
 // cur_k/cur_v, never round-tripped through f16; one warp per KV head also stores it into the
 // plane (fused store). Sibling query heads are scheduled together (all siblings of a KV head in
 // one warp, see producer.cuh): a schedule choice, never a change in what any head computes.
-#include "cuda/kernels.hpp"
-#include "cuda/producer.cuh"
-#include "cuda/producer_tc.cuh"
+#include "cuda/producers.cuh"
 
 namespace ladder::cuda_detail {
 namespace {
@@ -44,8 +42,7 @@ struct InterleavedRows {
 
 cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream) {
-  if (c.tensor_core) return launch_producer_tc<InterleavedRows>(p, dp, p.shape, stream);
-  return launch_producer<InterleavedRows>(p, dp, p.shape, c.heads_per_warp, stream);
+  return launch_producer_family<InterleavedRows>(p, dp, c, stream);
 }
 
 }  // namespace ladder::cuda_detail

@@ -24,9 +24,8 @@ struct ProducerChoice {
 };
 
 cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream);
-cudaError_t launch_pad(const PadParams& p, const PadParams* dp, cudaStream_t stream);
-// max_padded_rows bounds the indirect grid (the largest padded_rows any token may need).
-cudaError_t launch_stage(const StageParams& p, const StageParams* dp, int max_padded_rows, cudaStream_t stream);
+// Pad and staging. max_rows bounds the indirect grid (the largest `rows` any token may need).
+cudaError_t launch_copy_rows(const RowCopyParams& p, const RowCopyParams* dp, int max_rows, cudaStream_t stream);
 cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                           cudaStream_t stream);
 cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,

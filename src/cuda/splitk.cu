@@ -1,9 +1,7 @@
 // G2 splitk producer: ring-native. Token t of the window is logical logical_start + t, found
 // through PlaneState::physical (the one logical -> physical accessor), so a wrapped or partially
 // wrapped token-major ring is read in logical order with no staging.
-#include "cuda/kernels.hpp"
-#include "cuda/producer.cuh"
-#include "cuda/producer_tc.cuh"
+#include "cuda/producers.cuh"
 
 namespace ladder::cuda_detail {
 namespace {
@@ -31,8 +29,7 @@ struct SplitKRows {
 
 cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                           cudaStream_t stream) {
-  if (c.tensor_core) return launch_producer_tc<SplitKRows>(p, dp, p.shape, stream);
-  return launch_producer<SplitKRows>(p, dp, p.shape, c.heads_per_warp, stream);
+  return launch_producer_family<SplitKRows>(p, dp, c, stream);
 }
 
 }  // namespace ladder::cuda_detail

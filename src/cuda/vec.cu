@@ -1,11 +1,9 @@
-// G3 vec producer + pad. vec reads one contiguous physical span (row t holds token t; R1 keeps
-// it fail-closed: a partially wrapped ring never gets here) in 32-row blocks; tokens from
-// tail_first on come from the 32-row pad block, so a ragged head-major tail is read from
-// scratch, never past the plane. Both stride layouts are the same code: PlaneStrides says
-// whether a row is one head (head-major) or a full token (token-major).
-#include "cuda/kernels.hpp"
-#include "cuda/producer.cuh"
-#include "cuda/producer_tc.cuh"
+// G3 vec producer. vec reads one contiguous physical span (row t holds token t; R1 keeps it
+// fail-closed: a partially wrapped ring never gets here) in 32-row blocks; tokens from
+// tail_first on come from the 32-row pad block (filled by copy_rows.cu), so a ragged head-major
+// tail is read from scratch, never past the plane. Both stride layouts are the same code:
+// PlaneStrides says whether a row is one head (head-major) or a full token (token-major).
+#include "cuda/producers.cuh"
 
 namespace ladder::cuda_detail {
 namespace {
@@ -38,53 +36,11 @@ struct VecRows {
   }
 };
 
-// One thread per (row of the 32-row block, KV head, 4-dim chunk).
-inline constexpr int kPadThreads = 256;
-
-__device__ void pad(const PadParams& p) {
-  const int chunks_per_row = p.n_kv_heads * kWarpSize;
-  const int items = kBlockTokens * chunks_per_row;
-  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < items;
-       i += static_cast<int>(gridDim.x * blockDim.x)) {
-    const int r = i / chunks_per_row;
-    const int kvh = (i % chunks_per_row) / kWarpSize;
-    const int d = (i % kWarpSize) * kDimsPerLane;
-    const std::int64_t dst = p.dst_strides.offset(r, kvh) + d;
-    if (r < p.tail_count) {
-      const std::int64_t src = p.src.strides.offset(p.src.row(p.tail_first + r), kvh) + d;
-      copy_half4(p.dst_k + dst, p.src.k + src);
-      copy_half4(p.dst_v + dst, p.src.v + src);
-    } else {
-      store_zero4(p.dst_k + dst);
-      store_zero4(p.dst_v + dst);
-    }
-  }
-}
-
-__global__ void __launch_bounds__(kPadThreads) pad_kernel(PadParams p) { pad(p); }
-__global__ void __launch_bounds__(kPadThreads) pad_kernel_indirect(const PadParams* pp) {
-  const PadParams p = *pp;
-  if (p.tail_count > 0) pad(p);
-}
-
 }  // namespace
 
 cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                        cudaStream_t stream) {
-  if (c.tensor_core) return launch_producer_tc<VecRows>(p, dp, p.shape, stream);
-  return launch_producer<VecRows>(p, dp, p.shape, c.heads_per_warp, stream);
-}
-
-cudaError_t launch_pad(const PadParams& p, const PadParams* dp, cudaStream_t stream) {
-  const int items = kBlockTokens * p.n_kv_heads * kWarpSize;
-  const unsigned blocks = static_cast<unsigned>((items + kPadThreads - 1) / kPadThreads);
-  if (dp == nullptr) {
-    if (p.tail_count <= 0) return cudaSuccess;
-    pad_kernel<<<blocks, kPadThreads, 0, stream>>>(p);
-  } else {
-    pad_kernel_indirect<<<blocks, kPadThreads, 0, stream>>>(dp);
-  }
-  return cudaGetLastError();
+  return launch_producer_family<VecRows>(p, dp, c, stream);
 }
 
 }  // namespace ladder::cuda_detail

@@ -321,47 +321,29 @@ TEST(CopyKernels, PadAndStageZeroFillTheirPadding) {
   src.logical_start = logical_start(119, 40);
   const int padded = 2 * kBlockTokens;
   const std::uint16_t kStale = 0x1234;
+  const HeadShape shape = test::make_shape(4, kKv, kHd);
   std::vector<std::uint16_t> sk(static_cast<std::size_t>(padded) * kKv * kHd, kStale), sv = sk;
-  StageParams sp;
-  sp.n_kv_heads = kKv;
-  sp.head_dim = kHd;
-  sp.src = src;
-  sp.visible = kVisible;
-  sp.padded_rows = padded;
-  sp.dst_k = sk.data();
-  sp.dst_v = sv.data();
-  sp.dst_strides = plane_strides(PlaneKind::ring, padded, kKv, kHd);
-  cpu::stage_rows(sp);
-  for (int t = 0; t < padded; ++t)
-    for (int h = 0; h < kKv; ++h)
-      for (int d = 0; d < kHd; ++d) {
-        const std::int64_t at = sp.dst_strides.offset(t, h) + d;
-        const std::uint16_t want_k = t < kVisible ? plane.k()[src.strides.offset(src.row(t), h) + d] : 0;
-        const std::uint16_t want_v = t < kVisible ? plane.v()[src.strides.offset(src.row(t), h) + d] : 0;
-        ASSERT_EQ(sk[at], want_k) << t;
-        ASSERT_EQ(sv[at], want_v) << t;
-      }
-
   std::vector<std::uint16_t> pk(static_cast<std::size_t>(kBlockTokens) * kKv * kHd, kStale), pv = pk;
-  PadParams pp;
-  pp.n_kv_heads = kKv;
-  pp.head_dim = kHd;
-  pp.src = src;
-  pp.tail_first = kBlockTokens;
-  pp.tail_count = kVisible - kBlockTokens;
-  pp.dst_k = pk.data();
-  pp.dst_v = pv.data();
-  pp.dst_strides = plane_strides(PlaneKind::growing, kBlockTokens, kKv, kHd);
-  cpu::pad_tail(pp);
-  for (int i = 0; i < kBlockTokens; ++i)
-    for (int h = 0; h < kKv; ++h)
-      for (int d = 0; d < kHd; ++d) {
-        const std::int64_t at = pp.dst_strides.offset(i, h) + d;
-        const bool data = i < pp.tail_count;
-        const std::int64_t from = src.strides.offset(src.row(pp.tail_first + i), h) + d;
-        ASSERT_EQ(pk[at], data ? plane.k()[from] : 0) << i;
-        ASSERT_EQ(pv[at], data ? plane.v()[from] : 0) << i;
-      }
+  const RowCopyParams stage = stage_copy(src, src.logical_start, kVisible, padded, shape, sk.data(), sv.data());
+  const RowCopyParams pad = pad_copy(src, PlaneKind::growing, kVisible, shape, pk.data(), pv.data());
+  ASSERT_EQ(pad.first, kBlockTokens);
+  ASSERT_EQ(pad.count, kVisible - kBlockTokens);
+  ASSERT_EQ(pad.rows, kBlockTokens);
+  for (const RowCopyParams& c : {stage, pad}) {
+    cpu::copy_rows(c);
+    for (int t = 0; t < c.rows; ++t)
+      for (int h = 0; h < kKv; ++h)
+        for (int d = 0; d < kHd; ++d) {
+          const std::int64_t at = c.dst_strides.offset(t, h) + d;
+          const bool data = t < c.count;
+          const std::int64_t from = data ? c.src.strides.offset(c.src.row(c.first + t), h) + d : 0;
+          ASSERT_EQ(c.dst_k[at], data ? plane.k()[from] : 0) << t;
+          ASSERT_EQ(c.dst_v[at], data ? plane.v()[from] : 0) << t;
+        }
+  }
+  // A token-major span, or one without a ragged tail, has nothing to pad.
+  EXPECT_EQ(pad_copy(src, PlaneKind::ring, kVisible, shape, pk.data(), pv.data()).rows, 0);
+  EXPECT_EQ(pad_copy(src, PlaneKind::growing, 2 * kBlockTokens, shape, pk.data(), pv.data()).rows, 0);
 }
 
 }  // namespace

@@ -15,8 +15,7 @@ namespace ladder::cpu {
 
 // Kernel twins. Each is deterministic: the result never depends on the thread count.
 void store_rows(const StoreParams& p);
-void pad_tail(const PadParams& p);
-void stage_rows(const StageParams& p);
+void copy_rows(const RowCopyParams& p);  // pad and staging
 void produce_splitk(const ProducerParams& p);
 void produce_vec(const ProducerParams& p);
 void produce_interleaved(const ProducerParams& p);
