@@ -3,7 +3,9 @@
 //   q, out      : f32 [n_heads][head_dim]
 //   cur_k/cur_v : f32 [n_kv_heads][head_dim]         (this token's activations)
 //   planes      : f16 bits, addressed by PlaneStrides  (see plane.hpp)
-//   partials    : f32 [n_heads][nwg][2 + head_dim]    (m, s, o[head_dim]) per (head, workgroup)
+//   partials    : f32 [n_heads][nwg][parts][2 + head_dim]  (m, s, o[head_dim]) per (head,
+//                 workgroup, part): parts = 1 when the producer merged its warps (step 4), nsg
+//                 when it leaves step 4 to the reducer (the tensor-core producer)
 //
 // THE PRODUCER DAG (shared by every producer family, CPU twin and CUDA kernel, so that their
 // bits can agree; any change here is a change to both):
@@ -21,6 +23,9 @@
 //     (M = max m_g; c_g = rescale_factor(m_g, M); S = fmaf(s_g, c_g, S); O = fmaf(o_g, c_g, O),
 //     S and O starting at 0) and writes [M, S, O] to partials[(h*nwg + w)*(2 + head_dim)].
 //  5. The reducer merges workgroups 0..nwg-1 of a head by the same rule and writes O[d] / S.
+//     A producer may instead write each warp's (m, s, o) unmerged (parts = nsg); the reducer
+//     then does step 4 for each workgroup first, the same rule in the same warp order, so the
+//     bits are the same as if the producer had merged.
 // The interleaved producer reads token visible-1 from cur_k/cur_v (f32) instead of the plane;
 // everything else is identical, which is why the parity ledger can name its only difference.
 #pragma once
@@ -86,10 +91,13 @@ struct ProducerParams {
   float* partials = nullptr;
 };
 
-// Merges the nwg partials of each head (exp(m_i - M) corrections) and divides once.
+// Merges the partials of each head (exp(m_i - M) corrections) and divides once: per workgroup
+// its `parts` warp partials in warp order (step 4, when the producer left it), then the nwg
+// workgroups in order (step 5). The CPU twins always merge in the producer: parts = 1.
 struct ReduceParams {
   HeadShape shape;
   int nwg = 0;
+  int parts = 1;
   const float* partials = nullptr;
   float* out = nullptr;
 };

@@ -69,7 +69,7 @@ std::string format_trace(const TraceEntry& e);
 // Scratch (bytes) a route needs for one layer at `visible` tokens; engines size their scratch
 // as the maximum over the states a plane can reach (R5).
 struct ScratchNeeds {
-  std::int64_t partial_floats = 0;  // [n_heads][nwg][2 + head_dim]
+  std::int64_t partial_floats = 0;  // [n_heads][nwg][nsg][2 + head_dim]
   std::int64_t pad_halfs = 0;       // vec tail pad: 2 planes x 32 rows x n_kv_heads x head_dim
   std::int64_t stage_halfs = 0;     // staging: 2 planes x ceil32(visible) rows x n_kv_heads x head_dim
 };

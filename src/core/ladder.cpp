@@ -71,7 +71,9 @@ ScratchNeeds scratch_needs(Route r, const Geometry& g, int visible) {
   ScratchNeeds n;
   const Schedule s = pinned_schedule(visible);
   const std::int64_t row_halfs = static_cast<std::int64_t>(g.n_kv_heads) * g.head_dim;
-  n.partial_floats = static_cast<std::int64_t>(g.n_heads) * s.nwg * (2 + g.head_dim);
+  // One partial per warp slot: the tensor-core GPU producer leaves the warp merge to the
+  // reducer (kernel_params.hpp, step 5); producers that merge use the first nwg of them.
+  n.partial_floats = static_cast<std::int64_t>(g.n_heads) * s.nwg * s.nsg * (2 + g.head_dim);
   if (r == Route::vec) n.pad_halfs = 2 * kBlockTokens * row_halfs;
   if (r == Route::staged) n.stage_halfs = 2 * static_cast<std::int64_t>(s.blocks) * kBlockTokens * row_halfs;
   return n;

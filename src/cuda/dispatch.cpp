@@ -74,7 +74,8 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
 }
 
 Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slot, const HeadShape& shape,
-                  const cuda::DeviceLayerIO& io, const cuda::DeviceWorkspace& ws, RouteLaunch& out) {
+                  const cuda::DeviceLayerIO& io, const cuda::DeviceWorkspace& ws, const ProducerChoice& producer,
+                  RouteLaunch& out) {
   LADDER_TRY(cuda::check_head_shape(shape));
   const PlaneConfig& cfg = plane.cfg;
   const PlaneState& st = plane.state;
@@ -180,6 +181,9 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 
   l.reduce.shape = shape;
   l.reduce.nwg = p.sched.nwg;
+  // The tensor-core producer writes one partial per warp slot and leaves their merge to the
+  // reducer; the exact-DAG producer merges them itself (kernel_params.hpp, steps 4 and 5).
+  l.reduce.parts = producer.tensor_core ? p.sched.nsg : 1;
   l.reduce.partials = ws.partials;
   l.reduce.out = io.out;
   out = l;
@@ -239,10 +243,10 @@ Status check_head_shape(const HeadShape& shape) {
 
 Status run_route(Route r, const DevicePlane& plane, int position, int slot, const HeadShape& shape,
                  const DeviceLayerIO& io, const DeviceWorkspace& ws, void* stream, LaunchTuning tuning) {
+  const cuda_detail::ProducerChoice producer = cuda_detail::resolve_producer_choice(shape, tuning);
   cuda_detail::RouteLaunch l;
-  LADDER_TRY(cuda_detail::plan_route(r, plane, position, slot, shape, io, ws, l));
-  return cuda_detail::enqueue_route(l, nullptr, cuda_detail::resolve_producer_choice(shape, tuning), 0,
-                                    static_cast<cudaStream_t>(stream));
+  LADDER_TRY(cuda_detail::plan_route(r, plane, position, slot, shape, io, ws, producer, l));
+  return cuda_detail::enqueue_route(l, nullptr, producer, 0, static_cast<cudaStream_t>(stream));
 }
 
 Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {

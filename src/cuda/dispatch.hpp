@@ -29,9 +29,11 @@ struct RouteLaunch {
   ReduceParams reduce;
 };
 
-// Validates (fail-closed) and fills the launch structs for route `r` on `plane`.
+// Validates (fail-closed) and fills the launch structs for route `r` on `plane`, for the
+// producer `producer` (which decides how many partials per workgroup the reducer merges).
 Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slot, const HeadShape& shape,
-                  const cuda::DeviceLayerIO& io, const cuda::DeviceWorkspace& ws, RouteLaunch& out);
+                  const cuda::DeviceLayerIO& io, const cuda::DeviceWorkspace& ws, const ProducerChoice& producer,
+                  RouteLaunch& out);
 
 // Enqueues the kernels of `l` on `stream`. Direct (dev == nullptr): the exact kernels this token
 // needs, structs by value. Indirect: the kernels read *dev, grids are the worst case for the

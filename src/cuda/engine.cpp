@@ -138,7 +138,8 @@ class CudaEngine final : public Engine {
       DevicePlane plane{cfgs_[l], next[l], k_[l].get(), v_[l].get(), rows_[l]};
       DeviceLayerIO lio{dq_.get() + l * q_elems_, dk_.get() + l * kv_elems_, dv_.get() + l * kv_elems_,
                         dout_.get() + l * q_elems_};
-      LADDER_TRY(cuda_detail::plan_route(d.route, plane, position, slots[l], shape_, lio, ws_, h_steps_.get()[l]));
+      LADDER_TRY(cuda_detail::plan_route(d.route, plane, position, slots[l], shape_, lio, ws_, producer_,
+                                                 h_steps_.get()[l]));
       if (opt_.record_trace) {
         TraceEntry e;
         e.position = position;

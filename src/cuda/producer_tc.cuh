@@ -28,20 +28,21 @@
 //  * Interleaved: the current token's K/V come from the f32 activations, split into hi (written
 //    into the block's tile row, which is zero-filled, never read from the plane) and lo (a second
 //    tile that is zero except that row, run through the same score and P.V mmas).
-//  * The warps of a workgroup merge in warp order and write [m, s, o] partials exactly as the
-//    DAG's step 4; the reducer (reduce.cu) is shared.
+//  * Each warp slot writes its own [m, s, o] partial, unmerged (parts = nsg); the reducer
+//    (reduce.cu, shared) does the DAG's step 4 — the warp merge, in warp order, by the same
+//    rule — before merging the workgroups.
 //
-// Shape: one CTA per (KV head, tile of 16 sibling heads, workgroup). Each of the DAG's nsg warp
-// slots is a PAIR of warps (half 0 and half 1) sharing the slot's tiles: half h issues rows
-// 16h..16h+15 of each block, scores tokens 16h..16h+15 (its 8 exps per lane), and accumulates o
-// for dims 64h..64h+63. The pair exchanges block maxima, weight sums (summed half 0 + half 1) and
-// its P fragments through shared memory, ordered by CTA-wide barriers (every warp runs slot 0's
-// iteration count; compute-sanitizer's racecheck flagged the 64-thread named barriers of the
-// first pair version in the graph form); both halves then hold the same (m, s). Two warps per slot halve each warp's instructions per block and give every
-// scheduler two warps to hide latency (one warp per scheduler issued every 2.8 cycles, ncu).
-// heads_per_kv < 16 pads the tile with zero q rows (computed, never written); > 16 uses several
-// tiles. Blocks stream into shared memory with 16-byte cp.async, kTcStages blocks deep, and are
-// read with ldmatrix.
+// Shape: one CTA per (KV head, tile of 16 sibling heads, DAG warp slot w*nsg + g): at batch 1
+// the pinned schedule has only n_kv_heads x nwg workgroups (64 for Muse Glimmer), and a CTA per
+// workgroup left 68 of 132 SMs idle (docs/perf.md, change 5). Each slot is a PAIR of warps
+// (half 0 and half 1) sharing the slot's tiles: half h issues rows 16h..16h+15 of each block,
+// scores tokens 16h..16h+15 (its 8 exps per lane), and accumulates o for dims 64h..64h+63. The
+// pair exchanges block maxima, weight sums (summed half 0 + half 1) and its P fragments through
+// shared memory, ordered by the CTA's barriers; both halves then hold the same (m, s). Two warps
+// per slot halve each warp's instructions per block and give every scheduler two warps to hide
+// latency (one warp per scheduler issued every 2.8 cycles, ncu). heads_per_kv < 16 pads the
+// tile with zero q rows (computed, never written); > 16 uses several tiles. Blocks stream into
+// shared memory with 16-byte cp.async, kTcStages blocks deep, and are read with ldmatrix.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -63,23 +64,16 @@ inline constexpr int kTcStageHalfs = 2 * kTcTileHalfs;
 inline constexpr int kTcSlotHalfs = kTcStages * kTcStageHalfs;
 inline constexpr int kTcWarpsPerSlot = 2;
 inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
-inline constexpr int kTcThreads = kMaxWarpsPerWorkgroup * kTcPairThreads;
 // Pair exchange area per slot, in 32-bit words: block max [2 halves][16 heads], weight sums
 // [2][16], P fragments [2 halves][hi, lo][4 registers][32 lanes].
 inline constexpr int kTcXMax = 0;
 inline constexpr int kTcXSum = 2 * 16;
 inline constexpr int kTcXP = 4 * 16;
 inline constexpr int kTcXWords = kTcXP + 2 * 2 * 4 * kWarpSize;
-// The workgroup merge area (per warp: 16 heads x [m, s, o[128]]) reuses the tiles' memory.
-inline constexpr int kTcMergeStride = 2 + kHeadDim;
 static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the slot's last block");
-static_assert(kMaxWarpsPerWorkgroup * kTcHeads * kTcMergeStride * 4 <= kTcSlotHalfs * 2,
-              "the merge area must fit in one slot's tiles");
 
-// Tiles of `slots` warp slots, then their exchange areas.
-inline std::size_t tc_smem_bytes(int slots) {
-  return static_cast<std::size_t>(slots) * (kTcSlotHalfs * sizeof(std::uint16_t) + kTcXWords * sizeof(unsigned));
-}
+// A CTA's shared memory: its slot's tiles, then the pair's exchange area (53 KB at 3 stages).
+inline constexpr std::size_t kTcSmemBytes = kTcSlotHalfs * sizeof(std::uint16_t) + kTcXWords * sizeof(unsigned);
 
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -214,24 +208,23 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
 template <class Family>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_t* smem) {
   const Schedule sched = p.sched;
-  const int wg = static_cast<int>(blockIdx.y);
-  if (wg >= sched.nwg) return;
+  const int flat = static_cast<int>(blockIdx.y);  // the DAG's flat warp slot w * nsg + g
+  if (flat >= sched.slots()) return;
+  const int wg = flat / sched.nsg;
+  const int slot = flat % sched.nsg;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int slot = warp / kTcWarpsPerSlot;  // the DAG's warp slot g
-  const int half = warp % kTcWarpsPerSlot;
+  const int half = static_cast<int>(threadIdx.x) / kWarpSize;
   const int hpk = p.shape.heads_per_kv();
   const int tiles = (hpk + kTcHeads - 1) / kTcHeads;
   const int kvh = static_cast<int>(blockIdx.x) / tiles;
   const int tile = static_cast<int>(blockIdx.x) % tiles;
   const int group = lane >> 2;  // C/A fragment row: heads `group` and `group + 8` of the tile
   const int quad = lane & 3;    // C/A fragment column pair 2*quad, 2*quad + 1
-  const int slots = static_cast<int>(blockDim.x) / kTcPairThreads;
 
   if constexpr (Family::kFusedStore) {
     // One warp per KV head stores the current row (f16) into the plane; no CTA of this launch
     // reads that row from the plane (it is zero-filled and taken from the activations).
-    if (tile == 0 && wg == 0 && warp == 0) {
+    if (tile == 0 && flat == 0 && half == 0) {
       const int d0 = lane * kDimsPerLane;
       const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
       store_half4(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
@@ -239,7 +232,6 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
     }
   }
 
-  float* merge = reinterpret_cast<float*>(smem);
   SoftmaxStats st[2];
   float o[kHeadDim / 16][4];
 #pragma unroll
@@ -247,7 +239,6 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
 
-  const bool slot_live = slot < sched.nsg;
   {
     TcQ q;
     const int h0 = tile * kTcHeads + group;
@@ -265,8 +256,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         split_pair(c.x, c.y, q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
       }
     }
-    std::uint16_t* wsm = smem + slot * kTcSlotHalfs;
-    unsigned* xch = reinterpret_cast<unsigned*>(smem + slots * kTcSlotHalfs) + slot * kTcXWords;
+    std::uint16_t* wsm = smem;
+    unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcSlotHalfs);
     float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
     float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
     unsigned* xp = xch + kTcXP;
@@ -278,23 +269,19 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
 #pragma unroll
     for (int s = 0; s < kTcStages - 1; ++s) {
       const int b = b0 + s * stride;
-      if (slot_live && b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
+      if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
       cp_async_commit();
     }
-    // Every warp of the CTA runs slot 0's iteration count (slot 0 owns the most blocks), so the
-    // pair exchanges are ordered by CTA-wide barriers; a warp whose slot has no block at an
-    // iteration only takes part in the barriers.
-    const int iters = (sched.blocks - sched.first_block(wg, 0) + stride - 1) / stride;
-    const int last = sched.blocks - 1;
-    const bool cta_current = Family::kFusedStore && wg == (last % stride) / sched.nsg;
+    // Both warps of the pair walk the slot's blocks (every slot owns at least one: slots <=
+    // blocks); the pair exchanges are ordered by the CTA's barriers.
+    const int iters = (sched.blocks - b0 + stride - 1) / stride;
     for (int i = 0; i < iters; ++i) {
       const int b = b0 + i * stride;
-      const bool live = slot_live && b < sched.blocks;
       // Block i's rows (both halves') have landed; both warps are done with block i - 1.
       cp_async_wait<kTcStages - 2>();
       __syncthreads();
       const int ahead = b + (kTcStages - 1) * stride;
-      if (live && ahead < sched.blocks)
+      if (ahead < sched.blocks)
         tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
       cp_async_commit();
 
@@ -306,7 +293,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       std::uint16_t* klo = nullptr;
       std::uint16_t* vlo = nullptr;
       if constexpr (Family::kFusedStore) {
-        has_current = live && first + count == p.visible;
+        has_current = first + count == p.visible;
         if (has_current) {
           // The slot's last block: the next stage holds nothing in flight, so it takes the lo
           // tiles (zero except the current row). Half 0 builds them.
@@ -331,7 +318,9 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
             *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
           }
         }
-        if (cta_current && i == last / stride) __syncthreads();
+        // has_current is the same for both warps: the lo tiles and the current row are written
+        // before either warp reads them.
+        if (has_current) __syncthreads();
       }
 
       float acc[2][4];
@@ -340,7 +329,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       float bsum[2] = {0.0f, 0.0f};
       // This half's P fragment (its 16-token step), then the pair's two steps in token order.
       unsigned my_hi[4] = {0u, 0u, 0u, 0u}, my_lo[4] = {0u, 0u, 0u, 0u};
-      if (live) {
+      {
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -365,7 +354,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       }
       }
       __syncthreads();
-      if (live) {
+      {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         bmax[r] = fmaxf(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
@@ -395,7 +384,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       }
       }
       __syncthreads();
-      if (live) {
+      {
       const int other = 1 - half;
       unsigned phi[2][4], plo[2][4];
 #pragma unroll
@@ -424,60 +413,31 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
     }
     cp_async_wait<0>();
   }
-  __syncthreads();
 
-  // Warp end states into the merge area: [slot][head of tile][m, s, o[128]].
-  if (slot < sched.nsg) {
-    float* mine = merge + slot * kTcHeads * kTcMergeStride;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float* row = mine + (group + 8 * r) * kTcMergeStride;
-      if (quad == 0 && half == 0) {
-        row[0] = st[r].m;
-        row[1] = st[r].s;
-      }
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 16; ++j) {
-        row[2 + 64 * half + 8 * j + 2 * quad] = o[j][2 * r];
-        row[2 + 64 * half + 8 * j + 2 * quad + 1] = o[j][2 * r + 1];
-      }
-    }
-  }
-  __syncthreads();
-
-  // Step 4: merge the warp slots in slot order; one thread per (head, 4-dim chunk), as the DAG.
+  // This warp slot's partial, unmerged: [m, s, o[128]] at partials[((head * nwg + w) * nsg + g)
+  // * 130] (the reducer merges the slots of a workgroup in slot order). Half h holds o dims
+  // 64h..64h+63 of heads `group` (r = 0) and `group + 8` (r = 1); both halves hold the same (m, s).
   const int pstride = partial_stride(kHeadDim);
-  for (int it = static_cast<int>(threadIdx.x); it < kTcHeads * kWarpSize; it += static_cast<int>(blockDim.x)) {
-    const int h = it / kWarpSize;
-    const int c = (it % kWarpSize) * kDimsPerLane;
-    if (tile * kTcHeads + h >= hpk) continue;  // padding rows of the tile: never written
-    float m_all = merge[h * kTcMergeStride];
-    for (int g = 1; g < sched.nsg; ++g) m_all = fmaxf(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
-    float s_all = 0.0f;
-    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int g = 0; g < sched.nsg; ++g) {
-      const float* row = merge + (g * kTcHeads + h) * kTcMergeStride;
-      const float cg = rescale_factor(row[0], m_all);
-      s_all = fmaf(row[1], cg, s_all);
 #pragma unroll
-      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(row[2 + c + jj], cg, o_all[jj]);
-    }
-    const int head = kvh * hpk + tile * kTcHeads + h;
-    float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg + wg) * pstride;
-    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
-    *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o_all[0], o_all[1]);
-    *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o_all[2], o_all[3]);
+  for (int r = 0; r < 2; ++r) {
+    const int h = tile * kTcHeads + group + 8 * r;
+    if (h >= hpk) continue;  // padding rows of the tile: never written
+    float* dst = p.partials + (static_cast<std::int64_t>(kvh * hpk + h) * sched.nwg * sched.nsg + flat) * pstride;
+    if (quad == 0 && half == 0) *reinterpret_cast<float2*>(dst) = make_float2(st[r].m, st[r].s);
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 16; ++j)
+      *reinterpret_cast<float2*>(dst + 2 + 64 * half + 8 * j + 2 * quad) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
   }
 }
 
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel(ProducerParams p) {
+__global__ void __launch_bounds__(kTcPairThreads) producer_tc_kernel(ProducerParams p) {
   extern __shared__ __align__(16) std::uint16_t tc_smem[];
   produce_tc<Family>(p, tc_smem);
 }
 
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const ProducerParams* pp) {
+__global__ void __launch_bounds__(kTcPairThreads) producer_tc_kernel_indirect(const ProducerParams* pp) {
   extern __shared__ __align__(16) std::uint16_t tc_smem[];
   const ProducerParams p = *pp;
   produce_tc<Family>(p, tc_smem);
@@ -488,7 +448,7 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
                                cudaStream_t stream) {
   // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel.
   static const cudaError_t opt_in = [] {
-    const int bytes = static_cast<int>(tc_smem_bytes(kMaxWarpsPerWorkgroup));
+    const int bytes = static_cast<int>(kTcSmemBytes);
     const cudaError_t a =
         cudaFuncSetAttribute(producer_tc_kernel<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     const cudaError_t b =
@@ -499,14 +459,13 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
   const int tiles = (shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
   const unsigned x = static_cast<unsigned>(shape.n_kv_heads * tiles);
   if (dp == nullptr) {
-    if (p.sched.nwg <= 0) return cudaSuccess;
-    const dim3 grid(x, static_cast<unsigned>(p.sched.nwg));
-    producer_tc_kernel<Family><<<grid, static_cast<unsigned>(p.sched.nsg * kTcPairThreads),
-                                 tc_smem_bytes(p.sched.nsg), stream>>>(p);
+    if (p.sched.slots() <= 0) return cudaSuccess;
+    const dim3 grid(x, static_cast<unsigned>(p.sched.slots()));
+    producer_tc_kernel<Family><<<grid, kTcPairThreads, kTcSmemBytes, stream>>>(p);
   } else {
-    const dim3 grid(x, static_cast<unsigned>(kMaxWorkgroups));
-    producer_tc_kernel_indirect<Family>
-        <<<grid, static_cast<unsigned>(kTcThreads), tc_smem_bytes(kMaxWarpsPerWorkgroup), stream>>>(dp);
+    // The worst case over every schedule; CTAs past this token's slots exit at once.
+    const dim3 grid(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup));
+    producer_tc_kernel_indirect<Family><<<grid, kTcPairThreads, kTcSmemBytes, stream>>>(dp);
   }
   return cudaGetLastError();
 }

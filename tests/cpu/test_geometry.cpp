@@ -76,14 +76,17 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(Scratch, SizedFromTheLadderAndTheSchedule) {
   const Geometry g = Geometry::muse_glimmer();
-  // splitk at a full window: nwg = min(64 blocks, 32) = 32 partials of 2 + 128 floats per head.
+  // splitk at a full window: nwg = min(64 blocks, 32), nsg 1: 32 partials of 2 + 128 floats per head.
   EXPECT_EQ(scratch_needs(Route::splitk, g, 2048).partial_floats, 32 * 32 * 130);
+  // At 8192 the schedule has 4 warps per workgroup: one partial per warp slot.
+  EXPECT_EQ(scratch_needs(Route::splitk, g, 8192).partial_floats, 32 * 32 * 4 * 130);
   EXPECT_EQ(scratch_needs(Route::splitk, g, 2048).stage_halfs, 0);
   // staged pads visible up to a multiple of 32 rows: 2017 -> 64 blocks = 2048 rows, x 2 planes x 2 heads x 128.
   EXPECT_EQ(scratch_needs(Route::staged, g, 2017).stage_halfs, 2 * 2048 * 2 * 128);
   EXPECT_EQ(scratch_needs(Route::vec, g, 100).pad_halfs, 2 * 32 * 2 * 128);
   const ScratchNeeds worst = max_scratch_needs(g);
-  EXPECT_EQ(worst.partial_floats, 32 * 32 * 130);
+  // The NoPE layers reach max_context (nwg 32, nsg 4).
+  EXPECT_EQ(worst.partial_floats, 32 * 32 * 4 * 130);
   EXPECT_EQ(worst.stage_halfs, 2 * 2048 * 2 * 128);
   EXPECT_EQ(worst.pad_halfs, 2 * 32 * 2 * 128);
 }
