@@ -10,17 +10,26 @@
 namespace ladder::cuda_detail {
 namespace {
 
-// One warp per query head; lane l owns dims 4l..4l+3.
-//
-// Lane w owns workgroup w's (m, s) — for parts > 1 it first merges that workgroup's warp
-// partials in warp order (step 4: M = max m_g, c_g = rescale_factor(m_g, M), S = fmaf chain from
-// 0), exactly as a producer that merges would have — so the head costs one round trip to memory
-// for the statistics instead of nwg; the o chains below are the same fmaf chains in the same
-// order as the CPU twin's (parts = 1) or the merging producer's (parts > 1).
+// One CTA per query head, kReduceWarps warps: thread d owns output dim d (warp r: dims
+// 32r..32r+31). Every o load is a coalesced 128-byte row segment and all of a batch's loads are
+// in flight at once: with one warp per head holding 4 dims per lane, the nsg-times larger
+// partials of the tensor-core producer (128 per head at nsg 4) cost ~4 us of serial L2 round
+// trips (docs/perf.md, change 5).
+inline constexpr int kReduceWarps = kHeadDim / kWarpSize;
+inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
+// Workgroups whose partials one batch loads before its fmaf chains (x parts <= 4 loads each).
+inline constexpr int kReduceBatch = 8;
+
+// In each warp, lane w owns workgroup w's statistics (m, s) and, for parts > 1, first merges
+// that workgroup's warp partials in warp order (step 4: M = max m_g, c_g = rescale_factor(m_g,
+// M), S = fmaf chain from 0) exactly as a producer that merges would have; the o chains below
+// are the same fmaf chains in the same order as the CPU twin's (parts = 1) or the merging
+// producer's (parts > 1), dim by dim, so which thread holds a dim never changes a bit.
 __device__ void reduce(const ReduceParams& p) {
   const int head = static_cast<int>(blockIdx.x);
   if (head >= p.shape.n_heads || p.nwg <= 0) return;
-  const int lane = static_cast<int>(threadIdx.x);
+  const int d = static_cast<int>(threadIdx.x);
+  const int lane = d % kWarpSize;
   const int stride = partial_stride(kHeadDim);
   const int parts = p.parts;
   const float* base = p.partials + static_cast<std::int64_t>(head) * p.nwg * parts * stride;
@@ -51,79 +60,39 @@ __device__ void reduce(const ReduceParams& p) {
   for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = fmaxf(m_all, __shfl_xor_sync(kFullMask, m_all, off));
   const float my_c = rescale_factor(my_m, m_all);
   float s_all = 0.0f;
-  float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const int c = lane * kDimsPerLane;
-  // o starts 2 floats into a 130-float partial: 8-byte aligned only. Loads run kReduceBatch
-  // partials ahead of the fmaf chains.
-  constexpr int kReduceBatch = 8;
-  if (parts == 1) {
-    for (int w0 = 0; w0 < p.nwg; w0 += kReduceBatch) {
-      float2 lo[kReduceBatch], hi[kReduceBatch];
+  float o_all = 0.0f;
+  for (int w0 = 0; w0 < p.nwg; w0 += kReduceBatch) {
+    float v[kReduceBatch][kMaxWarpsPerWorkgroup];
 #pragma unroll
-      for (int k = 0; k < kReduceBatch; ++k) {
-        if (w0 + k < p.nwg) {
-          const float* part = base + (w0 + k) * stride;
-          lo[k] = *reinterpret_cast<const float2*>(part + 2 + c);
-          hi[k] = *reinterpret_cast<const float2*>(part + 2 + c + 2);
-        }
-      }
+    for (int k = 0; k < kReduceBatch; ++k)
 #pragma unroll
-      for (int k = 0; k < kReduceBatch; ++k) {
-        const float cw = __shfl_sync(kFullMask, my_c, (w0 + k) % kWarpSize);
-        const float sw = __shfl_sync(kFullMask, my_s, (w0 + k) % kWarpSize);
-        if (w0 + k < p.nwg) {
-          s_all = fmaf(sw, cw, s_all);
-          o_all[0] = fmaf(lo[k].x, cw, o_all[0]);
-          o_all[1] = fmaf(lo[k].y, cw, o_all[1]);
-          o_all[2] = fmaf(hi[k].x, cw, o_all[2]);
-          o_all[3] = fmaf(hi[k].y, cw, o_all[3]);
-        }
-      }
-    }
-  } else {
-    // Two workgroups (2 x parts <= kReduceBatch partials) per batch of loads.
-    constexpr int kWgPerBatch = kReduceBatch / kMaxWarpsPerWorkgroup;
-    for (int w0 = 0; w0 < p.nwg; w0 += kWgPerBatch) {
-      float2 lo[kWgPerBatch][kMaxWarpsPerWorkgroup], hi[kWgPerBatch][kMaxWarpsPerWorkgroup];
+      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g)
+        v[k][g] = (w0 + k < p.nwg && g < parts) ? base[((w0 + k) * parts + g) * stride + 2 + d] : 0.0f;
 #pragma unroll
-      for (int k = 0; k < kWgPerBatch; ++k)
-#pragma unroll
-        for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g)
-          if (w0 + k < p.nwg && g < parts) {
-            const float* part = base + ((w0 + k) * parts + g) * stride;
-            lo[k][g] = *reinterpret_cast<const float2*>(part + 2 + c);
-            hi[k][g] = *reinterpret_cast<const float2*>(part + 2 + c + 2);
-          }
-#pragma unroll
-      for (int k = 0; k < kWgPerBatch; ++k) {
-        const int src = (w0 + k) % kWarpSize;
-        const float cw = __shfl_sync(kFullMask, my_c, src);
-        const float sw = __shfl_sync(kFullMask, my_s, src);
-        float o_w[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < kReduceBatch; ++k) {
+      const int src = (w0 + k) % kWarpSize;
+      const float cw = __shfl_sync(kFullMask, my_c, src);
+      const float sw = __shfl_sync(kFullMask, my_s, src);
+      float o_w = v[k][0];
+      if (parts > 1) {
+        o_w = 0.0f;
 #pragma unroll
         for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
           const float cg = __shfl_sync(kFullMask, part_c[g], src);
-          if (w0 + k < p.nwg && g < parts) {
-            o_w[0] = fmaf(lo[k][g].x, cg, o_w[0]);
-            o_w[1] = fmaf(lo[k][g].y, cg, o_w[1]);
-            o_w[2] = fmaf(hi[k][g].x, cg, o_w[2]);
-            o_w[3] = fmaf(hi[k][g].y, cg, o_w[3]);
-          }
+          if (g < parts) o_w = fmaf(v[k][g], cg, o_w);
         }
-        if (w0 + k < p.nwg) {
-          s_all = fmaf(sw, cw, s_all);
-#pragma unroll
-          for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(o_w[jj], cw, o_all[jj]);
-        }
+      }
+      if (w0 + k < p.nwg) {
+        s_all = fmaf(sw, cw, s_all);
+        o_all = fmaf(o_w, cw, o_all);
       }
     }
   }
-  *reinterpret_cast<float4*>(p.out + head * kHeadDim + c) =
-      make_float4(o_all[0] / s_all, o_all[1] / s_all, o_all[2] / s_all, o_all[3] / s_all);
+  p.out[head * kHeadDim + d] = o_all / s_all;
 }
 
-__global__ void __launch_bounds__(kWarpSize) reduce_kernel(ReduceParams p) { reduce(p); }
-__global__ void __launch_bounds__(kWarpSize) reduce_kernel_indirect(const ReduceParams* pp) {
+__global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) { reduce(p); }
+__global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp) {
   const ReduceParams p = *pp;
   reduce(p);
 }
@@ -133,9 +102,9 @@ __global__ void __launch_bounds__(kWarpSize) reduce_kernel_indirect(const Reduce
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream) {
   const unsigned heads = static_cast<unsigned>(p.shape.n_heads);
   if (dp == nullptr)
-    reduce_kernel<<<heads, kWarpSize, 0, stream>>>(p);
+    reduce_kernel<<<heads, kReduceThreads, 0, stream>>>(p);
   else
-    reduce_kernel_indirect<<<heads, kWarpSize, 0, stream>>>(dp);
+    reduce_kernel_indirect<<<heads, kReduceThreads, 0, stream>>>(dp);
   return cudaGetLastError();
 }
 
