@@ -20,14 +20,12 @@ inline constexpr int kMaxWorkgroups = 32;
 // launch rule), so deep planes get more lanes per workgroup instead of more workgroups.
 inline constexpr int kMaxWarpsPerWorkgroup = 4;
 
-// GPU tensor-core producer (src/cuda/producer_tc.cuh): blocks each warp slot (a pair of warps)
-// keeps in shared memory, one computing while kTcStages - 1 stream in (16-byte cp.async). At
-// batch 1 the pinned schedule gives only n_kv_heads x 32 workgroups (64 CTAs for Muse Glimmer on
-// 132 SMs), so bytes in flight per SM decide the bandwidth: 3 stages keep 2 x 16 KB per slot in
-// flight (128 KB per CTA) and 4 slots x (51 KB + 1 KB of exchange) fit the H200's 227 KB of
-// shared memory per block. Measured (docs/perf.md, "Tensor-core producer"): 0.37-0.46 of the
-// ceiling at 131072 tokens, with DRAM ~32 % busy: per-SM cp.async traffic, not stage depth, is
-// the limit there; more stages do not fit.
+// GPU tensor-core producer (src/cuda/producer_tc.cuh): blocks each pair of warps keeps in
+// shared memory, one computing while kTcStages - 1 stream in (16-byte cp.async). Measured on
+// the H200 (docs/perf.md, change 5b): 3, 5 and 7 stages gave 57.5, 59.1 and 101.5 us for
+// splitk at 131072 tokens: bytes in flight are not the limit (ncu: one warp per scheduler,
+// latency-bound issue), and 7 stages fit only one CTA per SM. 3 keeps a CTA (two pairs) at
+// 106 KB, two CTAs per SM.
 inline constexpr int kTcStages = 3;
 
 // First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy

@@ -64,16 +64,26 @@ inline constexpr int kTcStageHalfs = 2 * kTcTileHalfs;
 inline constexpr int kTcSlotHalfs = kTcStages * kTcStageHalfs;
 inline constexpr int kTcWarpsPerSlot = 2;
 inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
+// Pairs of warps per CTA (per warp slot): pair p takes the slot's blocks p, p + kTcPairs, ...
+// and the pairs merge their states at the end, pair 0 first. With one pair per CTA ncu saw 1
+// active warp per scheduler, eligible 28 % of cycles (docs/perf.md, change 6).
+inline constexpr int kTcPairs = 2;
+inline constexpr int kTcThreads = kTcPairs * kTcPairThreads;
 // Pair exchange area per slot, in 32-bit words: block max [2 halves][16 heads], weight sums
 // [2][16], P fragments [2 halves][hi, lo][4 registers][32 lanes].
 inline constexpr int kTcXMax = 0;
 inline constexpr int kTcXSum = 2 * 16;
 inline constexpr int kTcXP = 4 * 16;
 inline constexpr int kTcXWords = kTcXP + 2 * 2 * 4 * kWarpSize;
+// The pair merge area (per pair: 16 heads x [m, s, o[128]]) reuses the tiles' memory.
+inline constexpr int kTcMergeStride = 2 + kHeadDim;
 static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the slot's last block");
+static_assert(kTcPairs * kTcHeads * kTcMergeStride * 4 <= kTcSlotHalfs * 2, "the merge area must fit in the tiles");
 
-// A CTA's shared memory: its slot's tiles, then the pair's exchange area (53 KB at 3 stages).
-inline constexpr std::size_t kTcSmemBytes = kTcSlotHalfs * sizeof(std::uint16_t) + kTcXWords * sizeof(unsigned);
+// A CTA's shared memory: each pair's tiles, then each pair's exchange area (106 KB at 3 stages:
+// two CTAs per SM).
+inline constexpr std::size_t kTcSmemBytes =
+    kTcPairs * (kTcSlotHalfs * sizeof(std::uint16_t) + kTcXWords * sizeof(unsigned));
 
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -213,7 +223,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
   const int wg = flat / sched.nsg;
   const int slot = flat % sched.nsg;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int half = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int pair = static_cast<int>(threadIdx.x) / kTcPairThreads;
+  const int half = (static_cast<int>(threadIdx.x) / kWarpSize) % kTcWarpsPerSlot;
   const int hpk = p.shape.heads_per_kv();
   const int tiles = (hpk + kTcHeads - 1) / kTcHeads;
   const int kvh = static_cast<int>(blockIdx.x) / tiles;
@@ -224,7 +235,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
   if constexpr (Family::kFusedStore) {
     // One warp per KV head stores the current row (f16) into the plane; no CTA of this launch
     // reads that row from the plane (it is zero-filled and taken from the activations).
-    if (tile == 0 && flat == 0 && half == 0) {
+    if (tile == 0 && flat == 0 && threadIdx.x < kWarpSize) {
       const int d0 = lane * kDimsPerLane;
       const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
       store_half4(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
@@ -256,32 +267,42 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         split_pair(c.x, c.y, q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
       }
     }
-    std::uint16_t* wsm = smem;
-    unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcSlotHalfs);
+    std::uint16_t* wsm = smem + pair * kTcSlotHalfs;
+    unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcPairs * kTcSlotHalfs) + pair * kTcXWords;
     float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
     float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
     unsigned* xp = xch + kTcXP;
     const float scale = p.shape.scale;
     const int b0 = sched.first_block(wg, slot);
     const int stride = sched.block_stride();
+    // This pair's blocks: the slot's blocks pair, pair + kTcPairs, ...
+    const int pair_b0 = b0 + pair * stride;
+    const int pair_stride = kTcPairs * stride;
 
-    // Prologue: this slot's blocks 0 .. kTcStages-2 in flight (an empty group where none).
+    // Prologue: this pair's blocks 0 .. kTcStages-2 in flight (an empty group where none).
 #pragma unroll
     for (int s = 0; s < kTcStages - 1; ++s) {
-      const int b = b0 + s * stride;
+      const int b = pair_b0 + s * pair_stride;
       if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
       cp_async_commit();
     }
-    // Both warps of the pair walk the slot's blocks (every slot owns at least one: slots <=
-    // blocks); the pair exchanges are ordered by the CTA's barriers.
-    const int iters = (sched.blocks - b0 + stride - 1) / stride;
+    // Every warp runs pair 0's iteration count (every slot owns at least one block: slots <=
+    // blocks; pair 1 has one fewer when the slot's count is odd), so the pair exchanges are
+    // ordered by CTA-wide barriers; a pair without a block at an iteration only takes part in
+    // the barriers.
+    const int slot_blocks = (sched.blocks - b0 + stride - 1) / stride;
+    const int iters = (slot_blocks + kTcPairs - 1) / kTcPairs;
+    const int last = sched.blocks - 1;
+    const bool cta_current = Family::kFusedStore && last % stride == flat;
+    const int current_iter = (last - b0) / stride / kTcPairs;
     for (int i = 0; i < iters; ++i) {
-      const int b = b0 + i * stride;
+      const int b = pair_b0 + i * pair_stride;
+      const bool live = b < sched.blocks;
       // Block i's rows (both halves') have landed; both warps are done with block i - 1.
       cp_async_wait<kTcStages - 2>();
       __syncthreads();
-      const int ahead = b + (kTcStages - 1) * stride;
-      if (ahead < sched.blocks)
+      const int ahead = b + (kTcStages - 1) * pair_stride;
+      if (live && ahead < sched.blocks)
         tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
       cp_async_commit();
 
@@ -293,7 +314,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       std::uint16_t* klo = nullptr;
       std::uint16_t* vlo = nullptr;
       if constexpr (Family::kFusedStore) {
-        has_current = first + count == p.visible;
+        has_current = live && first + count == p.visible;
         if (has_current) {
           // The slot's last block: the next stage holds nothing in flight, so it takes the lo
           // tiles (zero except the current row). Half 0 builds them.
@@ -318,9 +339,9 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
             *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
           }
         }
-        // has_current is the same for both warps: the lo tiles and the current row are written
-        // before either warp reads them.
-        if (has_current) __syncthreads();
+        // The lo tiles and the current row are written before either warp of the pair reads
+        // them (a CTA-uniform condition).
+        if (cta_current && i == current_iter) __syncthreads();
       }
 
       float acc[2][4];
@@ -329,7 +350,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       float bsum[2] = {0.0f, 0.0f};
       // This half's P fragment (its 16-token step), then the pair's two steps in token order.
       unsigned my_hi[4] = {0u, 0u, 0u, 0u}, my_lo[4] = {0u, 0u, 0u, 0u};
-      {
+      if (live) {
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -354,7 +375,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       }
       }
       __syncthreads();
-      {
+      if (live) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         bmax[r] = fmaxf(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
@@ -384,7 +405,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       }
       }
       __syncthreads();
-      {
+      if (live) {
       const int other = 1 - half;
       unsigned phi[2][4], plo[2][4];
 #pragma unroll
@@ -414,30 +435,65 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
     cp_async_wait<0>();
   }
 
-  // This warp slot's partial, unmerged: [m, s, o[128]] at partials[((head * nwg + w) * nsg + g)
-  // * 130] (the reducer merges the slots of a workgroup in slot order). Half h holds o dims
+  __syncthreads();  // every pair is done with its tiles: the merge area reuses them
+
+  // Pair end states into the merge area: [pair][head of tile][m, s, o[128]]. Half h holds o dims
   // 64h..64h+63 of heads `group` (r = 0) and `group + 8` (r = 1); both halves hold the same (m, s).
+  float* merge = reinterpret_cast<float*>(smem);
+  {
+    float* mine = merge + pair * kTcHeads * kTcMergeStride;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float* row = mine + (group + 8 * r) * kTcMergeStride;
+      if (quad == 0 && half == 0) {
+        row[0] = st[r].m;
+        row[1] = st[r].s;
+      }
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 16; ++j) {
+        row[2 + 64 * half + 8 * j + 2 * quad] = o[j][2 * r];
+        row[2 + 64 * half + 8 * j + 2 * quad + 1] = o[j][2 * r + 1];
+      }
+    }
+  }
+  __syncthreads();
+
+  // The slot's partial: the pairs merged in pair order by softmax.hpp's rule (an empty pair has
+  // m = -inf and contributes exactly 0), one thread per (head, 4-dim chunk), written unmerged
+  // with the other slots at partials[((head * nwg + w) * nsg + g) * 130] (the reducer merges the
+  // slots of a workgroup in slot order).
   const int pstride = partial_stride(kHeadDim);
+  for (int it = static_cast<int>(threadIdx.x); it < kTcHeads * kWarpSize; it += static_cast<int>(blockDim.x)) {
+    const int h = it / kWarpSize;
+    const int c = (it % kWarpSize) * kDimsPerLane;
+    if (tile * kTcHeads + h >= hpk) continue;  // padding rows of the tile: never written
+    float m_all = merge[h * kTcMergeStride];
+    for (int g = 1; g < kTcPairs; ++g) m_all = fmaxf(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
+    float s_all = 0.0f;
+    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int g = 0; g < kTcPairs; ++g) {
+      const float* row = merge + (g * kTcHeads + h) * kTcMergeStride;
+      const float cg = rescale_factor(row[0], m_all);
+      s_all = fmaf(row[1], cg, s_all);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int h = tile * kTcHeads + group + 8 * r;
-    if (h >= hpk) continue;  // padding rows of the tile: never written
-    float* dst = p.partials + (static_cast<std::int64_t>(kvh * hpk + h) * sched.nwg * sched.nsg + flat) * pstride;
-    if (quad == 0 && half == 0) *reinterpret_cast<float2*>(dst) = make_float2(st[r].m, st[r].s);
-#pragma unroll
-    for (int j = 0; j < kHeadDim / 16; ++j)
-      *reinterpret_cast<float2*>(dst + 2 + 64 * half + 8 * j + 2 * quad) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(row[2 + c + jj], cg, o_all[jj]);
+    }
+    const int head = kvh * hpk + tile * kTcHeads + h;
+    float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg * sched.nsg + flat) * pstride;
+    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
+    *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o_all[0], o_all[1]);
+    *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o_all[2], o_all[3]);
   }
 }
 
 template <class Family>
-__global__ void __launch_bounds__(kTcPairThreads) producer_tc_kernel(ProducerParams p) {
+__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel(ProducerParams p) {
   extern __shared__ __align__(16) std::uint16_t tc_smem[];
   produce_tc<Family>(p, tc_smem);
 }
 
 template <class Family>
-__global__ void __launch_bounds__(kTcPairThreads) producer_tc_kernel_indirect(const ProducerParams* pp) {
+__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const ProducerParams* pp) {
   extern __shared__ __align__(16) std::uint16_t tc_smem[];
   const ProducerParams p = *pp;
   produce_tc<Family>(p, tc_smem);
@@ -461,11 +517,11 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     const dim3 grid(x, static_cast<unsigned>(p.sched.slots()));
-    producer_tc_kernel<Family><<<grid, kTcPairThreads, kTcSmemBytes, stream>>>(p);
+    producer_tc_kernel<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(p);
   } else {
     // The worst case over every schedule; CTAs past this token's slots exit at once.
     const dim3 grid(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup));
-    producer_tc_kernel_indirect<Family><<<grid, kTcPairThreads, kTcSmemBytes, stream>>>(dp);
+    producer_tc_kernel_indirect<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(dp);
   }
   return cudaGetLastError();
 }

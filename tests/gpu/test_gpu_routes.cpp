@@ -72,8 +72,11 @@ std::vector<PlaneCase> plane_sweep(int n_kv) {
                  small ? std::vector<int>{3, 40} : std::vector<int>{0, 3, 15, 16, 40, 64, 97}});
   out.push_back({"grow32", growing_config(n_kv, kHeadDim, 32, 4096),
                  small ? std::vector<int>{31, 70} : std::vector<int>{1, 31, 32, 33, 70, 255, 300}});
-  if (!small)  // deep enough that the schedule reaches nsg 4 and nwg 32
-    out.push_back({"grow-deep", growing_config(n_kv, kHeadDim, 256, 8192), {2100, 4100}});
+  // Deep enough that the schedule reaches nsg 2 and 4 with nwg 32; at 12000 tokens (375 blocks,
+  // 128 warp slots) a slot owns 2-3 blocks, so both pairs of a tensor-core CTA hold blocks and
+  // their end merge runs on data (the reduced sweep keeps that one).
+  out.push_back({"grow-deep", growing_config(n_kv, kHeadDim, 256, 16384),
+                 small ? std::vector<int>{12000} : std::vector<int>{2100, 4100, 12000}});
   return out;
 }
 
@@ -167,10 +170,16 @@ TEST(GpuRoutes, TensorCoreEveryRouteWithinReferenceAndRepeatable) {
 void wrapped_ring_parity(const cuda::LaunchTuning& tuning) {
   std::mt19937 rng(7);
   const HeadShape shape = make_shape(32, 2, kHeadDim);
-  constexpr int kWindow = 64;
-  for (int position : {64, 100, 127, 200}) {
-    SCOPED_TRACE(testing::Message() << "position " << position);
-    const PlaneConfig cfg = ring_config(2, kHeadDim, kWindow, kWindow, 4096);
+  struct Case {
+    int window, position;
+  };
+  // Window 64: one block per warp slot. Window 12288: 384 blocks over 128 warp slots, 3 per
+  // slot, so the tensor-core producer's two pairs both fold blocks before they merge.
+  for (const Case c : {Case{64, 64}, Case{64, 100}, Case{64, 127}, Case{64, 200}, Case{12288, 17000}}) {
+    const int window = c.window;
+    const int position = c.position;
+    SCOPED_TRACE(testing::Message() << "window " << window << " position " << position);
+    const PlaneConfig cfg = ring_config(2, kHeadDim, window, window, 32768);
     const std::size_t row = 2 * kHeadDim;
     std::vector<std::vector<float>> ks, vs;
     HostPlane wrapped = HostPlane::create(cfg).value();
@@ -182,11 +191,11 @@ void wrapped_ring_parity(const cuda::LaunchTuning& tuning) {
     const Token tok = random_token(shape, rng);
     // The unwrapped plane holds the same window, logical order from row 0, current token last.
     HostPlane unwrapped = HostPlane::create(cfg).value();
-    for (int t = 0; t + 1 < kWindow; ++t) {
-      const int src = position - (kWindow - 1) + t;
+    for (int t = 0; t + 1 < window; ++t) {
+      const int src = position - (window - 1) + t;
       ASSERT_TRUE(unwrapped.append_row(t, ks[src].data(), vs[src].data()).ok());
     }
-    const GpuRun vec = run_gpu_on_copy(Route::vec, unwrapped, kWindow - 1, shape, tok, tuning);
+    const GpuRun vec = run_gpu_on_copy(Route::vec, unwrapped, window - 1, shape, tok, tuning);
     const GpuRun staged = run_gpu_on_copy(Route::staged, wrapped, position, shape, tok, tuning);
     const GpuRun splitk = run_gpu_on_copy(Route::splitk, wrapped, position, shape, tok, tuning);
     ASSERT_TRUE(vec.status.ok()) << vec.status.to_string();
