@@ -74,6 +74,15 @@ struct PlaneConfig {
 // Growing: never wraps; doubles capacity (capped at max_context) when full.
 Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& state, int position);
 
+// An append planned and, when a growing plane must grow, its grown rows already allocated (the
+// old rows copied in): committing it cannot fail. An engine prepares every layer's append
+// before it commits any, so running out of memory while a plane grows leaves every plane as it
+// was. The cost is holding every growing layer's new rows at once at the token where they grow.
+struct PreparedAppend {
+  AppendPlan plan;
+  std::vector<std::uint16_t> k, v;  // the grown rows; empty when the plane does not grow
+};
+
 // A plane in host memory: the CPU device's storage and the tests' reference storage.
 class HostPlane {
  public:
@@ -86,6 +95,11 @@ class HostPlane {
   // Metadata half of an append; growth (with data preserved) happens here. Returns the slot.
   // The row itself is written by a store kernel (or by write_row below).
   Result<int> append(int position);
+  // The same in two steps: prepare (may fail: a refused position, out of memory; the plane is
+  // untouched), then commit (cannot fail). `p` must come from this plane's prepare_append with
+  // no other append in between. Returns the slot.
+  Result<PreparedAppend> prepare_append(int position) const;
+  int commit_append(PreparedAppend&& p) noexcept;
   // Convenience: append and store f32 K/V for all KV heads ([n_kv_heads][head_dim] each).
   Result<int> append_row(int position, const float* k, const float* v);
   // Write f32 K/V rows of one token into a physical slot (rounded to f16).
@@ -99,7 +113,9 @@ class HostPlane {
 
  private:
   HostPlane(PlaneConfig cfg, PlaneState st) : cfg_(cfg), state_(st) {}
-  void grow(int new_capacity);
+  // The rows relaid out for a larger capacity (head-major: each KV head's rows move to their
+  // new, longer span), unwritten rows poisoned. Throws std::bad_alloc.
+  void grown_rows(int new_capacity, std::vector<std::uint16_t>& k, std::vector<std::uint16_t>& v) const;
   PlaneConfig cfg_;
   PlaneState state_;
   std::vector<std::uint16_t> k_, v_;

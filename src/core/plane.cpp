@@ -1,6 +1,7 @@
 #include "ladder/plane.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <fmt/format.h>
 
 #include "ladder/heuristics.hpp"
@@ -121,33 +122,46 @@ Result<HostPlane> HostPlane::create(const PlaneConfig& cfg) {
   return p;
 }
 
-void HostPlane::grow(int new_capacity) {
-  // Head-major: each KV head's rows move to their new, longer span; data preserved.
+void HostPlane::grown_rows(int new_capacity, std::vector<std::uint16_t>& nk, std::vector<std::uint16_t>& nv) const {
   const std::size_t hd = static_cast<std::size_t>(cfg_.head_dim);
   const std::size_t old_cap = static_cast<std::size_t>(state_.capacity);
   const std::size_t new_cap = static_cast<std::size_t>(new_capacity);
-  std::vector<std::uint16_t> nk(new_cap * cfg_.n_kv_heads * hd, kPoisonHalf);
-  std::vector<std::uint16_t> nv(nk.size(), kPoisonHalf);
+  nk.assign(new_cap * cfg_.n_kv_heads * hd, kPoisonHalf);
+  nv.assign(nk.size(), kPoisonHalf);
   for (int h = 0; h < cfg_.n_kv_heads; ++h) {
     std::copy_n(k_.begin() + h * old_cap * hd, old_cap * hd, nk.begin() + h * new_cap * hd);
     std::copy_n(v_.begin() + h * old_cap * hd, old_cap * hd, nv.begin() + h * new_cap * hd);
   }
-  k_.swap(nk);
-  v_.swap(nv);
+}
+
+Result<PreparedAppend> HostPlane::prepare_append(int position) const {
+  Result<AppendPlan> plan = plan_append(cfg_, state_, position);
+  if (!plan) return plan.status();
+  PreparedAppend p;
+  p.plan = *plan;
+  if (p.plan.grow_to > 0) {
+    try {
+      grown_rows(p.plan.grow_to, p.k, p.v);
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::out_of_memory, fmt::format("cannot grow plane to {} rows", p.plan.grow_to));
+    }
+  }
+  return p;
+}
+
+int HostPlane::commit_append(PreparedAppend&& p) noexcept {
+  if (p.plan.grow_to > 0) {
+    k_.swap(p.k);
+    v_.swap(p.v);
+  }
+  state_ = p.plan.next;
+  return p.plan.slot;
 }
 
 Result<int> HostPlane::append(int position) {
-  Result<AppendPlan> plan = plan_append(cfg_, state_, position);
-  if (!plan) return plan.status();
-  if (plan->grow_to > 0) {
-    try {
-      grow(plan->grow_to);
-    } catch (const std::bad_alloc&) {
-      return make_error(ErrorCode::out_of_memory, fmt::format("cannot grow plane to {} rows", plan->grow_to));
-    }
-  }
-  state_ = plan->next;
-  return plan->slot;
+  Result<PreparedAppend> p = prepare_append(position);
+  if (!p) return p.status();
+  return commit_append(std::move(*p));
 }
 
 void HostPlane::write_row(int slot, const float* k, const float* v) {

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "engine/backends.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
@@ -49,13 +51,13 @@ class CpuEngine final : public Engine {
 
   Status encode_token(int position, const TokenIO& io) override {
     LADDER_TRY(check_io(io, true));
-    LADDER_TRY(check_position(position));
+    std::vector<PreparedAppend> appends;
+    LADDER_TRY(prepare_all(position, appends));
     const std::size_t q_layer = static_cast<std::size_t>(g_.n_heads) * g_.head_dim;
     const std::size_t kv_layer = static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim;
     for (int layer = 0; layer < g_.n_layers; ++layer) {
       HostPlane& plane = planes_[static_cast<std::size_t>(layer)];
-      Result<int> slot = plane.append(position);
-      if (!slot) return with_layer(layer, slot.status());
+      const int slot = plane.commit_append(std::move(appends[static_cast<std::size_t>(layer)]));
       const LayerClass cls = g_.layer_class(layer);
       const RouteDecision decision = choose_route(cls, plane.state(), opt_.caps, sw_);
       if (opt_.record_trace) {
@@ -71,7 +73,7 @@ class CpuEngine final : public Engine {
       }
       const LayerIO lio{io.q + layer * q_layer, io.k + layer * kv_layer, io.v + layer * kv_layer,
                         io.out + layer * q_layer};
-      const Status st = cpu::run_route(decision.route, plane, position, *slot, shape_, lio, ws_);
+      const Status st = cpu::run_route(decision.route, plane, position, slot, shape_, lio, ws_);
       if (!st.ok()) return with_layer(layer, st);
     }
     return {};
@@ -79,12 +81,12 @@ class CpuEngine final : public Engine {
 
   Status fill_token(int position, const TokenIO& io) override {
     LADDER_TRY(check_io(io, false));
-    LADDER_TRY(check_position(position));
+    std::vector<PreparedAppend> appends;
+    LADDER_TRY(prepare_all(position, appends));
     const std::size_t kv_layer = static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim;
     for (int layer = 0; layer < g_.n_layers; ++layer) {
       HostPlane& plane = planes_[static_cast<std::size_t>(layer)];
-      Result<int> slot = plane.append(position);
-      if (!slot) return with_layer(layer, slot.status());
+      const int slot = plane.commit_append(std::move(appends[static_cast<std::size_t>(layer)]));
       StoreParams p;
       p.n_kv_heads = g_.n_kv_heads;
       p.head_dim = g_.head_dim;
@@ -93,7 +95,7 @@ class CpuEngine final : public Engine {
       p.plane_k = plane.k();
       p.plane_v = plane.v();
       p.strides = plane.strides();
-      p.slot = *slot;
+      p.slot = slot;
       cpu::store_rows(p);
     }
     return {};
@@ -113,13 +115,16 @@ class CpuEngine final : public Engine {
   void clear_trace() override { trace_.clear(); }
 
  private:
-  // K4 across layers: every plane is asked before any is touched, so a refused position leaves
-  // all of them as they were (not only the layer that refused).
-  Status check_position(int position) const {
+  // K4 across layers: every plane's append is prepared (planned, and grown rows allocated)
+  // before any is committed, so a refused position or an allocation failure while a NoPE plane
+  // grows leaves all of them as they were (not only the layer that failed).
+  Status prepare_all(int position, std::vector<PreparedAppend>& out) const {
+    out.clear();
+    out.reserve(static_cast<std::size_t>(g_.n_layers));
     for (int layer = 0; layer < g_.n_layers; ++layer) {
-      const HostPlane& plane = planes_[static_cast<std::size_t>(layer)];
-      Result<AppendPlan> plan = plan_append(plane.config(), plane.state(), position);
-      if (!plan) return with_layer(layer, plan.status());
+      Result<PreparedAppend> p = planes_[static_cast<std::size_t>(layer)].prepare_append(position);
+      if (!p) return with_layer(layer, p.status());
+      out.push_back(std::move(*p));
     }
     return {};
   }

@@ -83,6 +83,35 @@ TEST(GrowingPlane, SlotIsThePositionAndGrowthPreservesRows) {
   EXPECT_EQ(growths, 6);
 }
 
+// The two-step append the CPU engine uses so that an allocation failure while a NoPE plane
+// grows leaves every layer untouched: prepare mutates nothing (state and bytes), commit gives
+// exactly what append gives, on steps that grow and steps that do not.
+TEST(GrowingPlane, PrepareTouchesNothingAndCommitEqualsAppend) {
+  for (const PlaneConfig& cfg : {test::growing_config(2, 8, 2, 40), test::ring_config(2, 8, 5, 7, 40)}) {
+    HostPlane two_step = HostPlane::create(cfg).value();
+    HostPlane one_step = HostPlane::create(cfg).value();
+    const int elems = cfg.n_kv_heads * cfg.head_dim;
+    int grew = 0;
+    for (int pos = 0; pos < cfg.max_context; ++pos) {
+      const std::vector<float> k = row_values(pos, elems, 1.0f), v = row_values(pos, elems, -1.0f);
+      const HostPlane before = two_step;
+      Result<PreparedAppend> prepared = two_step.prepare_append(pos);
+      ASSERT_TRUE(prepared.ok()) << prepared.status().to_string();
+      EXPECT_TRUE(test::same_plane(two_step, before)) << "prepare changed the plane at " << pos;
+      grew += prepared->plan.grow_to > 0 ? 1 : 0;
+      const int slot = two_step.commit_append(std::move(*prepared));
+      two_step.write_row(slot, k.data(), v.data());
+      ASSERT_EQ(one_step.append_row(pos, k.data(), v.data()).value(), slot);
+      EXPECT_TRUE(test::same_plane(two_step, one_step)) << "position " << pos;
+    }
+    EXPECT_EQ(grew, cfg.kind == PlaneKind::growing ? 5 : 0);  // 2 -> 4 -> 8 -> 16 -> 32 -> 40
+    // A refused position is refused by prepare, and the plane stays as it was.
+    const HostPlane before = two_step;
+    EXPECT_FALSE(two_step.prepare_append(cfg.max_context).ok());
+    EXPECT_TRUE(test::same_plane(two_step, before));
+  }
+}
+
 TEST(Plane, UnwrittenRowsArePoisonedF16Nan) {
   for (const PlaneConfig& cfg : {test::ring_config(2, 8, 5, 7, 50), test::growing_config(2, 8, 4, 50)}) {
     HostPlane p = HostPlane::create(cfg).value();
