@@ -28,21 +28,24 @@
 //  * Interleaved: the current token's K/V come from the f32 activations, split into hi (written
 //    into the block's tile row, which is zero-filled, never read from the plane) and lo (a second
 //    tile that is zero except that row, run through the same score and P.V mmas).
-//  * Each warp slot writes its own [m, s, o] partial, unmerged (parts = nsg); the reducer
-//    (reduce.cu, shared) does the DAG's step 4 — the warp merge, in warp order, by the same
-//    rule — before merging the workgroups.
+//  * A warp slot's blocks are folded by kTcPairs pairs of warps (pair p takes the slot's blocks
+//    p, p + kTcPairs, ...), whose states merge in pair order by softmax.hpp's rule. Each warp
+//    slot then writes its [m, s, o] partial unmerged (parts = nsg); the reducer (reduce.cu,
+//    shared) does the DAG's step 4 — the warp-slot merge, in slot order, by the same rule —
+//    before merging the workgroups.
 //
 // Shape: one CTA per (KV head, tile of 16 sibling heads, DAG warp slot w*nsg + g): at batch 1
 // the pinned schedule has only n_kv_heads x nwg workgroups (64 for Muse Glimmer), and a CTA per
-// workgroup left 68 of 132 SMs idle (docs/perf.md, change 5). Each slot is a PAIR of warps
-// (half 0 and half 1) sharing the slot's tiles: half h issues rows 16h..16h+15 of each block,
+// workgroup left 68 of 132 SMs idle (docs/perf.md, change 5). A CTA holds kTcPairs pairs of
+// warps (docs/perf.md, change 6). Within a pair, half h issues rows 16h..16h+15 of each block,
 // scores tokens 16h..16h+15 (its 8 exps per lane), and accumulates o for dims 64h..64h+63. The
 // pair exchanges block maxima, weight sums (summed half 0 + half 1) and its P fragments through
 // shared memory, ordered by the CTA's barriers; both halves then hold the same (m, s). Two warps
-// per slot halve each warp's instructions per block and give every scheduler two warps to hide
+// per pair halve each warp's instructions per block and give every scheduler more warps to hide
 // latency (one warp per scheduler issued every 2.8 cycles, ncu). heads_per_kv < 16 pads the
 // tile with zero q rows (computed, never written); > 16 uses several tiles. Blocks stream into
-// shared memory with 16-byte cp.async, kTcStages blocks deep, and are read with ldmatrix.
+// shared memory with 16-byte cp.async, kTcStages blocks deep per pair, and are read with
+// ldmatrix.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -60,7 +63,7 @@ inline constexpr int kTcRowHalfs = kHeadDim + 8;
 inline constexpr int kTcTileHalfs = kBlockTokens * kTcRowHalfs;
 // One stage holds a block's K tile then its V tile.
 inline constexpr int kTcStageHalfs = 2 * kTcTileHalfs;
-// Tiles of one warp slot (shared by its pair of warps).
+// Tiles of one pair of warps (kTcStages blocks).
 inline constexpr int kTcSlotHalfs = kTcStages * kTcStageHalfs;
 inline constexpr int kTcWarpsPerSlot = 2;
 inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
@@ -69,7 +72,7 @@ inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
 // active warp per scheduler, eligible 28 % of cycles (docs/perf.md, change 6).
 inline constexpr int kTcPairs = 2;
 inline constexpr int kTcThreads = kTcPairs * kTcPairThreads;
-// Pair exchange area per slot, in 32-bit words: block max [2 halves][16 heads], weight sums
+// Exchange area per pair, in 32-bit words: block max [2 halves][16 heads], weight sums
 // [2][16], P fragments [2 halves][hi, lo][4 registers][32 lanes].
 inline constexpr int kTcXMax = 0;
 inline constexpr int kTcXSum = 2 * 16;
@@ -77,7 +80,7 @@ inline constexpr int kTcXP = 4 * 16;
 inline constexpr int kTcXWords = kTcXP + 2 * 2 * 4 * kWarpSize;
 // The pair merge area (per pair: 16 heads x [m, s, o[128]]) reuses the tiles' memory.
 inline constexpr int kTcMergeStride = 2 + kHeadDim;
-static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the slot's last block");
+static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the pair's last block");
 static_assert(kTcPairs * kTcHeads * kTcMergeStride * 4 <= kTcSlotHalfs * 2, "the merge area must fit in the tiles");
 
 // A CTA's shared memory: each pair's tiles, then each pair's exchange area (106 KB at 3 stages:
@@ -316,7 +319,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       if constexpr (Family::kFusedStore) {
         has_current = live && first + count == p.visible;
         if (has_current) {
-          // The slot's last block: the next stage holds nothing in flight, so it takes the lo
+          // The pair's last block: the next stage holds nothing in flight, so it takes the lo
           // tiles (zero except the current row). Half 0 builds them.
           klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
           vlo = klo + kTcTileHalfs;
