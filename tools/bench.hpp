@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "ladder/engine.hpp"
 #include "ladder/errors.hpp"
 #include "ladder/geometry.hpp"
 #include "ladder/ladder.hpp"
@@ -65,6 +67,19 @@ struct Row {
   double gbps() const { return median_us > 0 ? static_cast<double>(bytes) / (median_us * 1e3) : 0.0; }
 };
 
+// Median, min and max of a measurement's timings (µs).
+struct Timing {
+  double median_us = 0.0, min_us = 0.0, max_us = 0.0;
+};
+Timing summarize(std::vector<double> us);  // `us` not empty
+// "vec x39, splitk x13": per-route layer counts of a step.
+std::string format_route_mix(const std::map<std::string, int>& layers_per_route);
+void set_timing(Row& row, const Timing& t);
+
+// Appends "NON-FINITE OUTPUT" to `note` (cmd_bench fails the run on it) when any value is NaN
+// or infinite.
+void flag_non_finite(const float* values, std::size_t n, std::string& note);
+
 struct Report {
   std::string device;      // "cuda" or "cpu"
   std::string device_name;
@@ -82,6 +97,16 @@ Result<Report> run_cpu(const Geometry& g, const Options& o);
 // Bytes a single layer must move at `visible` tokens: K and V rows read once, the row stored,
 // q and the current K/V read, out written.
 std::int64_t layer_bytes(const Geometry& g, int visible);
+
+// Bytes the whole step moves for the token at `position`: layer_bytes of every layer at its
+// class's visible length.
+std::int64_t step_bytes(const Geometry& g, int position);
+
+// Engine::encode_token on the host clock, either device: fills the planes (fill_token) to just
+// below `depth`, runs `warmups` tokens, then times `reps` tokens ending at position depth - 1
+// (at least one). The row has the timing, step_bytes, the route mix the ladder picks with `sw`
+// for the last token, "positions a..b" in the note and the non-finite flag; the caller names it.
+Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed);
 
 // A single-layer case's plane, the same on both devices: a ring has window = capacity = depth
 // and is timed wrapped (origin_physical != 0, len == capacity), the state every ring route can

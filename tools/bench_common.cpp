@@ -1,7 +1,9 @@
 // Pieces of `ladder bench` shared by the GPU and CPU protocols.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <random>
 
 #include <fmt/format.h>
@@ -24,6 +26,69 @@ std::vector<LayerCase> all_layer_cases() {
           {Route::staged, PlaneKind::ring},
           {Route::vec, PlaneKind::growing},
           {Route::interleaved, PlaneKind::growing}};
+}
+
+Timing summarize(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  return Timing{us[us.size() / 2], us.front(), us.back()};
+}
+
+std::string format_route_mix(const std::map<std::string, int>& layers_per_route) {
+  std::string s;
+  for (const auto& [r, n] : layers_per_route) s += fmt::format("{}{} x{}", s.empty() ? "" : ", ", r, n);
+  return s;
+}
+
+void set_timing(Row& row, const Timing& t) {
+  row.median_us = t.median_us;
+  row.min_us = t.min_us;
+  row.max_us = t.max_us;
+}
+
+void flag_non_finite(const float* values, std::size_t n, std::string& note) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(values[i])) {
+      note += note.empty() ? "NON-FINITE OUTPUT" : "; NON-FINITE OUTPUT";
+      return;
+    }
+}
+
+std::int64_t step_bytes(const Geometry& g, int position) {
+  std::int64_t bytes = 0;
+  for (int l = 0; l < g.n_layers; ++l) bytes += layer_bytes(g, g.visible(g.layer_class(l), position));
+  return bytes;
+}
+
+Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed) {
+  const Geometry& g = e.geometry();
+  const std::size_t layers = static_cast<std::size_t>(g.n_layers);
+  const std::vector<float> q = random_floats(layers * g.n_heads * g.head_dim, seed + 1);
+  const std::vector<float> k = random_floats(layers * g.n_kv_heads * g.head_dim, seed + 2);
+  const std::vector<float> v = random_floats(layers * g.n_kv_heads * g.head_dim, seed + 3);
+  std::vector<float> out(q.size());
+  const TokenIO io{q.data(), k.data(), v.data(), out.data()};
+  const int timed = std::max(1, std::min(reps, depth / 2));
+  const int warm = std::min(warmups, depth / 4);
+  const int first_timed = depth - timed;
+  for (int p = 0; p < first_timed - warm; ++p) LADDER_TRY(e.fill_token(p, io));
+  for (int p = first_timed - warm; p < first_timed; ++p) LADDER_TRY(e.encode_token(p, io));
+  std::vector<double> us;
+  for (int p = first_timed; p < depth; ++p) {
+    const auto t0 = std::chrono::steady_clock::now();
+    LADDER_TRY(e.encode_token(p, io));
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  Row row;
+  row.depth = depth;
+  set_timing(row, summarize(std::move(us)));
+  row.bytes = step_bytes(g, depth - 1);
+  std::map<std::string, int> mix;
+  for (int l = 0; l < g.n_layers; ++l)
+    mix[route_name(choose_route(g.layer_class(l), e.plane_state(l), Capabilities{}, sw).route)] += 1;
+  row.route_mix = format_route_mix(mix);
+  row.note = fmt::format("positions {}..{}", first_timed, depth - 1);
+  flag_non_finite(out.data(), out.size(), row.note);
+  return row;
 }
 
 std::int64_t layer_bytes(const Geometry& g, int visible) {

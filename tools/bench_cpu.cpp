@@ -140,72 +140,30 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
     LADDER_TRY(attend_layer(Device::cpu, c.route, p, position, *slot, shape, io));
     if (r >= kWarmups) us.push_back(us_since(t0));
   }
-  std::sort(us.begin(), us.end());
   Row row;
   row.kind = "layer";
   row.name = case_name(c);
   row.depth = depth;
-  row.median_us = us[us.size() / 2];
-  row.min_us = us.front();
-  row.max_us = us.back();
+  set_timing(row, summarize(std::move(us)));
   row.bytes = layer_bytes(g, depth);
   row.rotation_sets = sets;
   row.rotated_bytes = plane_bytes * sets;
-  for (float x : out)
-    if (!std::isfinite(x)) {
-      row.note = "NON-FINITE OUTPUT";
-      break;
-    }
+  flag_non_finite(out.data(), out.size(), row.note);
   return row;
 }
 
-// The CPU Engine's encode_token: planes filled (fill_token) to just below `depth`, then a few
-// warm-up tokens and `reps` timed tokens ending at depth - 1.
+// The CPU Engine's encode_token at `depth` (time_encode_token, bench_common.cpp).
 Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const char* name, const Options& o) {
   EngineOptions eo;
   eo.device = Device::cpu;
   eo.switches = sw;
   Result<std::unique_ptr<Engine>> made = Engine::create(g, eo);
   if (!made.ok()) return made.status();
-  Engine& e = **made;
-  const std::size_t L = g.n_layers;
-  const std::vector<float> q = random_floats(L * g.n_heads * g.head_dim, kSeed + 1);
-  const std::vector<float> k = random_floats(L * g.n_kv_heads * g.head_dim, kSeed + 2);
-  const std::vector<float> v = random_floats(L * g.n_kv_heads * g.head_dim, kSeed + 3);
-  std::vector<float> out(q.size());
-  const TokenIO io{q.data(), k.data(), v.data(), out.data()};
-  const int timed = std::max(1, std::min(o.reps, depth / 2));
-  const int warm = std::min(kWarmups, depth / 4);
-  const int first_timed = depth - timed;
-  for (int p = 0; p < first_timed - warm; ++p) LADDER_TRY(e.fill_token(p, io));
-  for (int p = first_timed - warm; p < first_timed; ++p) LADDER_TRY(e.encode_token(p, io));
-  std::vector<double> us;
-  for (int p = first_timed; p < depth; ++p) {
-    const auto t0 = Clock::now();
-    LADDER_TRY(e.encode_token(p, io));
-    us.push_back(us_since(t0));
-  }
-  std::sort(us.begin(), us.end());
-  Row row;
-  row.kind = "step";
-  row.name = name;
-  row.depth = depth;
-  row.median_us = us[us.size() / 2];
-  row.min_us = us.front();
-  row.max_us = us.back();
-  std::map<std::string, int> mix;
-  for (int l = 0; l < g.n_layers; ++l) {
-    const LayerClass cls = g.layer_class(l);
-    row.bytes += layer_bytes(g, g.visible(cls, depth - 1));
-    mix[route_name(choose_route(cls, e.plane_state(l), Capabilities{}, sw).route)] += 1;
-  }
-  for (const auto& [r, n] : mix) row.route_mix += fmt::format("{}{} x{}", row.route_mix.empty() ? "" : ", ", r, n);
-  row.note = fmt::format("Engine::encode_token, positions {}..{}", first_timed, depth - 1);
-  for (float x : out)
-    if (!std::isfinite(x)) {
-      row.note += "; NON-FINITE OUTPUT";
-      break;
-    }
+  Result<Row> row = time_encode_token(**made, depth, o.reps, kWarmups, sw, kSeed);
+  if (!row.ok()) return row.status();
+  row->kind = "step";
+  row->name = name;
+  row->note = "Engine::encode_token, " + row->note;
   return row;
 }
 

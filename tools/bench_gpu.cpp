@@ -10,8 +10,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <map>
 #include <random>
 
@@ -120,10 +118,6 @@ Status make_layer(const Geometry& g, const PlaneConfig& cfg, const AppendPlan& p
   return {};
 }
 
-struct Timing {
-  double median_us = 0, min_us = 0, max_us = 0;
-};
-
 // Replays graphs round-robin (`reps` timed launches after warm-ups), each timed with events;
 // every launch counts `per_launch` units (layers or steps).
 Result<Timing> time_graphs(const std::vector<cudaGraphExec_t>& graphs, int reps, int per_launch, cudaStream_t s) {
@@ -147,8 +141,7 @@ Result<Timing> time_graphs(const std::vector<cudaGraphExec_t>& graphs, int reps,
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   if (!st.ok()) return st;
-  std::sort(us.begin(), us.end());
-  return Timing{us[us.size() / 2], us.front(), us.back()};
+  return summarize(std::move(us));
 }
 
 // Captures `enqueue` (run_route calls on `s`) as one graph.
@@ -170,11 +163,7 @@ Result<cudaGraphExec_t> capture(cudaStream_t s, Enqueue&& enqueue) {
 Status check_finite(const float* dev_out, std::size_t n, std::string& note) {
   std::vector<float> h(n);
   LADDER_TRY(cu(cudaMemcpy(h.data(), dev_out, n * 4, cudaMemcpyDeviceToHost), "reading an output"));
-  for (float x : h)
-    if (!std::isfinite(x)) {
-      note = "NON-FINITE OUTPUT";
-      return {};
-    }
+  flag_non_finite(h.data(), n, note);
   return {};
 }
 
@@ -208,9 +197,7 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
       cuda::free_workspace(*ws);
       return t.status();
     }
-    row.median_us = t->median_us;
-    row.min_us = t->min_us;
-    row.max_us = t->max_us;
+    set_timing(row, *t);
     LADDER_TRY(check_finite(bufs[0].io.out, static_cast<std::size_t>(g.n_heads) * g.head_dim, row.note));
   }
   cuda::free_workspace(*ws);
@@ -232,7 +219,6 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   const int position = depth - 1;
   std::map<LayerClass, std::pair<PlaneConfig, AppendPlan>> per_class;
   std::int64_t set_bytes = 0;
-  std::int64_t bytes = 0;
   std::map<std::string, int> mix;
   for (int l = 0; l < g.n_layers; ++l) {
     const LayerClass cls = g.layer_class(l);
@@ -244,7 +230,6 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
     }
     const auto& [cfg, plan] = per_class.at(cls);
     set_bytes += g.kv_bytes_per_token_layer() * plan.next.capacity;
-    bytes += layer_bytes(g, g.visible(cls, position));
     mix[route_name(choose_route(cls, plan.next, Capabilities{}, sw).route)] += 1;
   }
   const int sets = rotation_sets(set_bytes, l2, o.rotate_factor);
@@ -280,9 +265,7 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   if (st.ok()) {
     Result<Timing> t = time_graphs(graphs, o.reps, 1, s);
     if (t.ok()) {
-      row.median_us = t->median_us;
-      row.min_us = t->min_us;
-      row.max_us = t->max_us;
+      set_timing(row, *t);
       st = check_finite(bufs[0][g.n_layers - 1].io.out, static_cast<std::size_t>(g.n_heads) * g.head_dim, row.note);
     } else {
       st = t.status();
@@ -293,54 +276,26 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   LADDER_TRY(st);
   row.kind = "step";
   row.name = name;
-  for (const auto& [r, n] : mix) row.route_mix += fmt::format("{}{} x{}", row.route_mix.empty() ? "" : ", ", r, n);
+  row.route_mix = format_route_mix(mix);
   row.depth = depth;
-  row.bytes = bytes;
+  row.bytes = step_bytes(g, position);
   row.rotation_sets = sets;
   row.rotated_bytes = set_bytes * sets;
   return row;
 }
 
-// Engine::encode_token, timed on the host clock: the engine's cached step graph plus its copies
-// of the activations in and the outputs back. Tokens timed are the last `reps` before depth.
+// Engine::encode_token on the host clock (time_encode_token, bench_common.cpp): the engine's
+// cached step graph plus its copies of the activations in and the outputs back.
 Result<Row> bench_engine(const Geometry& g, int depth, const Options& o) {
   EngineOptions eo;
   eo.device = Device::cuda;
   Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, eo, cuda::CudaEngineOptions{});
   if (!made.ok()) return made.status();
-  Engine& e = **made;
-  const std::size_t L = g.n_layers;
-  std::vector<float> q = random_floats(L * g.n_heads * g.head_dim, kSeed + 1);
-  std::vector<float> k = random_floats(L * g.n_kv_heads * g.head_dim, kSeed + 2);
-  std::vector<float> v = random_floats(L * g.n_kv_heads * g.head_dim, kSeed + 3);
-  std::vector<float> out(q.size());
-  const TokenIO io{q.data(), k.data(), v.data(), out.data()};
-  const int timed = std::min(o.reps, depth / 2);
-  const int warm = std::min(kWarmupReplays, depth / 4);
-  const int first_timed = depth - timed;
-  for (int p = 0; p < first_timed - warm; ++p) LADDER_TRY(e.fill_token(p, io));
-  for (int p = first_timed - warm; p < first_timed; ++p) LADDER_TRY(e.encode_token(p, io));
-  std::vector<double> us;
-  for (int p = first_timed; p < depth; ++p) {
-    const auto t0 = std::chrono::steady_clock::now();
-    LADDER_TRY(e.encode_token(p, io));
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(us.begin(), us.end());
-  Row row;
-  row.kind = "engine";
-  row.name = "encode_token";
-  row.depth = depth;
-  row.median_us = us[us.size() / 2];
-  row.min_us = us.front();
-  row.max_us = us.back();
-  for (int l = 0; l < g.n_layers; ++l) row.bytes += layer_bytes(g, g.visible(g.layer_class(l), depth - 1));
-  row.note = fmt::format("positions {}..{}; host I/O included; no rotation", first_timed, depth - 1);
-  for (float x : out)
-    if (!std::isfinite(x)) {
-      row.note += "; NON-FINITE OUTPUT";
-      break;
-    }
+  Result<Row> row = time_encode_token(**made, depth, o.reps, kWarmupReplays, Switches{}, kSeed);
+  if (!row.ok()) return row.status();
+  row->kind = "engine";
+  row->name = "encode_token";
+  row->note += "; host I/O included; no rotation";
   return row;
 }
 
