@@ -299,13 +299,6 @@ GpuProducer resolve_producer(GpuProducer requested) {
   return v != nullptr && std::strcmp(v, "exact") == 0 ? GpuProducer::exact_dag : GpuProducer::tensor_core;
 }
 
-const char* producer_name(GpuProducer p) {
-  switch (resolve_producer(p)) {
-    case GpuProducer::exact_dag: return "exact DAG";
-    default: return "tensor-core";
-  }
-}
-
 Status attend_layer_host(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
                          const LayerIO& io, LaunchTuning tuning) {
   LADDER_TRY(cuda::check_head_shape(shape));

@@ -74,7 +74,6 @@ struct LaunchTuning {
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);
-const char* producer_name(GpuProducer p);
 
 // Runs route `r` for one layer whose plane state already took this token's append and
 // returned `slot`: stores the current row (fused on the interleaved route), attends, reduces
