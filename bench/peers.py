@@ -41,6 +41,23 @@ def kv_bytes(batch, depth):
     return batch * (depth * N_KV_HEADS * HEAD_DIM * 2 * 2 + 2 * N_HEADS * HEAD_DIM * 2)
 
 
+def median_event_us(run, reps, warmup):
+    """Median time of run() in microseconds: `warmup` untimed calls, then `reps` calls each
+    between two CUDA events."""
+    for _ in range(warmup):
+        run()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        run()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e3)
+    return float(np.median(ts))
+
+
 def measure_ceiling():
     """Device copy (bytes read + written) and a read-only reduction, 1 GiB each; the higher wins."""
     n = 1 << 30
@@ -48,21 +65,8 @@ def measure_ceiling():
     dst = torch.empty_like(src)
     as_f32 = src.view(torch.float32)
 
-    def timed(fn, reps=20):
-        for _ in range(3):
-            fn()
-        ts = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b) * 1e3)
-        return float(np.median(ts))
-
-    copy_us = timed(lambda: dst.copy_(src))
-    read_us = timed(lambda: torch.sum(as_f32))
+    copy_us = median_event_us(lambda: dst.copy_(src), reps=20, warmup=3)
+    read_us = median_event_us(lambda: torch.sum(as_f32), reps=20, warmup=3)
     copy = 2 * n / (copy_us * 1e3)
     read = n / (read_us * 1e3)
     del src, dst
@@ -122,18 +126,7 @@ def time_calls(fn, data, reps):
         def run():
             for d in data:
                 fn(*d)
-    for _ in range(WARMUP_REPLAYS):
-        run()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        run()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / len(data))
-    return float(np.median(ts)), mode
+    return median_event_us(run, reps, WARMUP_REPLAYS) / len(data), mode
 
 
 # ---- peers -----------------------------------------------------------------------------------
