@@ -50,7 +50,8 @@ LADDER_HD float softmax_exp(float x) {
   constexpr float kLn2Hi = 0.693145751953125f;        // ln 2 split so n*kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
   constexpr float kMinArg = -87.0f;                    // exp(-87) ~ 1.6e-38, still normal
-  if (!(x >= kMinArg)) return 0.0f;                    // also catches -inf and NaN-free -inf - m
+  if (x != x) return x;                                // N1: a NaN argument stays NaN
+  if (!(x >= kMinArg)) return 0.0f;                    // also catches -inf
   if (x > 0.0f) x = 0.0f;                              // callers pass score - max <= 0
   const float n = rintf(x * kLog2e);
   float r = fmaf(-n, kLn2Hi, x);
@@ -65,6 +66,17 @@ LADDER_HD float softmax_exp(float x) {
   p = fmaf(p, r, 1.0f);
   const int e = static_cast<int>(n) + 127;            // n in [-126, 0]: a normal exponent
   return p * bits_to_f32(static_cast<std::uint32_t>(e) << 23);
+}
+
+// The one max of scores and running maxima (block max, warp and workgroup merges, reducers,
+// CPU and GPU). Unlike fmaxf / std::max it never drops a NaN: a NaN score (a NaN in q or k) or
+// a NaN partial max makes the result NaN, so the output turns NaN as the f64 reference's does
+// instead of silently losing a token (N1). Order-free: score_max(a, b) == score_max(b, a) bit
+// for bit, including which NaN survives is irrelevant because any NaN output is reported as NaN.
+LADDER_HD float score_max(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
 }
 
 // Running statistics (m, s); the accumulator o lives beside it in whatever shape the
@@ -83,7 +95,7 @@ LADDER_HD float rescale_factor(float m_old, float m_new) {
 // Fold one 32-token block (the chapter's per-block step): given the block's max, rescale the
 // running state once. Returns the factor the caller applies to its accumulator o.
 LADDER_HD float fold_block_max(SoftmaxStats& st, float block_max) {
-  const float next = st.m > block_max ? st.m : block_max;
+  const float next = score_max(st.m, block_max);
   const float corr = rescale_factor(st.m, next);
   st.s *= corr;
   st.m = next;
