@@ -211,10 +211,17 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
   return row;
 }
 
+// How the layers of a timed step depend on each other.
+enum class StepLink {
+  independent,  // every layer's activations are given (the engine's step: q/k/v copied in first)
+  chained,      // layer i+1's q, k, v are computed from layer i's output by a small kernel
+  chained_pdl,  // the same, every kernel launched with programmatic dependent launch
+};
+
 // The 52-layer step at depth D (the token at position D-1): every layer's plane in the state
 // the append rule gives it there, the route the ladder picks, one graph per buffer set.
-Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const char* name, const Options& o,
-                       std::int64_t l2, cudaStream_t s, const std::vector<std::uint16_t>& pool,
+Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const char* name, StepLink link,
+                       const Options& o, std::int64_t l2, cudaStream_t s, const std::vector<std::uint16_t>& pool,
                        const std::vector<float>& acts) {
   const int position = depth - 1;
   std::map<LayerClass, std::pair<PlaneConfig, AppendPlan>> per_class;
@@ -244,6 +251,14 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(max_scratch_needs(g));
   if (!ws.ok()) return ws.status();
   const HeadShape shape = shape_of(g);
+  // The chained steps' base activations (the same random values every layer starts from).
+  DevBuf base;
+  const std::size_t q_elems = static_cast<std::size_t>(g.n_heads) * g.head_dim;
+  const std::size_t kv_elems = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
+  LADDER_TRY(base.allocate(acts.size() * 4));
+  LADDER_TRY(cu(cudaMemcpy(base.as<void>(), acts.data(), acts.size() * 4, cudaMemcpyHostToDevice), "uploading base"));
+  cuda::LaunchTuning tuning;
+  tuning.programmatic = link == StepLink::chained_pdl;
   std::vector<cudaGraphExec_t> graphs;
   Status st;
   for (auto& set : bufs) {
@@ -251,7 +266,18 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
       for (int l = 0; l < g.n_layers; ++l) {
         const LayerClass cls = g.layer_class(l);
         const Route r = choose_route(cls, set[l].plane.state, Capabilities{}, sw).route;
-        LADDER_TRY(cuda::run_route(r, set[l].plane, position, set[l].slot, shape, set[l].io, *ws, s));
+        LADDER_TRY(cuda::run_route(r, set[l].plane, position, set[l].slot, shape, set[l].io, *ws, s, tuning));
+        if (link != StepLink::independent && l + 1 < g.n_layers) {
+          cuda::LayerLink next;
+          next.out = set[l].io.out;
+          next.base_q = base.as<float>();
+          next.base_k = base.as<float>() + q_elems;
+          next.base_v = base.as<float>() + q_elems + kv_elems;
+          next.q = set[l + 1].q.as<float>();
+          next.k = set[l + 1].cur_k.as<float>();
+          next.v = set[l + 1].cur_v.as<float>();
+          LADDER_TRY(cuda::enqueue_layer_link(next, shape, s, tuning.programmatic));
+        }
       }
       return {};
     });
@@ -356,16 +382,22 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
                       fmt::format("step depth {} is past the geometry's max context {}", depth, g.max_context));
       break;
     }
-    Result<Row> r = bench_step(g, depth, Switches{}, "step", o, rep.cache_bytes, s, pool, acts);
-    if (!r.ok()) {
-      st = r.status();
-      break;
+    for (const auto& [link, name] : {std::pair{StepLink::independent, "step"},
+                                     std::pair{StepLink::chained, "step, chained"},
+                                     std::pair{StepLink::chained_pdl, "step, chained + PDL"}}) {
+      Result<Row> r = bench_step(g, depth, Switches{}, name, link, o, rep.cache_bytes, s, pool, acts);
+      if (!r.ok()) {
+        st = r.status();
+        break;
+      }
+      rep.rows.push_back(*r);
     }
-    rep.rows.push_back(*r);
+    if (!st.ok()) break;
     if (o.step_fallbacks) {
       Switches off;
       off.disable_vec = true;
-      Result<Row> f = bench_step(g, depth, off, "step (vec off)", o, rep.cache_bytes, s, pool, acts);
+      Result<Row> f =
+          bench_step(g, depth, off, "step (vec off), chained + PDL", StepLink::chained_pdl, o, rep.cache_bytes, s, pool, acts);
       if (!f.ok()) {
         st = f.status();
         break;
@@ -389,7 +421,9 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
       "set, time per layer = replay time / sets; rings wrapped with window = capacity = depth",
       g.n_kv_heads, g.head_dim, g.n_heads));
   rep.notes.push_back(
-      "step: one graph per buffer set holding the ladder's route for each layer (run_route chain, no host I/O)");
+      "step: one graph per buffer set holding the ladder's route for each layer (run_route chain, no host I/O); "
+      "'chained': layer i+1's q, k, v computed from layer i's output by a small kernel (a real model's "
+      "dependency); '+ PDL': every kernel launched with programmatic dependent launch");
   if (o.engine_step)
     rep.notes.push_back(fmt::format("engine: Engine::encode_token on the host clock (its cached step graph plus "
                                     "activation copies in and out), depths <= {}",

@@ -70,6 +70,11 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.tensor_core = cuda::resolve_producer(t.producer) == cuda::GpuProducer::tensor_core;
   c.heads_per_warp =
       heads_per_warp_for(shape.heads_per_kv(), t.heads_per_warp > 0 ? t.heads_per_warp : kDefaultHeadsPerWarp);
+  // LADDER_GPU_FUSED=0 selects the separate kernels (benches compare the two in one build).
+  const char* fused_env = std::getenv("LADDER_GPU_FUSED");
+  c.fused = c.tensor_core && t.fused && !(fused_env != nullptr && std::strcmp(fused_env, "0") == 0);
+  c.programmatic = c.fused && t.programmatic;
+  c.arrival_delay_ns = t.debug_arrival_delay_ns;
   return c;
 }
 
@@ -151,12 +156,23 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   p.tail_first = visible;
   p.partials = ws.partials;
 
+  const bool fused = (r == Route::splitk || r == Route::vec) && producer.fused;
+  if (fused) {
+    const std::int64_t need_arrivals = static_cast<std::int64_t>(fused_groups(shape)) * kFusedArrivalsPerGroup;
+    if (ws.arrivals == nullptr || ws.arrival_count < need_arrivals)
+      return bad(fmt::format("workspace has {} arrival counters, the fused kernel needs {}", ws.arrival_count,
+                             need_arrivals));
+  }
+
   switch (r) {
     case Route::splitk:
       p.rows.order = RowOrder::ring_logical;
       p.rows.logical_start = logical_start(position, cfg.window);
       break;
     case Route::vec:
+      // The fused kernel reads a ragged tail in place (rows past a block's count are zero-filled,
+      // never read): no pad.
+      if (fused) break;
       // The pad block: head-major, 32 rows per KV head; k block then v block.
       l.copy = pad_copy(p.rows, cfg.kind, visible, shape, ws.pad, ws.pad + ws.pad_halfs / 2);
       if (l.copy.rows > 0) {
@@ -179,6 +195,19 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
       break;
   }
 
+  if (fused) {
+    // The fused kernel stores the current row itself (and reads it from the activations) and
+    // writes the output: no store and no reduce launch.
+    p.cur_k = io.k;
+    p.cur_v = io.v;
+    p.store_k = plane.k;
+    p.store_v = plane.v;
+    p.store_slot = slot;
+    l.tail.out = io.out;
+    l.tail.arrivals = ws.arrivals;
+    l.tail.delay_ns = producer.arrival_delay_ns;
+  }
+
   l.reduce.shape = shape;
   l.reduce.nwg = p.sched.nwg;
   // The tensor-core producer writes one partial per warp slot and leaves their merge to the
@@ -198,11 +227,20 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
   };
   switch (l.route) {
     case Route::splitk:
+      if (producer.fused)
+        return step(launch_splitk_fused(l.producer, indirect ? &dev->producer : nullptr, l.tail,
+                                        indirect ? &dev->tail : nullptr, producer.programmatic, stream),
+                    "fused splitk");
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
       LADDER_TRY(step(launch_splitk(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "splitk producer"));
       break;
     case Route::vec:
+      if (producer.fused)
+        return step(launch_vec_fused(l.producer, indirect ? &dev->producer : nullptr, l.tail,
+                                     indirect ? &dev->tail : nullptr, producer.programmatic, stream),
+                    "fused vec");
+      [[fallthrough]];
     case Route::staged: {
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
       // staged always copies; vec pads only a head-major plane's ragged tail, and in a capture
@@ -260,9 +298,16 @@ Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
     *p = static_cast<std::remove_pointer_t<decltype(p)>>(raw);
     return {};
   };
+  // Arrival counters: groups (KV head x 16-head tile) <= n_heads <= partials / one partial, so
+  // this count covers every head shape whose partials fit (a few hundred KB at most).
+  const std::int64_t arrivals = needs.partial_floats / partial_stride(kSupportedHeadDim) * cuda_detail::kFusedArrivalsPerGroup;
   Status s = grab(&ws.partials, needs.partial_floats, sizeof(float), "partials");
   if (s.ok()) s = grab(&ws.pad, needs.pad_halfs, sizeof(std::uint16_t), "pad");
   if (s.ok()) s = grab(&ws.stage, needs.stage_halfs, sizeof(std::uint16_t), "stage");
+  if (s.ok()) s = grab(&ws.arrivals, arrivals, sizeof(unsigned), "arrival counters");
+  if (s.ok() && arrivals > 0)
+    s = cuda_detail::cuda_status(cudaMemset(ws.arrivals, 0, static_cast<std::size_t>(arrivals) * sizeof(unsigned)),
+                                 "zeroing the arrival counters");
   if (!s.ok()) {
     free_workspace(ws);
     return s;
@@ -270,6 +315,7 @@ Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
   ws.partial_floats = needs.partial_floats;
   ws.pad_halfs = needs.pad_halfs;
   ws.stage_halfs = needs.stage_halfs;
+  ws.arrival_count = arrivals;
   return ws;
 }
 
@@ -277,6 +323,7 @@ void free_workspace(DeviceWorkspace& ws) {
   cudaFree(ws.partials);
   cudaFree(ws.pad);
   cudaFree(ws.stage);
+  cudaFree(ws.arrivals);
   ws = DeviceWorkspace{};
 }
 

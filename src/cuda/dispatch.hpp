@@ -27,6 +27,7 @@ struct RouteLaunch {
   RowCopyParams copy;  // vec: the ragged-tail pad (rows 0 when none); staged: the staging copy
   ProducerParams producer;
   ReduceParams reduce;
+  FusedTail tail;  // the fused splitk kernel (producer.fused): out, counters
 };
 
 // Validates (fail-closed) and fills the launch structs for route `r` on `plane`, for the

@@ -21,6 +21,28 @@ int heads_per_warp_for(int heads_per_kv, int requested);
 struct ProducerChoice {
   bool tensor_core = true;
   int heads_per_warp = 1;
+  // Tensor-core splitk and vec: one kernel per layer (store, producer and reduce fused).
+  bool fused = true;
+  // Launch the fused kernel with programmatic dependent launch (it may start while the previous
+  // kernel of the stream runs; it waits for it before reading q).
+  bool programmatic = false;
+  const unsigned* arrival_delay_ns = nullptr;  // FusedTail::delay_ns
+};
+
+// What the fused one-kernel-per-layer route (fused_tc.cuh) needs beyond ProducerParams: where
+// it writes, its arrival counters (a workspace's `arrivals`, all zero between launches) and a
+// test hook.
+// Arrival counters per group (KV head x 16-head tile) of the fused kernel: the group's
+// workgroup counter, then one per workgroup.
+inline constexpr int kFusedArrivalsPerGroup = 1 + kMaxWorkgroups;
+
+struct FusedTail {
+  float* out = nullptr;
+  unsigned* arrivals = nullptr;
+  // Tests only (nullptr otherwise): device array [kMaxWorkgroups * kMaxWarpsPerWorkgroup] of
+  // nanoseconds the CTA of flat warp slot f sleeps after writing its partial and before it
+  // arrives, to force a chosen arrival order.
+  const unsigned* delay_ns = nullptr;
 };
 
 cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream);
@@ -32,6 +54,14 @@ cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const 
                        cudaStream_t stream);
 cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream);
+// Groups (KV head x 16-head tile: one arrival counter set each) of the fused kernel.
+int fused_groups(const HeadShape& shape);
+// Store + splitk (or vec, pad included) producer + reduce as one kernel (tensor-core arithmetic;
+// the same bits as the separate kernels).
+cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                                const FusedTail* dtail, bool programmatic, cudaStream_t stream);
+cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                             const FusedTail* dtail, bool programmatic, cudaStream_t stream);
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream);
 // Fills n halfs with the f16 NaN pattern (unwritten rows poison whoever reads them).
 cudaError_t launch_poison_halfs(std::uint16_t* dst, std::int64_t n, cudaStream_t stream);

@@ -53,6 +53,10 @@ struct DeviceWorkspace {
   std::int64_t pad_halfs = 0;
   std::uint16_t* stage = nullptr;  // k rows then v rows
   std::int64_t stage_halfs = 0;
+  // The fused splitk kernel's arrival counters (zero between launches; every launch leaves them
+  // zero). allocate_workspace sizes them for every head shape the partials fit.
+  unsigned* arrivals = nullptr;
+  std::int64_t arrival_count = 0;
 };
 Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs);
 void free_workspace(DeviceWorkspace& ws);
@@ -71,6 +75,16 @@ struct LaunchTuning {
   // Exact-DAG producer only: sibling query heads one warp computes together (rounded down to a
   // power of two that divides heads_per_kv, at most 16). 0 = the default (heuristic in dispatch).
   int heads_per_warp = 0;
+  // Tensor-core producer, splitk and vec routes: one kernel per layer (store, pad, producer and
+  // the split-K reduce fused; the same bits as the separate kernels). false = separate kernels.
+  bool fused = true;
+  // Launch the fused kernel with programmatic dependent launch: it may start while the previous
+  // kernel on the stream runs, prefetching its KV rows, and waits for that kernel before it
+  // reads q or the activations (a programmatic edge when captured into a graph).
+  bool programmatic = false;
+  // Tests only: a device array [128] of nanoseconds the fused kernel's CTA of warp slot f waits
+  // before it arrives at the reduce (forces an arrival order). nullptr in every real use.
+  const unsigned* debug_arrival_delay_ns = nullptr;
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);
@@ -113,6 +127,21 @@ struct BandwidthSample {
 Result<BandwidthSample> measure_device_copy_bandwidth(std::int64_t bytes, int reps);
 // A read-only streaming kernel (16-byte loads) over `bytes`.
 Result<BandwidthSample> measure_device_read_bandwidth(std::int64_t bytes, int reps);
+
+// Benches only: the dependency between consecutive layers of a real model. One small kernel
+// reads layer i's output and writes layer i+1's activations: q = base_q + out (n_heads x 128),
+// k = base_k + out and v = base_v + out (the first n_kv_heads x 128 of out). `programmatic`
+// launches it with PDL (it waits for the previous kernel before reading out).
+struct LayerLink {
+  const float* out = nullptr;
+  const float* base_q = nullptr;
+  const float* base_k = nullptr;
+  const float* base_v = nullptr;
+  float* q = nullptr;
+  float* k = nullptr;
+  float* v = nullptr;
+};
+Status enqueue_layer_link(const LayerLink& link, const HeadShape& shape, void* stream, bool programmatic);
 
 struct CudaEngineOptions {
   // Capture the per-token step as a CUDA graph and replay it (E2). false = eager launches.

@@ -1,0 +1,55 @@
+// The splitk and vec routes as one kernel per layer (fused_tc.cuh). splitk is ring-native like
+// splitk.cu (token t is state.physical(logical_start + t)); vec walks one contiguous span from
+// row 0 like vec.cu. In both the current token's row is taken from the activations (rounded to
+// f16 as the store rounds it) instead of the plane, and stored by the kernel itself.
+#include "cuda/fused_tc.cuh"
+#include "cuda/kernels.hpp"
+
+namespace ladder::cuda_detail {
+namespace {
+
+// Where a row lives: its plane row, or kCurrent for the current token. Both routes read the
+// plane through p.rows (ring_logical for splitk, contiguous for vec).
+template <class Order>
+struct FusedRows {
+  static constexpr int kCurrent = -1;
+  __device__ static int current(const ProducerParams& p) { return Order::current(p); }
+  __device__ static int locate(const ProducerParams& p, int t) {
+    return t == Order::current(p) ? kCurrent : p.rows.row(t);
+  }
+  // nullptr: the copy zero-fills the row and reads nothing; the kernel writes it afterwards.
+  __device__ static const std::uint16_t* k_row(const ProducerParams& p, int loc, int kvh) {
+    return loc == kCurrent ? nullptr : p.rows.k + p.rows.strides.offset(loc, kvh);
+  }
+  __device__ static const std::uint16_t* v_row(const ProducerParams& p, int loc, int kvh) {
+    return loc == kCurrent ? nullptr : p.rows.v + p.rows.strides.offset(loc, kvh);
+  }
+};
+
+// splitk: the current token is the last visible one in logical order.
+struct LogicalOrder {
+  __device__ static int current(const ProducerParams& p) { return p.visible - 1; }
+};
+// vec: the span is physical rows 0 .. visible-1 and the current token sits at its slot (a full
+// ring that has wrapped holds it anywhere; a growing plane at visible - 1).
+struct PhysicalOrder {
+  __device__ static int current(const ProducerParams& p) { return p.store_slot; }
+};
+
+}  // namespace
+
+int fused_groups(const HeadShape& shape) {
+  return shape.n_kv_heads * ((shape.heads_per_kv() + kTcHeads - 1) / kTcHeads);
+}
+
+cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                                const FusedTail* dtail, bool programmatic, cudaStream_t stream) {
+  return launch_fused_tc<FusedRows<LogicalOrder>>(p, dp, tail, dtail, programmatic, stream);
+}
+
+cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                             const FusedTail* dtail, bool programmatic, cudaStream_t stream) {
+  return launch_fused_tc<FusedRows<PhysicalOrder>>(p, dp, tail, dtail, programmatic, stream);
+}
+
+}  // namespace ladder::cuda_detail

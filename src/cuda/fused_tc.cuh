@@ -1,0 +1,469 @@
+// One kernel per layer: the tensor-core producer (producer_tc.cuh's building blocks and
+// per-block arithmetic) with the store and the reduce fused in, and programmatic dependent
+// launch (PDL) brackets. The bits equal store + producer_tc + reduce.cu's reducer:
+//
+//  * Store. The current token (index Family::current(p) in the route's visiting order: visible - 1
+//    on splitk, its physical slot on vec) is never read from the plane in this launch: its tile
+//    row is zero-filled by the copy (source size 0) and then written with f16(cur_k/cur_v), the
+//    very bits the store kernel would have put in the plane. The CTA of tile 0 that owns the
+//    token's block writes the plane row (one warp per KV head). So the row is stored once and
+//    read as the route prescribes, with no ordering between CTAs.
+//  * vec needs no pad: rows past a block's count are zero-filled by the copy, never read, so a
+//    head-major plane's ragged tail is read in place (the pad copy was bit-exact, so the bits
+//    are those of pad + producer).
+//  * Reduce, "the last CTA to finish merges". Each CTA writes its warp-slot partial to its fixed
+//    slot, fences, and arrives on its workgroup's counter; the last of the nsg CTAs of a
+//    workgroup merges that workgroup's slots in slot order (the DAG's step 4) into slot 0, fences
+//    and arrives on the group's counter; the last workgroup merges the nwg workgroups in order
+//    (step 5) and divides once. Both merges are reduce.cu's rule with its operation order (max,
+//    rescale_factor, fmaf chains from 0 in index order), so the output bits do not depend on
+//    which CTA arrives last: the merger reads every partial from its fixed slot in index order.
+//    Counters advance with atomicInc(limit n - 1), which wraps to 0 on the n-th arrival, so they
+//    are zero again for the next launch (graph replay) with no reset pass.
+//  * PDL. Everything a layer may read before the previous kernel finished — its plane rows,
+//    which nothing upstream writes — is issued before griddepcontrol.wait: the first
+//    kTcStages - 1 blocks per pair of warps. q, the current token's activations, the partials and
+//    the counters are touched only after the wait. Without the launch attribute the wait is a
+//    no-op.
+//
+// Shape at the boundary: q f32 [n_heads][128]; cur_k/cur_v f32 [n_kv_heads][128]; partials f32
+// [n_heads][nwg][nsg][130] (slot 0 of a workgroup ends holding the workgroup's merge when nsg >
+// 1); arrivals u32 [groups][1 + kMaxWorkgroups] (group = KV head x tile: [0] counts workgroups,
+// [1 + w] counts workgroup w's slots); out f32 [n_heads][128].
+#pragma once
+
+#include "cuda/kernels.hpp"
+#include "cuda/producer_tc.cuh"
+
+namespace ladder::cuda_detail {
+
+// Heads of a tile each warp of the merging CTA walks (kTcHeads / warps per CTA).
+inline constexpr int kMergeHeadsPerWarp = kTcHeads / (kTcThreads / kWarpSize);
+static_assert(kMergeHeadsPerWarp * (kTcThreads / kWarpSize) == kTcHeads, "merge: warps x heads per warp = tile");
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
+// Loads that must see other CTAs' stores of this launch: from L2, never a stale L1 line.
+__device__ __forceinline__ float ld_l2(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ float4 ld_l2_4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+
+// The CTA-wide "am I the last to arrive": every thread's prior global stores are fenced, one
+// thread counts, all learn the answer. `n` arrivals make the counter wrap to 0.
+__device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned n, unsigned* flag) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *flag = atomicInc(counter, n - 1) == n - 1 ? 1u : 0u;
+  __syncthreads();
+  const bool last = *flag != 0u;
+  if (last) __threadfence();  // the other CTAs' partials are read after their arrivals
+  return last;
+}
+
+template <class Family>
+__device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, std::uint16_t* smem, unsigned* flag) {
+  const Schedule sched = p.sched;
+  const int flat = static_cast<int>(blockIdx.y);
+  if (flat >= sched.slots()) return;
+  const int wg = flat / sched.nsg;
+  const int slot = flat % sched.nsg;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int pair = static_cast<int>(threadIdx.x) / kTcPairThreads;
+  const int half = warp % kTcWarpsPerSlot;
+  const int hpk = p.shape.heads_per_kv();
+  const int tiles = (hpk + kTcHeads - 1) / kTcHeads;
+  const int kvh = static_cast<int>(blockIdx.x) / tiles;
+  const int tile = static_cast<int>(blockIdx.x) % tiles;
+  const int group = lane >> 2;
+  const int quad = lane & 3;
+
+  std::uint16_t* wsm = smem + pair * kTcSlotHalfs;
+  unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcPairs * kTcSlotHalfs) + pair * kTcXWords;
+  float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
+  float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
+  unsigned* xp = xch + kTcXP;
+  const int b0 = sched.first_block(wg, slot);
+  const int stride = sched.block_stride();
+  const int pair_b0 = b0 + pair * stride;
+  const int pair_stride = kTcPairs * stride;
+  // The current token (the family says where its route visits it) and the block that holds it.
+  const int t_cur = Family::current(p);
+  const int b_cur = t_cur / kBlockTokens;
+  const bool cta_current = b_cur % stride == flat;
+
+  // Before the wait: this pair's first kTcStages - 1 blocks (plane rows only; the current row
+  // is zero-filled and comes from the activations below).
+#pragma unroll
+  for (int s = 0; s < kTcStages - 1; ++s) {
+    const int b = pair_b0 + s * pair_stride;
+    if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
+    cp_async_commit();
+  }
+  pdl_wait();
+  // The next kernel may start now: its pre-wait part reads only its own plane.
+  pdl_allow_dependents();
+
+  // The store: the tile-0 CTA owning the current token's block writes its row into the plane
+  // (nobody in this launch reads it from there).
+  if (tile == 0 && cta_current && threadIdx.x < kWarpSize) {
+    const int d0 = lane * kDimsPerLane;
+    const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
+    store_half4(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
+    store_half4(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
+  }
+
+  SoftmaxStats st[2];
+  float o[kHeadDim / 16][4];
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+
+  {
+    TcQ q;
+    const int h0 = tile * kTcHeads + group;
+    const int h1 = h0 + 8;
+    const float* q0 = p.q + static_cast<std::int64_t>(kvh * hpk + h0) * kHeadDim;
+    const float* q1 = p.q + static_cast<std::int64_t>(kvh * hpk + h1) * kHeadDim;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+#pragma unroll
+      for (int hi8 = 0; hi8 < 2; ++hi8) {
+        const int d = 16 * kk + 8 * hi8 + 2 * quad;
+        const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
+        const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
+        split_pair(a.x, a.y, q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
+        split_pair(c.x, c.y, q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
+      }
+    }
+    const float scale = p.shape.scale;
+    // Every warp runs pair 0's iteration count (see producer_tc.cuh).
+    const int slot_blocks = (sched.blocks - b0 + stride - 1) / stride;
+    const int iters = (slot_blocks + kTcPairs - 1) / kTcPairs;
+    const int current_iter = (b_cur - b0) / stride / kTcPairs;
+    for (int i = 0; i < iters; ++i) {
+      const int b = pair_b0 + i * pair_stride;
+      const bool live = b < sched.blocks;
+      cp_async_wait<kTcStages - 2>();
+      __syncthreads();
+      const int ahead = b + (kTcStages - 1) * pair_stride;
+      if (live && ahead < sched.blocks)
+        tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
+      cp_async_commit();
+
+      std::uint16_t* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
+      std::uint16_t* vtile = ktile + kTcTileHalfs;
+      const int first = b * kBlockTokens;
+      const int count = min(kBlockTokens, p.visible - first);
+      if (live && b == b_cur && half == 0) {
+        // The current row, as the store rounds it (f16 round to nearest even).
+        const int row = t_cur - first;
+        const int d0 = lane * kDimsPerLane;
+        const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
+        const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
+        store_half4(ktile + row * kTcRowHalfs + d0, kc);
+        store_half4(vtile + row * kTcRowHalfs + d0, vc);
+      }
+      // The current row is written before either warp of the pair reads it (CTA-uniform).
+      if (cta_current && i == current_iter) __syncthreads();
+
+      float acc[2][4];
+      float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
+      float corr[2] = {1.0f, 1.0f};
+      float bsum[2] = {0.0f, 0.0f};
+      unsigned my_hi[4] = {0u, 0u, 0u, 0u}, my_lo[4] = {0u, 0u, 0u, 0u};
+      if (live) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+        tc_scores(q, ktile, half, lane, acc);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int t = 16 * half + 8 * j + 2 * quad + (e & 1);
+            acc[j][e] = t < count ? acc[j][e] * scale : neg_inf_f32();
+            bmax[e >> 1] = score_max(bmax[e >> 1], acc[j][e]);
+          }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
+          bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
+          if (quad == 0) xmax[half * 16 + group + 8 * r] = bmax[r];
+        }
+      }
+      __syncthreads();
+      if (live) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          bmax[r] = score_max(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
+          corr[r] = fold_block_max(st[r], bmax[r]);
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc[j][e] = tc_weight(acc[j][e] - st[e >> 1].m);
+            bsum[e >> 1] += acc[j][e];
+          }
+          split_pair(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
+          split_pair(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 1);
+          bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 2);
+          if (quad == 0) xsum[half * 16 + group + 8 * r] = bsum[r];
+        }
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          xp[((half * 2 + 0) * 4 + k) * kWarpSize + lane] = my_hi[k];
+          xp[((half * 2 + 1) * 4 + k) * kWarpSize + lane] = my_lo[k];
+        }
+      }
+      __syncthreads();
+      if (live) {
+        const int other = 1 - half;
+        unsigned phi[2][4], plo[2][4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const unsigned their_hi = xp[((other * 2 + 0) * 4 + k) * kWarpSize + lane];
+          const unsigned their_lo = xp[((other * 2 + 1) * 4 + k) * kWarpSize + lane];
+          phi[0][k] = half == 0 ? my_hi[k] : their_hi;
+          plo[0][k] = half == 0 ? my_lo[k] : their_lo;
+          phi[1][k] = half == 0 ? their_hi : my_hi[k];
+          plo[1][k] = half == 0 ? their_lo : my_lo[k];
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float s0 = xsum[group + 8 * r];
+          const float s1 = xsum[16 + group + 8 * r];
+          st[r].s += s0 + s1;
+        }
+#pragma unroll
+        for (int j = 0; j < kHeadDim / 16; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
+        tc_pv(phi, plo, vtile, half, lane, o);
+      }
+    }
+    cp_async_wait<0>();
+  }
+
+  __syncthreads();  // every pair is done with its tiles: the merge area reuses them
+
+  float* merge = reinterpret_cast<float*>(smem);
+  {
+    float* mine = merge + pair * kTcHeads * kTcMergeStride;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float* row = mine + (group + 8 * r) * kTcMergeStride;
+      if (quad == 0 && half == 0) {
+        row[0] = st[r].m;
+        row[1] = st[r].s;
+      }
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 16; ++j) {
+        row[2 + 64 * half + 8 * j + 2 * quad] = o[j][2 * r];
+        row[2 + 64 * half + 8 * j + 2 * quad + 1] = o[j][2 * r + 1];
+      }
+    }
+  }
+  __syncthreads();
+
+  // The slot's partial: the pairs merged in pair order (producer_tc.cuh's rule), to its slot.
+  const int pstride = partial_stride(kHeadDim);
+  const int nwg = sched.nwg;
+  const int nsg = sched.nsg;
+  for (int it = static_cast<int>(threadIdx.x); it < kTcHeads * kWarpSize; it += static_cast<int>(blockDim.x)) {
+    const int h = it / kWarpSize;
+    const int c = (it % kWarpSize) * kDimsPerLane;
+    if (tile * kTcHeads + h >= hpk) continue;
+    float m_all = merge[h * kTcMergeStride];
+    for (int g = 1; g < kTcPairs; ++g) m_all = score_max(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
+    float s_all = 0.0f;
+    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int g = 0; g < kTcPairs; ++g) {
+      const float* row = merge + (g * kTcHeads + h) * kTcMergeStride;
+      const float cg = rescale_factor(row[0], m_all);
+      s_all = fmaf(row[1], cg, s_all);
+#pragma unroll
+      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(row[2 + c + jj], cg, o_all[jj]);
+    }
+    const int head = kvh * hpk + tile * kTcHeads + h;
+    float* dst = p.partials + (static_cast<std::int64_t>(head) * nwg * nsg + flat) * pstride;
+    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
+    *reinterpret_cast<float4*>(dst + 2 + c) = make_float4(o_all[0], o_all[1], o_all[2], o_all[3]);
+  }
+
+  if (tail.delay_ns != nullptr) {
+    const unsigned ns = tail.delay_ns[flat];
+    // __nanosleep sleeps at most ~1 ms per call and may wake early: loop on the global timer.
+    if (ns > 0) {
+      unsigned long long t0, t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+      do {
+        __nanosleep(ns < 100000u ? ns : 100000u);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      } while (t - t0 < ns);
+    }
+  }
+
+  // Item (head, 4-dim chunk) of the merges: warp w walks heads w, w + 4, ..., lane = chunk.
+  const int c = lane * kDimsPerLane;
+  unsigned* counters = tail.arrivals + static_cast<std::int64_t>(blockIdx.x) * kFusedArrivalsPerGroup;
+  if (nsg > 1) {
+    if (!arrive_last(counters + 1 + wg, static_cast<unsigned>(nsg), flag)) return;
+    // Step 4 for workgroup wg: its nsg slots in slot order, reduce.cu's rule; the result goes to
+    // slot 0 once every thread has read its inputs.
+    float my_m[kMergeHeadsPerWarp], my_s[kMergeHeadsPerWarp], o_w[kMergeHeadsPerWarp][kDimsPerLane];
+#pragma unroll
+    for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
+      const int h = warp + k * (kTcThreads / kWarpSize);
+      my_m[k] = neg_inf_f32();
+      my_s[k] = 0.0f;
+#pragma unroll
+      for (int jj = 0; jj < kDimsPerLane; ++jj) o_w[k][jj] = 0.0f;
+      if (tile * kTcHeads + h >= hpk) continue;
+      const int head = kvh * hpk + tile * kTcHeads + h;
+      const float* base = p.partials + (static_cast<std::int64_t>(head) * nwg + wg) * nsg * pstride;
+      float part_m[kMaxWarpsPerWorkgroup];
+      float4 v[kMaxWarpsPerWorkgroup];
+#pragma unroll
+      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
+        part_m[g] = g < nsg ? ld_l2(base + g * pstride) : neg_inf_f32();
+        v[g] = g < nsg ? ld_l2_4(base + g * pstride + 2 + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      float m = part_m[0];
+      for (int g = 1; g < nsg; ++g) m = score_max(m, part_m[g]);
+      float s = 0.0f;
+#pragma unroll
+      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
+        if (g >= nsg) continue;
+        const float cg = rescale_factor(part_m[g], m);
+        s = fmaf(ld_l2(base + g * pstride + 1), cg, s);
+        o_w[k][0] = fmaf(v[g].x, cg, o_w[k][0]);
+        o_w[k][1] = fmaf(v[g].y, cg, o_w[k][1]);
+        o_w[k][2] = fmaf(v[g].z, cg, o_w[k][2]);
+        o_w[k][3] = fmaf(v[g].w, cg, o_w[k][3]);
+      }
+      my_m[k] = m;
+      my_s[k] = s;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
+      const int h = warp + k * (kTcThreads / kWarpSize);
+      if (tile * kTcHeads + h >= hpk) continue;
+      const int head = kvh * hpk + tile * kTcHeads + h;
+      float* dst = p.partials + (static_cast<std::int64_t>(head) * nwg + wg) * nsg * pstride;
+      if (lane == 0) *reinterpret_cast<float2*>(dst) = make_float2(my_m[k], my_s[k]);
+      *reinterpret_cast<float4*>(dst + 2 + c) = make_float4(o_w[k][0], o_w[k][1], o_w[k][2], o_w[k][3]);
+    }
+  }
+  if (!arrive_last(counters, static_cast<unsigned>(nwg), flag)) return;
+
+  // Step 5: the nwg workgroups (slot 0 of each) in order, then one divide.
+#pragma unroll 1
+  for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
+    const int h = warp + k * (kTcThreads / kWarpSize);
+    if (tile * kTcHeads + h >= hpk) continue;
+    const int head = kvh * hpk + tile * kTcHeads + h;
+    const float* base = p.partials + static_cast<std::int64_t>(head) * nwg * nsg * pstride;
+    const std::int64_t wstride = static_cast<std::int64_t>(nsg) * pstride;
+    float m_w[kMaxWorkgroups];
+    float m_all = neg_inf_f32();
+#pragma unroll
+    for (int w = 0; w < kMaxWorkgroups; ++w) {
+      m_w[w] = w < nwg ? ld_l2(base + w * wstride) : neg_inf_f32();
+      m_all = score_max(m_all, m_w[w]);
+    }
+    float s_all = 0.0f;
+    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
+    constexpr int kBatch = 8;
+#pragma unroll
+    for (int w0 = 0; w0 < kMaxWorkgroups; w0 += kBatch) {
+      if (w0 >= nwg) break;
+      float4 v[kBatch];
+      float sw[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const bool has = w0 + j < nwg;
+        v[j] = has ? ld_l2_4(base + (w0 + j) * wstride + 2 + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        sw[j] = has ? ld_l2(base + (w0 + j) * wstride + 1) : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (w0 + j >= nwg) continue;
+        const float cw = rescale_factor(m_w[w0 + j], m_all);
+        s_all = fmaf(sw[j], cw, s_all);
+        o_all[0] = fmaf(v[j].x, cw, o_all[0]);
+        o_all[1] = fmaf(v[j].y, cw, o_all[1]);
+        o_all[2] = fmaf(v[j].z, cw, o_all[2]);
+        o_all[3] = fmaf(v[j].w, cw, o_all[3]);
+      }
+    }
+    float4 res;
+    res.x = o_all[0] / s_all;
+    res.y = o_all[1] / s_all;
+    res.z = o_all[2] / s_all;
+    res.w = o_all[3] / s_all;
+    *reinterpret_cast<float4*>(tail.out + static_cast<std::int64_t>(head) * kHeadDim + c) = res;
+  }
+}
+
+template <class Family>
+__global__ void __launch_bounds__(kTcThreads) fused_tc_kernel(ProducerParams p, FusedTail tail) {
+  extern __shared__ __align__(16) std::uint16_t fused_smem[];
+  __shared__ unsigned flag;
+  produce_fused<Family>(p, tail, fused_smem, &flag);
+}
+
+// Graph form: the per-token structs come from device memory (copied before the first kernel of
+// the step, so reading them before the PDL wait is safe).
+template <class Family>
+__global__ void __launch_bounds__(kTcThreads) fused_tc_kernel_indirect(const ProducerParams* pp, const FusedTail* tp) {
+  extern __shared__ __align__(16) std::uint16_t fused_smem[];
+  __shared__ unsigned flag;
+  const ProducerParams p = *pp;
+  const FusedTail tail = *tp;
+  produce_fused<Family>(p, tail, fused_smem, &flag);
+}
+
+// Launches through cudaLaunchKernelEx so that `programmatic` can allow the launch to overlap the
+// previous kernel in the stream (PDL; captured as a programmatic edge in a graph).
+template <class Family>
+cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                            const FusedTail* dtail, bool programmatic, cudaStream_t stream) {
+  static const cudaError_t opt_in = [] {
+    const int bytes = static_cast<int>(kTcSmemBytes);
+    const cudaError_t a =
+        cudaFuncSetAttribute(fused_tc_kernel<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    const cudaError_t b =
+        cudaFuncSetAttribute(fused_tc_kernel_indirect<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return a != cudaSuccess ? a : b;
+  }();
+  if (opt_in != cudaSuccess) return opt_in;
+  const int tiles = (p.shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
+  const unsigned x = static_cast<unsigned>(p.shape.n_kv_heads * tiles);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(kTcThreads);
+  cfg.dynamicSmemBytes = kTcSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (dp == nullptr) {
+    if (p.sched.slots() <= 0) return cudaSuccess;
+    cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
+    return cudaLaunchKernelEx(&cfg, fused_tc_kernel<Family>, p, tail);
+  }
+  cfg.gridDim = dim3(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup));
+  return cudaLaunchKernelEx(&cfg, fused_tc_kernel_indirect<Family>, dp, dtail);
+}
+
+}  // namespace ladder::cuda_detail

@@ -1,0 +1,229 @@
+// The fused splitk kernel (one launch per layer: store + tensor-core producer + "the last CTA to
+// finish merges" reduce, src/cuda/fused_tc.cuh) against the separate kernels it replaces:
+//  * the same output bits and the same stored plane row, over GQA ratios (one and two 16-head
+//    tiles per KV head), wrap states, ragged lengths and depths where the schedule has nsg 1, 2
+//    and 4 (both merge levels run), and within the tensor-core bound of the f64 reference;
+//  * bits independent of the order in which CTAs arrive (CTAs delayed on purpose through the
+//    kernel's test hook: reversed, shuffled, one slot last);
+//  * arrival counters back at zero after every launch (graph replay needs no reset pass).
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cpu/cpu_twin_helpers.hpp"
+#include "gpu/gpu_test_support.hpp"
+#include "ladder/cuda/cuda_backend.hpp"
+
+namespace ladder::test {
+namespace {
+
+constexpr int kHeadDim = 128;
+// The tensor-core producer's bound against the f64 reference (test_gpu_routes.cpp says why).
+constexpr double kTcMaxRelErr = 1e-4;
+// Flat warp slots of the largest schedule (32 workgroups x 4 warps): the delay array's length.
+constexpr int kMaxSlots = 128;
+
+cuda::LaunchTuning tensor(bool fused) {
+  cuda::LaunchTuning t;
+  t.producer = cuda::GpuProducer::tensor_core;
+  t.fused = fused;
+  return t;
+}
+
+struct Run {
+  Status status;
+  std::vector<float> out;
+  HostPlane plane;
+};
+
+Run run_splitk(const HostPlane& before, int position, const HeadShape& shape, const Token& tok,
+               const cuda::LaunchTuning& tuning) {
+  Run run{Status{}, nan_filled(tok.q.size()), before};
+  Result<int> slot = run.plane.append(position);
+  if (!slot.ok()) {
+    run.status = slot.status();
+    return run;
+  }
+  const LayerIO io{tok.q.data(), tok.k.data(), tok.v.data(), run.out.data()};
+  run.status = cuda::attend_layer_host(Route::splitk, run.plane, position, *slot, shape, io, tuning);
+  return run;
+}
+
+struct Case {
+  const char* name;
+  PlaneConfig cfg;
+  int position;
+};
+
+std::vector<Case> cases(int n_kv) {
+  std::vector<Case> out = {
+      {"ring64 first token", ring_config(n_kv, kHeadDim, 64, 64, 32768), 0},
+      {"ring64 ragged", ring_config(n_kv, kHeadDim, 64, 64, 32768), 38},
+      {"ring64 wrapped", ring_config(n_kv, kHeadDim, 64, 64, 32768), 200},
+      {"ring40+13 partially wrapped", ring_config(n_kv, kHeadDim, 40, 53, 32768), 60},
+      {"ring20", ring_config(n_kv, kHeadDim, 20, 20, 32768), 33},
+      // nwg 32 with nsg 1 (2,048), 2 (3,000) and 4 (12,288 wrapped: 3 blocks per slot).
+      {"ring2048 wrapped", ring_config(n_kv, kHeadDim, 2048, 2048, 32768), 2500},
+      {"ring3000 ragged", ring_config(n_kv, kHeadDim, 3000, 3000, 32768), 2999},
+      {"ring12288 wrapped", ring_config(n_kv, kHeadDim, 12288, 12288, 32768), 17000},
+  };
+  if (small_sweep()) out.erase(out.begin() + 1, out.begin() + 5);
+  return out;
+}
+
+TEST(GpuFused, SplitkOneKernelEqualsSeparateKernelsBitForBit) {
+  LADDER_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  int compared = 0;
+  double worst_rel = 0.0;
+  const std::vector<std::pair<int, int>> gqas = small_sweep()
+                                                   ? std::vector<std::pair<int, int>>{{32, 2}, {64, 2}}
+                                                   : std::vector<std::pair<int, int>>{{32, 2}, {8, 8}, {6, 2}, {64, 2}};
+  for (const auto& [nh, nkv] : gqas) {
+    const HeadShape shape = make_shape(nh, nkv, kHeadDim);
+    for (const Case& c : cases(nkv)) {
+      SCOPED_TRACE(testing::Message() << c.name << " " << nh << ":" << nkv << " position " << c.position);
+      const HostPlane before = build_plane(c.cfg, c.position, rng);
+      const Token tok = random_token(shape, rng);
+      const Run fused = run_splitk(before, c.position, shape, tok, tensor(true));
+      const Run separate = run_splitk(before, c.position, shape, tok, tensor(false));
+      ASSERT_TRUE(fused.status.ok()) << fused.status.to_string();
+      ASSERT_TRUE(separate.status.ok()) << separate.status.to_string();
+      EXPECT_TRUE(all_finite(fused.out));
+      EXPECT_TRUE(same_bits(fused.out, separate.out)) << "max ulp " << max_ulp(fused.out, separate.out);
+      EXPECT_TRUE(same_plane(fused.plane, separate.plane)) << "the stored row differs";
+      const std::vector<double> ref =
+          reference_from(shape, tok.q, fused.plane.state().len, logical_rows(fused.plane, c.position, nullptr));
+      const double rel = relative_error(fused.out.data(), ref.data(), ref.size());
+      worst_rel = std::max(worst_rel, rel);
+      EXPECT_LT(rel, kTcMaxRelErr);
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
+  std::printf("[ fused splitk ] %d cases bit-identical to store + producer + reducer, max rel err %.3g\n", compared,
+              worst_rel);
+}
+
+// Device array of per-slot delays for the kernel's test hook.
+class Delays {
+ public:
+  Delays() { ok_ = cudaMalloc(&d_, kMaxSlots * sizeof(unsigned)) == cudaSuccess; }
+  ~Delays() { cudaFree(d_); }
+  Delays(const Delays&) = delete;
+  Delays& operator=(const Delays&) = delete;
+  bool set(const std::vector<unsigned>& ns) {
+    return ok_ && cudaMemcpy(d_, ns.data(), kMaxSlots * sizeof(unsigned), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  const unsigned* get() const { return d_; }
+
+ private:
+  unsigned* d_ = nullptr;
+  bool ok_ = false;
+};
+
+TEST(GpuFused, ArrivalOrderNeverChangesBits) {
+  LADDER_REQUIRE_GPU();
+  std::mt19937 rng(23);
+  const HeadShape shape = make_shape(32, 2, kHeadDim);
+  Delays delays;
+  // A delay step far above the time a CTA takes (a few microseconds), so the order is forced.
+  constexpr unsigned kStepNs = 20000;
+  struct Depth {
+    int window, position;
+  };
+  // nsg 1 (32 slots: one merge level), nsg 4 (128 slots: both levels).
+  for (const Depth d : {Depth{2048, 2100}, Depth{12288, 13000}}) {
+    SCOPED_TRACE(testing::Message() << "window " << d.window);
+    const PlaneConfig cfg = ring_config(2, kHeadDim, d.window, d.window, 32768);
+    const HostPlane before = build_plane(cfg, d.position, rng);
+    const Token tok = random_token(shape, rng);
+    const Run base = run_splitk(before, d.position, shape, tok, tensor(true));
+    const Run separate = run_splitk(before, d.position, shape, tok, tensor(false));
+    ASSERT_TRUE(base.status.ok() && separate.status.ok());
+    ASSERT_TRUE(same_bits(base.out, separate.out));
+    std::vector<unsigned> order(kMaxSlots);
+    std::iota(order.begin(), order.end(), 0u);
+    std::vector<std::pair<const char*, std::vector<unsigned>>> patterns;
+    std::vector<unsigned> reversed(kMaxSlots), shuffled(kMaxSlots), first_last(kMaxSlots, 0u);
+    for (int f = 0; f < kMaxSlots; ++f) reversed[f] = static_cast<unsigned>(kMaxSlots - 1 - f) * kStepNs / 8;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int f = 0; f < kMaxSlots; ++f) shuffled[f] = order[f] * kStepNs / 8;
+    first_last[0] = 20 * kStepNs;  // slot 0 arrives last: it merges workgroup 0 and everything
+    patterns = {{"reversed", reversed}, {"shuffled", shuffled}, {"slot 0 last", first_last}};
+    for (const auto& [name, ns] : patterns) {
+      SCOPED_TRACE(name);
+      ASSERT_TRUE(delays.set(ns));
+      cuda::LaunchTuning t = tensor(true);
+      t.debug_arrival_delay_ns = delays.get();
+      const Run perturbed = run_splitk(before, d.position, shape, tok, t);
+      ASSERT_TRUE(perturbed.status.ok()) << perturbed.status.to_string();
+      EXPECT_TRUE(same_bits(perturbed.out, base.out)) << "max ulp " << max_ulp(perturbed.out, base.out);
+    }
+  }
+}
+
+// run_route on device buffers with one workspace, launched repeatedly: the counters are zero
+// after each launch and the bits repeat (what graph replay relies on).
+TEST(GpuFused, ArrivalCountersResetThemselves) {
+  LADDER_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  const HeadShape shape = make_shape(32, 2, kHeadDim);
+  const PlaneConfig cfg = ring_config(2, kHeadDim, 8192, 8192, 32768);
+  HostPlane plane = build_plane(cfg, 9000, rng);
+  const Token tok = random_token(shape, rng);
+  const int slot = plane.append(9000).value();
+  const std::size_t elems = plane.elements();
+  std::uint16_t *dk = nullptr, *dv = nullptr;
+  float *dq = nullptr, *dck = nullptr, *dcv = nullptr, *dout = nullptr;
+  ASSERT_EQ(cudaMalloc(&dk, elems * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dv, elems * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dq, tok.q.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dck, tok.k.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dcv, tok.v.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, tok.q.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dk, plane.k(), elems * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dv, plane.v(), elems * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dq, tok.q.data(), tok.q.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dck, tok.k.data(), tok.k.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dcv, tok.v.data(), tok.v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  Geometry g;
+  g.n_heads = shape.n_heads;
+  g.n_kv_heads = shape.n_kv_heads;
+  g.head_dim = shape.head_dim;
+  Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(Route::splitk, g, 8192));
+  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+  ASSERT_GT(ws->arrival_count, 0);
+  const cuda::DevicePlane dp{cfg, plane.state(), dk, dv, 0};
+  const cuda::DeviceLayerIO io{dq, dck, dcv, dout};
+  std::vector<float> first;
+  for (int rep = 0; rep < 4; ++rep) {
+    ASSERT_EQ(cudaMemset(dout, 0xff, tok.q.size() * 4), cudaSuccess);  // NaN poison
+    ASSERT_TRUE(cuda::run_route(Route::splitk, dp, 9000, slot, shape, io, *ws, nullptr, tensor(true)).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<unsigned> counters(static_cast<std::size_t>(ws->arrival_count), 1u);
+    ASSERT_EQ(cudaMemcpy(counters.data(), ws->arrivals, counters.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_TRUE(std::all_of(counters.begin(), counters.end(), [](unsigned c) { return c == 0u; }))
+        << "a counter was left non-zero after launch " << rep;
+    std::vector<float> out(tok.q.size());
+    ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_TRUE(all_finite(out));
+    if (rep == 0)
+      first = out;
+    else
+      EXPECT_TRUE(same_bits(out, first)) << "launch " << rep << " differs";
+  }
+  cuda::free_workspace(*ws);
+  for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dq), static_cast<void*>(dck),
+                  static_cast<void*>(dcv), static_cast<void*>(dout)})
+    cudaFree(p);
+}
+
+}  // namespace
+}  // namespace ladder::test
