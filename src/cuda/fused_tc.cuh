@@ -46,7 +46,16 @@ __device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepco
 
 // Loads that must see other CTAs' stores of this launch: from L2, never a stale L1 line.
 __device__ __forceinline__ float ld_l2(const float* p) { return __ldcg(p); }
-__device__ __forceinline__ float4 ld_l2_4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+// Four consecutive o values of a partial: 8-byte aligned only (a partial is 130 floats).
+__device__ __forceinline__ float4 ld_l2_4(const float* p) {
+  const float2 a = __ldcg(reinterpret_cast<const float2*>(p));
+  const float2 b = __ldcg(reinterpret_cast<const float2*>(p + 2));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ void st_partial4(float* p, float x, float y, float z, float w) {
+  *reinterpret_cast<float2*>(p) = make_float2(x, y);
+  *reinterpret_cast<float2*>(p + 2) = make_float2(z, w);
+}
 
 // The CTA-wide "am I the last to arrive": every thread's prior global stores are fenced, one
 // thread counts, all learn the answer. `n` arrivals make the counter wrap to 0.
@@ -295,7 +304,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
     const int head = kvh * hpk + tile * kTcHeads + h;
     float* dst = p.partials + (static_cast<std::int64_t>(head) * nwg * nsg + flat) * pstride;
     if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
-    *reinterpret_cast<float4*>(dst + 2 + c) = make_float4(o_all[0], o_all[1], o_all[2], o_all[3]);
+    st_partial4(dst + 2 + c, o_all[0], o_all[1], o_all[2], o_all[3]);
   }
 
   if (tail.delay_ns != nullptr) {
@@ -360,7 +369,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
       const int head = kvh * hpk + tile * kTcHeads + h;
       float* dst = p.partials + (static_cast<std::int64_t>(head) * nwg + wg) * nsg * pstride;
       if (lane == 0) *reinterpret_cast<float2*>(dst) = make_float2(my_m[k], my_s[k]);
-      *reinterpret_cast<float4*>(dst + 2 + c) = make_float4(o_w[k][0], o_w[k][1], o_w[k][2], o_w[k][3]);
+      st_partial4(dst + 2 + c, o_w[k][0], o_w[k][1], o_w[k][2], o_w[k][3]);
     }
   }
   if (!arrive_last(counters, static_cast<unsigned>(nwg), flag)) return;

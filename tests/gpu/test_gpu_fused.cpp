@@ -1,5 +1,6 @@
-// The fused splitk kernel (one launch per layer: store + tensor-core producer + "the last CTA to
-// finish merges" reduce, src/cuda/fused_tc.cuh) against the separate kernels it replaces:
+// The fused kernel (one launch per layer for splitk and vec: store + tensor-core producer + "the
+// last CTA to finish merges" reduce, src/cuda/fused_tc.cuh) against the separate kernels it
+// replaces:
 //  * the same output bits and the same stored plane row, over GQA ratios (one and two 16-head
 //    tiles per KV head), wrap states, ragged lengths and depths where the schedule has nsg 1, 2
 //    and 4 (both merge levels run), and within the tensor-core bound of the f64 reference;
@@ -36,23 +37,28 @@ cuda::LaunchTuning tensor(bool fused) {
   return t;
 }
 
-struct Run {
+struct FusedRun {
   Status status;
   std::vector<float> out;
   HostPlane plane;
 };
 
-Run run_splitk(const HostPlane& before, int position, const HeadShape& shape, const Token& tok,
-               const cuda::LaunchTuning& tuning) {
-  Run run{Status{}, nan_filled(tok.q.size()), before};
+FusedRun run_route_on_copy(Route r, const HostPlane& before, int position, const HeadShape& shape, const Token& tok,
+                      const cuda::LaunchTuning& tuning) {
+  FusedRun run{Status{}, nan_filled(tok.q.size()), before};
   Result<int> slot = run.plane.append(position);
   if (!slot.ok()) {
     run.status = slot.status();
     return run;
   }
   const LayerIO io{tok.q.data(), tok.k.data(), tok.v.data(), run.out.data()};
-  run.status = cuda::attend_layer_host(Route::splitk, run.plane, position, *slot, shape, io, tuning);
+  run.status = cuda::attend_layer_host(r, run.plane, position, *slot, shape, io, tuning);
   return run;
+}
+
+FusedRun run_splitk(const HostPlane& before, int position, const HeadShape& shape, const Token& tok,
+               const cuda::LaunchTuning& tuning) {
+  return run_route_on_copy(Route::splitk, before, position, shape, tok, tuning);
 }
 
 struct Case {
@@ -72,12 +78,16 @@ std::vector<Case> cases(int n_kv) {
       {"ring2048 wrapped", ring_config(n_kv, kHeadDim, 2048, 2048, 32768), 2500},
       {"ring3000 ragged", ring_config(n_kv, kHeadDim, 3000, 3000, 32768), 2999},
       {"ring12288 wrapped", ring_config(n_kv, kHeadDim, 12288, 12288, 32768), 17000},
+      // vec's head-major planes: a ragged tail (read in place by the fused kernel, padded by the
+      // separate kernels) and a deep one.
+      {"grow32 ragged", growing_config(n_kv, kHeadDim, 32, 32768), 70},
+      {"grow-deep ragged", growing_config(n_kv, kHeadDim, 256, 32768), 12000},
   };
   if (small_sweep()) out.erase(out.begin() + 1, out.begin() + 5);
   return out;
 }
 
-TEST(GpuFused, SplitkOneKernelEqualsSeparateKernelsBitForBit) {
+TEST(GpuFused, OneKernelEqualsSeparateKernelsBitForBit) {
   LADDER_REQUIRE_GPU();
   std::mt19937 rng(9);
   int compared = 0;
@@ -91,23 +101,30 @@ TEST(GpuFused, SplitkOneKernelEqualsSeparateKernelsBitForBit) {
       SCOPED_TRACE(testing::Message() << c.name << " " << nh << ":" << nkv << " position " << c.position);
       const HostPlane before = build_plane(c.cfg, c.position, rng);
       const Token tok = random_token(shape, rng);
-      const Run fused = run_splitk(before, c.position, shape, tok, tensor(true));
-      const Run separate = run_splitk(before, c.position, shape, tok, tensor(false));
-      ASSERT_TRUE(fused.status.ok()) << fused.status.to_string();
-      ASSERT_TRUE(separate.status.ok()) << separate.status.to_string();
-      EXPECT_TRUE(all_finite(fused.out));
-      EXPECT_TRUE(same_bits(fused.out, separate.out)) << "max ulp " << max_ulp(fused.out, separate.out);
-      EXPECT_TRUE(same_plane(fused.plane, separate.plane)) << "the stored row differs";
-      const std::vector<double> ref =
-          reference_from(shape, tok.q, fused.plane.state().len, logical_rows(fused.plane, c.position, nullptr));
-      const double rel = relative_error(fused.out.data(), ref.data(), ref.size());
-      worst_rel = std::max(worst_rel, rel);
-      EXPECT_LT(rel, kTcMaxRelErr);
-      ++compared;
+      for (Route r : {Route::splitk, Route::vec}) {
+        SCOPED_TRACE(route_name(r));
+        const FusedRun fused = run_route_on_copy(r, before, c.position, shape, tok, tensor(true));
+        const FusedRun separate = run_route_on_copy(r, before, c.position, shape, tok, tensor(false));
+        // Fail-closed alike: vec is refused on the same planes either way (and splitk never).
+        ASSERT_EQ(fused.status.ok(), separate.status.ok()) << fused.status.to_string();
+        if (!fused.status.ok()) {
+          EXPECT_EQ(r, Route::vec) << fused.status.to_string();
+          continue;
+        }
+        EXPECT_TRUE(all_finite(fused.out));
+        EXPECT_TRUE(same_bits(fused.out, separate.out)) << "max ulp " << max_ulp(fused.out, separate.out);
+        EXPECT_TRUE(same_plane(fused.plane, separate.plane)) << "the stored row differs";
+        const std::vector<double> ref =
+            reference_from(shape, tok.q, fused.plane.state().len, logical_rows(fused.plane, c.position, nullptr));
+        const double rel = relative_error(fused.out.data(), ref.data(), ref.size());
+        worst_rel = std::max(worst_rel, rel);
+        EXPECT_LT(rel, kTcMaxRelErr);
+        ++compared;
+      }
     }
   }
   EXPECT_GT(compared, 0);
-  std::printf("[ fused splitk ] %d cases bit-identical to store + producer + reducer, max rel err %.3g\n", compared,
+  std::printf("[ fused splitk/vec ] %d runs bit-identical to store + producer + reducer, max rel err %.3g\n", compared,
               worst_rel);
 }
 
@@ -144,8 +161,8 @@ TEST(GpuFused, ArrivalOrderNeverChangesBits) {
     const PlaneConfig cfg = ring_config(2, kHeadDim, d.window, d.window, 32768);
     const HostPlane before = build_plane(cfg, d.position, rng);
     const Token tok = random_token(shape, rng);
-    const Run base = run_splitk(before, d.position, shape, tok, tensor(true));
-    const Run separate = run_splitk(before, d.position, shape, tok, tensor(false));
+    const FusedRun base = run_splitk(before, d.position, shape, tok, tensor(true));
+    const FusedRun separate = run_splitk(before, d.position, shape, tok, tensor(false));
     ASSERT_TRUE(base.status.ok() && separate.status.ok());
     ASSERT_TRUE(same_bits(base.out, separate.out));
     std::vector<unsigned> order(kMaxSlots);
@@ -162,7 +179,7 @@ TEST(GpuFused, ArrivalOrderNeverChangesBits) {
       ASSERT_TRUE(delays.set(ns));
       cuda::LaunchTuning t = tensor(true);
       t.debug_arrival_delay_ns = delays.get();
-      const Run perturbed = run_splitk(before, d.position, shape, tok, t);
+      const FusedRun perturbed = run_splitk(before, d.position, shape, tok, t);
       ASSERT_TRUE(perturbed.status.ok()) << perturbed.status.to_string();
       EXPECT_TRUE(same_bits(perturbed.out, base.out)) << "max ulp " << max_ulp(perturbed.out, base.out);
     }
