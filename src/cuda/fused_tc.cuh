@@ -40,6 +40,10 @@ namespace ladder::cuda_detail {
 // Heads of a tile each warp of the merging CTA walks (kTcHeads / warps per CTA).
 inline constexpr int kMergeHeadsPerWarp = kTcHeads / (kTcThreads / kWarpSize);
 static_assert(kMergeHeadsPerWarp * (kTcThreads / kWarpSize) == kTcHeads, "merge: warps x heads per warp = tile");
+static_assert(kTcHeads * kMaxWorkgroups % kTcThreads == 0, "merge: (head, workgroup) items per thread");
+static_assert(kMaxWorkgroups == kWarpSize, "merge: one lane per workgroup");
+static_assert((3 * kMaxWorkgroups + 1) * kTcHeads <= kTcPairs * kTcHeads * kTcMergeStride,
+              "merge statistics fit in the pair merge area");
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
@@ -320,106 +324,136 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
     }
   }
 
-  // Item (head, 4-dim chunk) of the merges: warp w walks heads w, w + 4, ..., lane = chunk.
+  // The merges read other CTAs' partials from L2. Every load of a phase is issued before any
+  // value is used: score_max and rescale_factor branch, and a load followed by a branch on its
+  // value waits for it, which made a first version ~45 us slower (one L2 round trip per
+  // workgroup per head, in series).
+  // Item (head, 4-dim chunk): warp w walks heads w, w + 4, ..., lane = chunk.
+  constexpr int kWarps = kTcThreads / kWarpSize;
   const int c = lane * kDimsPerLane;
   unsigned* counters = tail.arrivals + static_cast<std::int64_t>(blockIdx.x) * kFusedArrivalsPerGroup;
+  const std::int64_t wstride = static_cast<std::int64_t>(nsg) * pstride;
+  const auto head_of = [&](int h) { return kvh * hpk + tile * kTcHeads + h; };
+  const auto has_head = [&](int h) { return tile * kTcHeads + h < hpk; };
   if (nsg > 1) {
     if (!arrive_last(counters + 1 + wg, static_cast<unsigned>(nsg), flag)) return;
     // Step 4 for workgroup wg: its nsg slots in slot order, reduce.cu's rule; the result goes to
     // slot 0 once every thread has read its inputs.
+    float pm[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup], ps[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup];
+    float4 v[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup];
+#pragma unroll
+    for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
+      const int h = warp + k * kWarps;
+      const float* base = p.partials + (static_cast<std::int64_t>(head_of(h)) * nwg + wg) * wstride;
+#pragma unroll
+      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
+        const bool has = has_head(h) && g < nsg;
+        pm[k][g] = has ? ld_l2(base + g * pstride) : neg_inf_f32();
+        ps[k][g] = has ? ld_l2(base + g * pstride + 1) : 0.0f;
+        v[k][g] = has ? ld_l2_4(base + g * pstride + 2 + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
     float my_m[kMergeHeadsPerWarp], my_s[kMergeHeadsPerWarp], o_w[kMergeHeadsPerWarp][kDimsPerLane];
 #pragma unroll
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
-      const int h = warp + k * (kTcThreads / kWarpSize);
-      my_m[k] = neg_inf_f32();
-      my_s[k] = 0.0f;
+      float m = pm[k][0];
 #pragma unroll
-      for (int jj = 0; jj < kDimsPerLane; ++jj) o_w[k][jj] = 0.0f;
-      if (tile * kTcHeads + h >= hpk) continue;
-      const int head = kvh * hpk + tile * kTcHeads + h;
-      const float* base = p.partials + (static_cast<std::int64_t>(head) * nwg + wg) * nsg * pstride;
-      float part_m[kMaxWarpsPerWorkgroup];
-      float4 v[kMaxWarpsPerWorkgroup];
-#pragma unroll
-      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
-        part_m[g] = g < nsg ? ld_l2(base + g * pstride) : neg_inf_f32();
-        v[g] = g < nsg ? ld_l2_4(base + g * pstride + 2 + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-      float m = part_m[0];
-      for (int g = 1; g < nsg; ++g) m = score_max(m, part_m[g]);
+      for (int g = 1; g < kMaxWarpsPerWorkgroup; ++g)
+        if (g < nsg) m = score_max(m, pm[k][g]);
       float s = 0.0f;
+      float o4[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
         if (g >= nsg) continue;
-        const float cg = rescale_factor(part_m[g], m);
-        s = fmaf(ld_l2(base + g * pstride + 1), cg, s);
-        o_w[k][0] = fmaf(v[g].x, cg, o_w[k][0]);
-        o_w[k][1] = fmaf(v[g].y, cg, o_w[k][1]);
-        o_w[k][2] = fmaf(v[g].z, cg, o_w[k][2]);
-        o_w[k][3] = fmaf(v[g].w, cg, o_w[k][3]);
+        const float cg = rescale_factor(pm[k][g], m);
+        s = fmaf(ps[k][g], cg, s);
+        o4[0] = fmaf(v[k][g].x, cg, o4[0]);
+        o4[1] = fmaf(v[k][g].y, cg, o4[1]);
+        o4[2] = fmaf(v[k][g].z, cg, o4[2]);
+        o4[3] = fmaf(v[k][g].w, cg, o4[3]);
       }
       my_m[k] = m;
       my_s[k] = s;
+#pragma unroll
+      for (int jj = 0; jj < kDimsPerLane; ++jj) o_w[k][jj] = o4[jj];
     }
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
-      const int h = warp + k * (kTcThreads / kWarpSize);
-      if (tile * kTcHeads + h >= hpk) continue;
-      const int head = kvh * hpk + tile * kTcHeads + h;
-      float* dst = p.partials + (static_cast<std::int64_t>(head) * nwg + wg) * nsg * pstride;
+      const int h = warp + k * kWarps;
+      if (!has_head(h)) continue;
+      float* dst = p.partials + (static_cast<std::int64_t>(head_of(h)) * nwg + wg) * wstride;
       if (lane == 0) *reinterpret_cast<float2*>(dst) = make_float2(my_m[k], my_s[k]);
       st_partial4(dst + 2 + c, o_w[k][0], o_w[k][1], o_w[k][2], o_w[k][3]);
     }
   }
   if (!arrive_last(counters, static_cast<unsigned>(nwg), flag)) return;
 
-  // Step 5: the nwg workgroups (slot 0 of each) in order, then one divide.
+  // Step 5: the nwg workgroups (slot 0 of each) in order, then one divide. Phase 1: every
+  // workgroup's (m, s) of every head into shared memory (the tiles' memory, free now).
+  float* sm_m = merge;                          // [kTcHeads][kMaxWorkgroups]
+  float* sm_s = sm_m + kTcHeads * kMaxWorkgroups;  // [kTcHeads][kMaxWorkgroups]
+  float* sm_c = sm_s + kTcHeads * kMaxWorkgroups;  // rescale factors c_w
+  float* sm_sall = sm_c + kTcHeads * kMaxWorkgroups;  // [kTcHeads]
+  {
+    constexpr int kItems = kTcHeads * kMaxWorkgroups / kTcThreads;
+    float mv[kItems], sv[kItems];
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      const int i = static_cast<int>(threadIdx.x) + j * kTcThreads;
+      const int h = i / kMaxWorkgroups;
+      const int w = i % kMaxWorkgroups;
+      const bool has = has_head(h) && w < nwg;
+      const float* src = p.partials + static_cast<std::int64_t>(head_of(h)) * nwg * wstride + w * wstride;
+      mv[j] = has ? ld_l2(src) : neg_inf_f32();
+      sv[j] = has ? ld_l2(src + 1) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      const int i = static_cast<int>(threadIdx.x) + j * kTcThreads;
+      sm_m[i] = mv[j];
+      sm_s[i] = sv[j];
+    }
+  }
+  __syncthreads();
+  // Phase 2: per head, lane w holds workgroup w: M = max (order-free), c_w = rescale_factor(m_w,
+  // M) (0 for lanes past nwg: -inf), S = fmaf chain over w in order (every lane the same chain).
+  for (int h = warp; h < kTcHeads; h += kWarps) {
+    const float m = sm_m[h * kMaxWorkgroups + lane];
+    const float sw = sm_s[h * kMaxWorkgroups + lane];
+    float m_all = m;
+    for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = score_max(m_all, __shfl_xor_sync(kFullMask, m_all, off));
+    const float cw = lane < nwg ? rescale_factor(m, m_all) : 0.0f;
+    sm_c[h * kMaxWorkgroups + lane] = cw;
+    float s_all = 0.0f;
+    for (int w = 0; w < nwg; ++w)
+      s_all = fmaf(__shfl_sync(kFullMask, sw, w), __shfl_sync(kFullMask, cw, w), s_all);
+    if (lane == 0) sm_sall[h] = s_all;
+  }
+  __syncthreads();
+  // Phase 3: o, one head per round: all nwg loads in flight, then the fmaf chain in order.
 #pragma unroll 1
   for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
-    const int h = warp + k * (kTcThreads / kWarpSize);
-    if (tile * kTcHeads + h >= hpk) continue;
-    const int head = kvh * hpk + tile * kTcHeads + h;
-    const float* base = p.partials + static_cast<std::int64_t>(head) * nwg * nsg * pstride;
-    const std::int64_t wstride = static_cast<std::int64_t>(nsg) * pstride;
-    float m_w[kMaxWorkgroups];
-    float m_all = neg_inf_f32();
+    const int h = warp + k * kWarps;
+    if (!has_head(h)) continue;
+    const float* base = p.partials + static_cast<std::int64_t>(head_of(h)) * nwg * wstride + 2 + c;
+    float4 v[kMaxWorkgroups];
+#pragma unroll
+    for (int w = 0; w < kMaxWorkgroups; ++w)
+      v[w] = w < nwg ? ld_l2_4(base + w * wstride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int w = 0; w < kMaxWorkgroups; ++w) {
-      m_w[w] = w < nwg ? ld_l2(base + w * wstride) : neg_inf_f32();
-      m_all = score_max(m_all, m_w[w]);
+      if (w >= nwg) continue;
+      const float cw = sm_c[h * kMaxWorkgroups + w];
+      o_all[0] = fmaf(v[w].x, cw, o_all[0]);
+      o_all[1] = fmaf(v[w].y, cw, o_all[1]);
+      o_all[2] = fmaf(v[w].z, cw, o_all[2]);
+      o_all[3] = fmaf(v[w].w, cw, o_all[3]);
     }
-    float s_all = 0.0f;
-    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
-    constexpr int kBatch = 8;
-#pragma unroll
-    for (int w0 = 0; w0 < kMaxWorkgroups; w0 += kBatch) {
-      if (w0 >= nwg) break;
-      float4 v[kBatch];
-      float sw[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const bool has = w0 + j < nwg;
-        v[j] = has ? ld_l2_4(base + (w0 + j) * wstride + 2 + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        sw[j] = has ? ld_l2(base + (w0 + j) * wstride + 1) : 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (w0 + j >= nwg) continue;
-        const float cw = rescale_factor(m_w[w0 + j], m_all);
-        s_all = fmaf(sw[j], cw, s_all);
-        o_all[0] = fmaf(v[j].x, cw, o_all[0]);
-        o_all[1] = fmaf(v[j].y, cw, o_all[1]);
-        o_all[2] = fmaf(v[j].z, cw, o_all[2]);
-        o_all[3] = fmaf(v[j].w, cw, o_all[3]);
-      }
-    }
-    float4 res;
-    res.x = o_all[0] / s_all;
-    res.y = o_all[1] / s_all;
-    res.z = o_all[2] / s_all;
-    res.w = o_all[3] / s_all;
-    *reinterpret_cast<float4*>(tail.out + static_cast<std::int64_t>(head) * kHeadDim + c) = res;
+    const float s_all = sm_sall[h];
+    const float4 res = make_float4(o_all[0] / s_all, o_all[1] / s_all, o_all[2] / s_all, o_all[3] / s_all);
+    *reinterpret_cast<float4*>(tail.out + static_cast<std::int64_t>(head_of(h)) * kHeadDim + c) = res;
   }
 }
 
