@@ -48,7 +48,8 @@ static_assert((3 * kMaxWorkgroups + 1) * kTcHeads <= kTcPairs * kTcHeads * kTcMe
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
-// Loads that must see other CTAs' stores of this launch: from L2, never a stale L1 line.
+// Loads of other CTAs' stores of this launch (after arrive_last's acquire): from L2, never a
+// stale L1 line.
 __device__ __forceinline__ float ld_l2(const float* p) { return __ldcg(p); }
 // Four consecutive o values of a partial: 8-byte aligned only (a partial is 130 floats).
 __device__ __forceinline__ float4 ld_l2_4(const float* p) {
@@ -61,16 +62,21 @@ __device__ __forceinline__ void st_partial4(float* p, float x, float y, float z,
   *reinterpret_cast<float2*>(p + 2) = make_float2(z, w);
 }
 
-// The CTA-wide "am I the last to arrive": every thread's prior global stores are fenced, one
-// thread counts, all learn the answer. `n` arrivals make the counter wrap to 0.
+// The CTA-wide "am I the last to arrive": a CTA barrier (every thread's partial stores are done),
+// then one thread's acq_rel atomic at GPU scope — release for this CTA's stores (cumulative over
+// the barrier), acquire for the other CTAs' stores that the merger reads next — then a barrier
+// that hands the answer (and the acquire) to the whole CTA. inc with limit n - 1 wraps the
+// counter to 0 on the n-th arrival. One fence-like operation per CTA: a first version fenced in
+// every thread (__threadfence, sequentially consistent) before and after arriving.
 __device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned n, unsigned* flag) {
-  __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) *flag = atomicInc(counter, n - 1) == n - 1 ? 1u : 0u;
+  if (threadIdx.x == 0) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(counter), "r"(n - 1u) : "memory");
+    *flag = old == n - 1u ? 1u : 0u;
+  }
   __syncthreads();
-  const bool last = *flag != 0u;
-  if (last) __threadfence();  // the other CTAs' partials are read after their arrivals
-  return last;
+  return *flag != 0u;
 }
 
 template <class Family>
@@ -420,15 +426,19 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
   // M) (0 for lanes past nwg: -inf), S = fmaf chain over w in order (every lane the same chain).
   for (int h = warp; h < kTcHeads; h += kWarps) {
     const float m = sm_m[h * kMaxWorkgroups + lane];
-    const float sw = sm_s[h * kMaxWorkgroups + lane];
     float m_all = m;
     for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = score_max(m_all, __shfl_xor_sync(kFullMask, m_all, off));
     const float cw = lane < nwg ? rescale_factor(m, m_all) : 0.0f;
     sm_c[h * kMaxWorkgroups + lane] = cw;
-    float s_all = 0.0f;
-    for (int w = 0; w < nwg; ++w)
-      s_all = fmaf(__shfl_sync(kFullMask, sw, w), __shfl_sync(kFullMask, cw, w), s_all);
-    if (lane == 0) sm_sall[h] = s_all;
+    __syncwarp();
+    if (lane == 0) {
+      // The chain in workgroup order from shared memory (loads independent of the chain).
+      float s_all = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kMaxWorkgroups; ++w)
+        if (w < nwg) s_all = fmaf(sm_s[h * kMaxWorkgroups + w], sm_c[h * kMaxWorkgroups + w], s_all);
+      sm_sall[h] = s_all;
+    }
   }
   __syncthreads();
   // Phase 3: o, one head per round: all nwg loads in flight, then the fmaf chain in order.
