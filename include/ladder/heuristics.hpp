@@ -28,6 +28,14 @@ inline constexpr int kMaxWarpsPerWorkgroup = 4;
 // 106 KB, two CTAs per SM.
 inline constexpr int kTcStages = 3;
 
+// GPU splitk and vec: one fused kernel per layer (store + producer + "the last CTA merges"
+// reduce) or the separate store, producer and reducer. Measured on the H200 (docs/perf.md,
+// change 7): the fused kernel's producer part is faster (6.4 us at 2,048 against 10.0 for the
+// three-kernel chain) but its merge, done by one CTA per 16-head group, added a 12 us tail
+// (18.4 us per layer at 2,048, 71 us at 131,072 against 50), so the separate kernels stay the
+// default until the merge is cheaper. LADDER_GPU_FUSED=1 selects the fused kernel.
+inline constexpr bool kGpuFusedByDefault = false;
+
 // First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy
 // of the plane) is rare at short depth, small enough that each of the 13 planes costs
 // (4096 rows x 2 KV heads x 128 dims x 2 B x 2 planes = 4 MiB) before the context grows.

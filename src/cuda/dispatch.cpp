@@ -70,9 +70,7 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.tensor_core = cuda::resolve_producer(t.producer) == cuda::GpuProducer::tensor_core;
   c.heads_per_warp =
       heads_per_warp_for(shape.heads_per_kv(), t.heads_per_warp > 0 ? t.heads_per_warp : kDefaultHeadsPerWarp);
-  // LADDER_GPU_FUSED=0 selects the separate kernels (benches compare the two in one build).
-  const char* fused_env = std::getenv("LADDER_GPU_FUSED");
-  c.fused = c.tensor_core && t.fused && !(fused_env != nullptr && std::strcmp(fused_env, "0") == 0);
+  c.fused = c.tensor_core && cuda::resolve_fusion(t.fusion) == cuda::GpuFusion::fused;
   c.programmatic = c.fused && t.programmatic;
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
   return c;
@@ -339,6 +337,14 @@ Status cuda_attend_layer(Route r, HostPlane& plane, int position, int slot, cons
 }  // namespace detail
 
 namespace cuda {
+
+GpuFusion resolve_fusion(GpuFusion requested) {
+  if (requested != GpuFusion::automatic) return requested;
+  const char* v = std::getenv("LADDER_GPU_FUSED");
+  if (v != nullptr && std::strcmp(v, "1") == 0) return GpuFusion::fused;
+  if (v != nullptr && std::strcmp(v, "0") == 0) return GpuFusion::separate;
+  return kGpuFusedByDefault ? GpuFusion::fused : GpuFusion::separate;
+}
 
 GpuProducer resolve_producer(GpuProducer requested) {
   if (requested != GpuProducer::automatic) return requested;

@@ -26,8 +26,9 @@
 //    the counters are touched only after the wait. Without the launch attribute the wait is a
 //    no-op.
 //
-// Shape at the boundary: q f32 [n_heads][128]; cur_k/cur_v f32 [n_kv_heads][128]; partials f32
-// [n_heads][nwg][nsg][130] (slot 0 of a workgroup ends holding the workgroup's merge when nsg >
+// Shape at the boundary: q f32 [n_heads][128]; cur_k/cur_v f32 [n_kv_heads][128]; partials: the
+// reducer's n_heads x nwg x nsg x 130 floats, laid out as o [n_heads][nwg * nsg][128] then (m, s)
+// [n_heads][nwg * nsg][2] (slot 0 of a workgroup ends holding the workgroup's merge when nsg >
 // 1); arrivals u32 [groups][1 + kMaxWorkgroups] (group = KV head x tile: [0] counts workgroups,
 // [1 + w] counts workgroup w's slots); out f32 [n_heads][128].
 #pragma once
@@ -51,16 +52,8 @@ __device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepco
 // Loads of other CTAs' stores of this launch (after arrive_last's acquire): from L2, never a
 // stale L1 line.
 __device__ __forceinline__ float ld_l2(const float* p) { return __ldcg(p); }
-// Four consecutive o values of a partial: 8-byte aligned only (a partial is 130 floats).
-__device__ __forceinline__ float4 ld_l2_4(const float* p) {
-  const float2 a = __ldcg(reinterpret_cast<const float2*>(p));
-  const float2 b = __ldcg(reinterpret_cast<const float2*>(p + 2));
-  return make_float4(a.x, a.y, b.x, b.y);
-}
-__device__ __forceinline__ void st_partial4(float* p, float x, float y, float z, float w) {
-  *reinterpret_cast<float2*>(p) = make_float2(x, y);
-  *reinterpret_cast<float2*>(p + 2) = make_float2(z, w);
-}
+__device__ __forceinline__ float2 ld_l2_2(const float* p) { return __ldcg(reinterpret_cast<const float2*>(p)); }
+__device__ __forceinline__ float4 ld_l2_4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
 
 // The CTA-wide "am I the last to arrive": a CTA barrier (every thread's partial stores are done),
 // then one thread's acq_rel atomic at GPU scope — release for this CTA's stores (cumulative over
@@ -293,9 +286,15 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
   __syncthreads();
 
   // The slot's partial: the pairs merged in pair order (producer_tc.cuh's rule), to its slot.
-  const int pstride = partial_stride(kHeadDim);
   const int nwg = sched.nwg;
   const int nsg = sched.nsg;
+  // The fused kernel's layout of the partials scratch (the reducer's n_heads x slots x 130
+  // floats, split): o rows [n_heads][slots][128], 16-byte aligned so that a warp reads one
+  // coalesced 512-byte row, then (m, s) pairs [n_heads][slots][2]. Partial (head, flat slot) is
+  // index head * slots + flat.
+  const std::int64_t slots = static_cast<std::int64_t>(nwg) * nsg;
+  float* const o_rows = p.partials;
+  float* const ms_pairs = p.partials + static_cast<std::int64_t>(p.shape.n_heads) * slots * kHeadDim;
   for (int it = static_cast<int>(threadIdx.x); it < kTcHeads * kWarpSize; it += static_cast<int>(blockDim.x)) {
     const int h = it / kWarpSize;
     const int c = (it % kWarpSize) * kDimsPerLane;
@@ -312,9 +311,9 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
       for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(row[2 + c + jj], cg, o_all[jj]);
     }
     const int head = kvh * hpk + tile * kTcHeads + h;
-    float* dst = p.partials + (static_cast<std::int64_t>(head) * nwg * nsg + flat) * pstride;
-    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
-    st_partial4(dst + 2 + c, o_all[0], o_all[1], o_all[2], o_all[3]);
+    const std::int64_t idx = head * slots + flat;
+    if (c == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx) = make_float2(m_all, s_all);
+    *reinterpret_cast<float4*>(o_rows + idx * kHeadDim + c) = make_float4(o_all[0], o_all[1], o_all[2], o_all[3]);
   }
 
   if (tail.delay_ns != nullptr) {
@@ -338,7 +337,6 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
   constexpr int kWarps = kTcThreads / kWarpSize;
   const int c = lane * kDimsPerLane;
   unsigned* counters = tail.arrivals + static_cast<std::int64_t>(blockIdx.x) * kFusedArrivalsPerGroup;
-  const std::int64_t wstride = static_cast<std::int64_t>(nsg) * pstride;
   const auto head_of = [&](int h) { return kvh * hpk + tile * kTcHeads + h; };
   const auto has_head = [&](int h) { return tile * kTcHeads + h < hpk; };
   if (nsg > 1) {
@@ -350,13 +348,14 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
 #pragma unroll
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
       const int h = warp + k * kWarps;
-      const float* base = p.partials + (static_cast<std::int64_t>(head_of(h)) * nwg + wg) * wstride;
+      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + wg * nsg;
 #pragma unroll
       for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
         const bool has = has_head(h) && g < nsg;
-        pm[k][g] = has ? ld_l2(base + g * pstride) : neg_inf_f32();
-        ps[k][g] = has ? ld_l2(base + g * pstride + 1) : 0.0f;
-        v[k][g] = has ? ld_l2_4(base + g * pstride + 2 + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float2 msg = has ? ld_l2_2(ms_pairs + 2 * (idx0 + g)) : make_float2(neg_inf_f32(), 0.0f);
+        pm[k][g] = msg.x;
+        ps[k][g] = msg.y;
+        v[k][g] = has ? ld_l2_4(o_rows + (idx0 + g) * kHeadDim + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
     }
     float my_m[kMergeHeadsPerWarp], my_s[kMergeHeadsPerWarp], o_w[kMergeHeadsPerWarp][kDimsPerLane];
@@ -388,9 +387,9 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
       const int h = warp + k * kWarps;
       if (!has_head(h)) continue;
-      float* dst = p.partials + (static_cast<std::int64_t>(head_of(h)) * nwg + wg) * wstride;
-      if (lane == 0) *reinterpret_cast<float2*>(dst) = make_float2(my_m[k], my_s[k]);
-      st_partial4(dst + 2 + c, o_w[k][0], o_w[k][1], o_w[k][2], o_w[k][3]);
+      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + wg * nsg;
+      if (lane == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx0) = make_float2(my_m[k], my_s[k]);
+      *reinterpret_cast<float4*>(o_rows + idx0 * kHeadDim + c) = make_float4(o_w[k][0], o_w[k][1], o_w[k][2], o_w[k][3]);
     }
   }
   if (!arrive_last(counters, static_cast<unsigned>(nwg), flag)) return;
@@ -410,9 +409,11 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
       const int h = i / kMaxWorkgroups;
       const int w = i % kMaxWorkgroups;
       const bool has = has_head(h) && w < nwg;
-      const float* src = p.partials + static_cast<std::int64_t>(head_of(h)) * nwg * wstride + w * wstride;
-      mv[j] = has ? ld_l2(src) : neg_inf_f32();
-      sv[j] = has ? ld_l2(src + 1) : 0.0f;
+      const float2 msw =
+          has ? ld_l2_2(ms_pairs + 2 * (static_cast<std::int64_t>(head_of(h)) * slots + w * nsg))
+              : make_float2(neg_inf_f32(), 0.0f);
+      mv[j] = msw.x;
+      sv[j] = msw.y;
     }
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
@@ -446,7 +447,8 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
   for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
     const int h = warp + k * kWarps;
     if (!has_head(h)) continue;
-    const float* base = p.partials + static_cast<std::int64_t>(head_of(h)) * nwg * wstride + 2 + c;
+    const float* base = o_rows + static_cast<std::int64_t>(head_of(h)) * slots * kHeadDim + c;
+    const std::int64_t wstride = static_cast<std::int64_t>(nsg) * kHeadDim;
     float4 v[kMaxWorkgroups];
 #pragma unroll
     for (int w = 0; w < kMaxWorkgroups; ++w)

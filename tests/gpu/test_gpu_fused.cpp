@@ -33,7 +33,7 @@ constexpr int kMaxSlots = 128;
 cuda::LaunchTuning tensor(bool fused) {
   cuda::LaunchTuning t;
   t.producer = cuda::GpuProducer::tensor_core;
-  t.fused = fused;
+  t.fusion = fused ? cuda::GpuFusion::fused : cuda::GpuFusion::separate;
   return t;
 }
 

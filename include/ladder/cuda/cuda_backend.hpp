@@ -68,6 +68,13 @@ enum class GpuProducer {
   exact_dag,    // THE PRODUCER DAG on CUDA cores: the CPU twins' bits, ~10x slower
 };
 
+// One kernel per layer (docs/gpu.md, "One kernel per layer") or store, producer, reducer.
+enum class GpuFusion {
+  automatic,  // LADDER_GPU_FUSED, else kGpuFusedByDefault
+  fused,
+  separate,
+};
+
 // Launch choices. `producer` changes the in-block arithmetic (and so the bits, within the
 // tolerance the tests assert); heads_per_warp never changes a bit (tests prove it).
 struct LaunchTuning {
@@ -76,8 +83,8 @@ struct LaunchTuning {
   // power of two that divides heads_per_kv, at most 16). 0 = the default (heuristic in dispatch).
   int heads_per_warp = 0;
   // Tensor-core producer, splitk and vec routes: one kernel per layer (store, pad, producer and
-  // the split-K reduce fused; the same bits as the separate kernels). false = separate kernels.
-  bool fused = true;
+  // the split-K reduce fused; the same bits as the separate kernels) or the separate kernels.
+  GpuFusion fusion = GpuFusion::automatic;
   // Launch the fused kernel with programmatic dependent launch: it may start while the previous
   // kernel on the stream runs, prefetching its KV rows, and waits for that kernel before it
   // reads q or the activations (a programmatic edge when captured into a graph).
@@ -88,6 +95,9 @@ struct LaunchTuning {
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);
+// What GpuFusion::automatic resolves to here: LADDER_GPU_FUSED=1 fused, =0 separate, otherwise
+// kGpuFusedByDefault (heuristics.hpp).
+GpuFusion resolve_fusion(GpuFusion requested);
 
 // Runs route `r` for one layer whose plane state already took this token's append and
 // returned `slot`: stores the current row (fused on the interleaved route), attends, reduces
