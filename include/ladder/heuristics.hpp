@@ -30,10 +30,10 @@ inline constexpr int kTcStages = 3;
 
 // GPU splitk and vec: one fused kernel per layer (store + producer + "the last CTA merges"
 // reduce) or the separate store, producer and reducer. Measured on the H200 (docs/perf.md,
-// change 7): the fused kernel's producer part is faster (6.4 us at 2,048 against 10.0 for the
-// three-kernel chain) but its merge, done by one CTA per 16-head group, added a 12 us tail
-// (18.4 us per layer at 2,048, 71 us at 131,072 against 50), so the separate kernels stay the
-// default until the merge is cheaper. LADDER_GPU_FUSED=1 selects the fused kernel.
+// change 7): without its merge the fused kernel takes 6.4 us at 2,048 (the three-kernel chain:
+// 10.1), but the merge, done by one CTA per 16-head group, adds a ~10 us tail (16.7 us per layer
+// at 2,048 and 67.2 at 131,072, against 10.1 and 50.0), so the separate kernels stay the default
+// until the merge is cheaper. LADDER_GPU_FUSED=1 selects the fused kernel.
 inline constexpr bool kGpuFusedByDefault = false;
 
 // First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy
