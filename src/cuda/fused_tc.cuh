@@ -12,14 +12,17 @@
 //    head-major plane's ragged tail is read in place (the pad copy was bit-exact, so the bits
 //    are those of pad + producer).
 //  * Reduce, "the last CTA to finish merges". Each CTA writes its warp-slot partial to its fixed
-//    slot, fences, and arrives on its workgroup's counter; the last of the nsg CTAs of a
-//    workgroup merges that workgroup's slots in slot order (the DAG's step 4) into slot 0, fences
-//    and arrives on the group's counter; the last workgroup merges the nwg workgroups in order
+//    slot and arrives on its workgroup's counter (arrive_last: barrier, one acq_rel atomic); the
+//    last of the nsg CTAs of a workgroup merges that workgroup's slots in slot order (the DAG's
+//    step 4) into slot 0 and arrives on the group's counter; the last workgroup merges the nwg workgroups in order
 //    (step 5) and divides once. Both merges are reduce.cu's rule with its operation order (max,
 //    rescale_factor, fmaf chains from 0 in index order), so the output bits do not depend on
 //    which CTA arrives last: the merger reads every partial from its fixed slot in index order.
-//    Counters advance with atomicInc(limit n - 1), which wraps to 0 on the n-th arrival, so they
-//    are zero again for the next launch (graph replay) with no reset pass.
+//    Counters advance with inc (limit n - 1), which wraps to 0 on the n-th arrival, so they are
+//    zero again for the next launch (graph replay) with no reset pass.
+//  * Speed (docs/perf.md, change 7): the final merge runs in one CTA per 16-head group and is
+//    latency-bound (~10 us at nwg 32 on the H200), which makes this kernel slower than the
+//    separate kernels; it is selected only by GpuFusion::fused / LADDER_GPU_FUSED=1.
 //  * PDL. Everything a layer may read before the previous kernel finished — its plane rows,
 //    which nothing upstream writes — is issued before griddepcontrol.wait: the first
 //    kTcStages - 1 blocks per pair of warps. q, the current token's activations, the partials and
