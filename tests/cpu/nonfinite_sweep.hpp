@@ -174,11 +174,11 @@ inline bool check_output(const std::vector<float>& out, const std::vector<double
 }
 
 // The whole sweep of one case for one runner. `counts`: the runner goes through attend_layer,
-// whose range counters are checked.
-inline SweepTally run_nonfinite_sweep(const NonfiniteCase& c, const LayerRunner& run, bool counts) {
+// whose range counters are checked. `values`: the poisons (default: all of poison_values()).
+inline SweepTally run_nonfinite_sweep(const NonfiniteCase& c, const LayerRunner& run, bool counts,
+                                      const std::vector<float>& values = poison_values()) {
   SweepTally tally;
   const HeadShape shape = make_shape(c.n_heads, c.cfg.n_kv_heads, c.cfg.head_dim);
-  const std::vector<float> values = poison_values();
   for (Site site : kSites) {
     for (std::size_t vi = 0; vi < values.size(); ++vi) {
       std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>{}(c.name) + 31 * static_cast<unsigned>(site) +
