@@ -9,6 +9,7 @@
 #include "ladder/errors.hpp"
 #include "ladder/geometry.hpp"
 #include "ladder/ladder.hpp"
+#include "ladder/nonfinite.hpp"
 
 namespace ladder {
 
@@ -24,6 +25,10 @@ struct EngineOptions {
   bool record_trace = false;
   // Initial capacity of the growing (NoPE) planes; 0 picks a default. They double when full.
   int initial_growing_capacity = 0;
+  // N1's opt-in check (also LADDER_CHECK_FINITE=1): a token with a NaN or Inf anywhere in its
+  // q, k or v is refused with ErrorCode::non_finite before any plane is touched. Off, such a
+  // value follows the range rule (nonfinite.hpp) and propagates to the outputs it reaches.
+  bool check_finite = false;
 };
 
 // Per-token activations for all layers, host memory, f32:
@@ -55,6 +60,9 @@ class Engine {
   virtual Device device() const = 0;
   virtual std::string device_description() const = 0;
   virtual PlaneState plane_state(int layer) const = 0;
+  // N1's counters over every token since creation: values saturated to +-65504 and NaN/Inf
+  // values read (nonfinite.hpp), summed over all layers' q, k and v.
+  virtual RangeStats range_stats() const = 0;
   // Trace of every (token, layer) since creation (when record_trace) — R4.
   virtual const std::vector<TraceEntry>& trace() const = 0;
   virtual void clear_trace() = 0;

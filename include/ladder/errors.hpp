@@ -17,6 +17,7 @@ enum class ErrorCode {
   out_of_memory,      // host or device allocation failed
   no_device,          // CUDA requested but no usable GPU
   device_error,       // a CUDA call or kernel launch failed
+  non_finite,         // a NaN or Inf input while the finite check is on (docs/nonfinite.md)
   internal,           // a broken invariant inside ladder (a bug)
 };
 

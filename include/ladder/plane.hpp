@@ -14,6 +14,7 @@
 #include "ladder/errors.hpp"
 #include "ladder/geometry.hpp"
 #include "ladder/hd.hpp"
+#include "ladder/nonfinite.hpp"
 
 namespace ladder {
 
@@ -102,8 +103,15 @@ class HostPlane {
   int commit_append(PreparedAppend&& p) noexcept;
   // Convenience: append and store f32 K/V for all KV heads ([n_kv_heads][head_dim] each).
   Result<int> append_row(int position, const float* k, const float* v);
-  // Write f32 K/V rows of one token into a physical slot (rounded to f16).
+  // Write f32 K/V rows of one token into a physical slot (range rule, then rounded to f16;
+  // counted in range_stats).
   void write_row(int slot, const float* k, const float* v);
+
+  // N1's counters: what the range rule (nonfinite.hpp) did to the values read by the calls on
+  // this plane. count_inputs adds one call's q ([q_count] values, nullptr for none) and one
+  // token's k and v rows ([n_kv_heads][head_dim] each); attend_layer calls it.
+  const RangeStats& range_stats() const { return range_; }
+  void count_inputs(const float* q, std::size_t q_count, const float* k, const float* v);
 
   std::uint16_t* k() { return k_.data(); }
   std::uint16_t* v() { return v_.data(); }
@@ -119,6 +127,7 @@ class HostPlane {
   PlaneConfig cfg_;
   PlaneState state_;
   std::vector<std::uint16_t> k_, v_;
+  RangeStats range_;
 };
 
 }  // namespace ladder

@@ -71,8 +71,9 @@ LADDER_HD float softmax_exp(float x) {
 // The one max of scores and running maxima (block max, warp and workgroup merges, reducers,
 // CPU and GPU). Unlike fmaxf / std::max it never drops a NaN: a NaN score (a NaN in q or k) or
 // a NaN partial max makes the result NaN, so the output turns NaN as the f64 reference's does
-// instead of silently losing a token (N1). Order-free: score_max(a, b) == score_max(b, a) bit
-// for bit, including which NaN survives is irrelevant because any NaN output is reported as NaN.
+// instead of silently losing a token (N1). Order-free up to two things no output depends on:
+// which NaN survives, and the sign of a zero maximum (every weight is exp(score - max), the
+// same for either zero).
 LADDER_HD float score_max(float a, float b) {
   if (a != a) return a;
   if (b != b) return b;

@@ -17,6 +17,9 @@ namespace {
 
 void check_cuda(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
+  // Read and drop the runtime's last error: left there, a refused allocation would be reported
+  // again by the next launch's check as that launch's failure.
+  (void)cudaGetLastError();
   const ErrorTypes& t = error_types();
   raise(e == cudaErrorMemoryAllocation ? t.out_of_memory : t.device_error,
         fmt::format("{}: {}", what, cudaGetErrorString(e)));
@@ -68,15 +71,16 @@ class CudaRows final : public DeviceRows {
       std::copy(k, k + n, hk.begin());
       std::copy(v, v + n, hv.begin());
     }
-    // Rows are rounded on the host with the library's f16 rounding, the same as HostPlane.
+    // Rows are ruled and rounded on the host with the library's store rule (kv_to_f16), the same
+    // as HostPlane.
     const PlaneStrides s = plane_.strides();
     const int d = plane_.cfg.head_dim;
     std::vector<std::uint16_t> row(d);
     for (int h = 0; h < plane_.cfg.n_kv_heads; ++h) {
       const std::int64_t at = s.offset(slot, h);
-      for (int i = 0; i < d; ++i) row[i] = f32_to_f16(hk[h * d + i]);
+      for (int i = 0; i < d; ++i) row[i] = kv_to_f16(hk[h * d + i]);
       check_cuda(cudaMemcpy(plane_.k + at, row.data(), d * 2, cudaMemcpyHostToDevice), "storing k");
-      for (int i = 0; i < d; ++i) row[i] = f32_to_f16(hv[h * d + i]);
+      for (int i = 0; i < d; ++i) row[i] = kv_to_f16(hv[h * d + i]);
       check_cuda(cudaMemcpy(plane_.v + at, row.data(), d * 2, cudaMemcpyHostToDevice), "storing v");
     }
   }

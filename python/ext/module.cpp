@@ -48,6 +48,7 @@ void check(const Status& s) {
     case ErrorCode::out_of_memory: type = t.out_of_memory; break;
     case ErrorCode::no_device: type = t.no_device; break;
     case ErrorCode::device_error: type = t.device_error; break;
+    case ErrorCode::non_finite: type = t.invalid_argument; break;
     case ErrorCode::internal: type = t.base; break;
   }
   raise(type, s.message());
@@ -466,6 +467,17 @@ NB_MODULE(_ladder, m) {
       .def_prop_ro("origin_logical", [](const Plane& p) { return p.state().origin_logical; })
       .def_prop_ro("origin_physical", [](const Plane& p) { return p.state().origin_physical; })
       .def_prop_ro("next_position", [](const Plane& p) { return p.state().next_position; })
+      .def_prop_ro("range_stats", [](Plane& p) -> nb::object {
+            // N1's counters (docs/nonfinite.md); device planes apply the rule but count nothing.
+            if (p.where() != Where::cpu) return nb::none();
+            const RangeStats& r = p.host().range_stats();
+            nb::dict d;
+            d["saturated"] = r.saturated;
+            d["nonfinite"] = r.nonfinite;
+            return d;
+          },
+          "Values the range rule changed in this host plane's writes and attends: {'saturated': finite values "
+          "beyond +-65504 read as +-65504, 'nonfinite': NaN/Inf values read as NaN}; None for a device plane.")
       .def("append", &Plane::append, "position"_a,
            "Append `position` (metadata only) and return the physical slot its row goes to. Out-of-order, repeated "
            "or past-max-context positions raise PositionError and leave the plane untouched.")

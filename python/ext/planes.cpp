@@ -69,8 +69,8 @@ std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
       const std::int64_t at = s.offset(slots[i], h);
       const std::size_t src = i * row + static_cast<std::size_t>(h) * cfg.head_dim;
       for (int d = 0; d < cfg.head_dim; ++d) {
-        hk[at + d] = f32_to_f16(kp[src + d]);
-        hv[at + d] = f32_to_f16(vp[src + d]);
+        hk[at + d] = kv_to_f16(kp[src + d]);  // the store's range rule (docs/nonfinite.md)
+        hv[at + d] = kv_to_f16(vp[src + d]);
       }
     }
   device_->upload(false, hk);

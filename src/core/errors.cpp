@@ -12,6 +12,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::out_of_memory: return "out of memory";
     case ErrorCode::no_device: return "no device";
     case ErrorCode::device_error: return "device error";
+    case ErrorCode::non_finite: return "non-finite input";
     case ErrorCode::internal: return "internal error";
   }
   return "unknown error";

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ladder/heuristics.hpp"
+#include "ladder/nonfinite.hpp"
 #include "ladder/reference.hpp"
 
 namespace ladder {
@@ -169,10 +170,18 @@ void HostPlane::write_row(int slot, const float* k, const float* v) {
   for (int h = 0; h < cfg_.n_kv_heads; ++h) {
     const std::int64_t base = s.offset(slot, h);
     for (int d = 0; d < cfg_.head_dim; ++d) {
-      k_[static_cast<std::size_t>(base + d)] = f32_to_f16(k[h * cfg_.head_dim + d]);
-      v_[static_cast<std::size_t>(base + d)] = f32_to_f16(v[h * cfg_.head_dim + d]);
+      k_[static_cast<std::size_t>(base + d)] = kv_to_f16(k[h * cfg_.head_dim + d]);
+      v_[static_cast<std::size_t>(base + d)] = kv_to_f16(v[h * cfg_.head_dim + d]);
     }
   }
+  count_inputs(nullptr, 0, k, v);
+}
+
+void HostPlane::count_inputs(const float* q, std::size_t q_count, const float* k, const float* v) {
+  const std::size_t row = static_cast<std::size_t>(cfg_.n_kv_heads) * cfg_.head_dim;
+  if (q != nullptr) count_range(q, q_count, range_);
+  count_range(k, row, range_);
+  count_range(v, row, range_);
 }
 
 Result<int> HostPlane::append_row(int position, const float* k, const float* v) {

@@ -22,7 +22,13 @@ void reference_attention(const HeadShape& shape, const double* q, const double* 
       double dot = 0.0;
       for (int d = 0; d < hd; ++d) dot += qh[d] * k[d];
       scores[t] = dot * scale;
-      m = std::max(m, scores[t]);
+      // N1: the NaN-propagating max (std::max would drop a NaN score here; the NaN would still
+      // reach the output through exp, but only by accident of the later arithmetic).
+      if (std::isnan(scores[t]) || std::isnan(m)) {
+        m = NAN;
+      } else if (scores[t] > m) {
+        m = scores[t];
+      }
     }
     double z = 0.0;
     for (int t = 0; t < visible; ++t) {

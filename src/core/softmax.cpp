@@ -1,7 +1,5 @@
 #include "ladder/softmax.hpp"
 
-#include <algorithm>
-
 namespace ladder {
 
 void SoftmaxState::fold(float score, const float* v) {
@@ -15,7 +13,7 @@ void SoftmaxState::fold(float score, const float* v) {
 SoftmaxState SoftmaxState::merge(const SoftmaxState* parts, int count) {
   SoftmaxState out(count > 0 ? static_cast<int>(parts[0].o.size()) : 0);
   float m = neg_inf_f32();
-  for (int i = 0; i < count; ++i) m = std::max(m, parts[i].st.m);
+  for (int i = 0; i < count; ++i) m = score_max(m, parts[i].st.m);
   out.st.m = m;
   for (int i = 0; i < count; ++i) {
     const float c = rescale_factor(parts[i].st.m, m);

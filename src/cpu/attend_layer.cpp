@@ -8,8 +8,9 @@
 
 namespace ladder {
 
-Status attend_layer(Device device, Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
-                    const LayerIO& io) {
+namespace {
+Status run_on(Device device, Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
+              const LayerIO& io) {
   switch (device) {
     case Device::cpu: {
       // One workspace per calling thread, grown by run_route to scratch_needs(route, visible)
@@ -21,6 +22,15 @@ Status attend_layer(Device device, Route r, HostPlane& plane, int position, int 
       return detail::cuda_attend_layer(r, plane, position, slot, shape, io);
   }
   return make_error(ErrorCode::invalid_argument, fmt::format("unknown device {}", static_cast<int>(device)));
+}
+}  // namespace
+
+Status attend_layer(Device device, Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
+                    const LayerIO& io) {
+  LADDER_TRY(run_on(device, r, plane, position, slot, shape, io));
+  // N1's counters: only a call that ran (a refused one read nothing).
+  plane.count_inputs(io.q, static_cast<std::size_t>(shape.n_heads) * shape.head_dim, io.k, io.v);
+  return {};
 }
 
 }  // namespace ladder

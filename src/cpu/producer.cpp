@@ -201,7 +201,7 @@ struct RowRef {
 
 void load_row(const RowRef& r, float* dst, int n) {
   if (r.full != nullptr) {
-    std::memcpy(dst, r.full, sizeof(float) * static_cast<std::size_t>(n));
+    detail::floats_in_range(r.full, dst, n);  // the bypass reads what the store would keep (N1)
   } else {
     halfs_to_floats(r.half, dst, n);
   }
@@ -256,7 +256,7 @@ class Producer {
     const int head0 = kv_head * hpk_;
     for (int i = 0; i < hpk_; ++i) {
       std::fill(sc.natural.begin(), sc.natural.begin() + lane_floats_, -0.0f);
-      std::memcpy(sc.natural.data(), p_.q + static_cast<std::size_t>(head0 + i) * hd, sizeof(float) * hd);
+      detail::floats_in_range(p_.q + static_cast<std::size_t>(head0 + i) * hd, sc.natural.data(), hd_);
       to_lanes(sc.natural.data(), rounds_, sc.q_lanes.data() + static_cast<std::size_t>(i) * lane_floats_);
     }
     // K padding dims are +0.0 (times q's -0.0 gives -0.0); only dims < head_dim are rewritten.
@@ -309,7 +309,7 @@ class Producer {
       float* wh = sc.weights.data() + static_cast<std::size_t>(h) * kBlockTokens;
       block_scores(ql, sc.k_lanes.data(), lane_floats_, rounds_, count, p_.shape.scale, sh);
       float block_max = sh[0];
-      for (int i = 1; i < count; ++i) block_max = std::max(block_max, sh[i]);
+      for (int i = 1; i < count; ++i) block_max = score_max(block_max, sh[i]);
       SoftmaxStats& st = stats[h];
       const float corr = fold_block_max(st, block_max);
       scale_in_place(o + h * hd, corr, hd_);
@@ -333,7 +333,7 @@ class Producer {
       const int head = kv_head * hpk_ + h;
       float* part = p_.partials + (static_cast<std::size_t>(head) * p_.sched.nwg + workgroup) * (2 + hd);
       float m = neg_inf_f32();
-      for (int g = 0; g < nsg; ++g) m = std::max(m, sc.stats[static_cast<std::size_t>(g) * hpk_ + h].m);
+      for (int g = 0; g < nsg; ++g) m = score_max(m, sc.stats[static_cast<std::size_t>(g) * hpk_ + h].m);
       float s = 0.0f;
       float* out_o = part + 2;
       std::fill(out_o, out_o + hd, 0.0f);
@@ -372,7 +372,7 @@ void reduce_head(const ReduceParams& p, int head) {
   const std::size_t stride = static_cast<std::size_t>(partial_stride(hd));
   const float* parts = p.partials + static_cast<std::size_t>(head) * p.nwg * stride;
   float m = neg_inf_f32();
-  for (int w = 0; w < p.nwg; ++w) m = std::max(m, parts[w * stride]);
+  for (int w = 0; w < p.nwg; ++w) m = score_max(m, parts[w * stride]);
   thread_local std::vector<float> acc;
   fit(acc, static_cast<std::size_t>(hd));
   std::fill(acc.begin(), acc.begin() + hd, 0.0f);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "ladder/kernel_params.hpp"
+#include "ladder/nonfinite.hpp"
 #include "ladder/softmax.hpp"
 
 namespace ladder::cuda_detail {
@@ -43,10 +44,16 @@ __device__ __forceinline__ Float4 load_float4(const float* src) {
   return Float4{{f.x, f.y, f.z, f.w}};
 }
 
-// f32 -> f16 round to nearest even (the same rounding as ladder::f32_to_f16 on the host).
+// N1's range rule (nonfinite.hpp) on four f32 values read unrounded (q, the current token).
+__device__ __forceinline__ Float4 in_range4(const Float4& f) {
+  return Float4{{kv_range(f.x[0]), kv_range(f.x[1]), kv_range(f.x[2]), kv_range(f.x[3])}};
+}
+
+// The store: the range rule, then f32 -> f16 round to nearest even (ladder::kv_to_f16 on the
+// host).
 __device__ __forceinline__ void store_half4(std::uint16_t* dst, const Float4& f) {
-  const __half2 lo = __floats2half2_rn(f.x[0], f.x[1]);
-  const __half2 hi = __floats2half2_rn(f.x[2], f.x[3]);
+  const __half2 lo = __floats2half2_rn(kv_range(f.x[0]), kv_range(f.x[1]));
+  const __half2 hi = __floats2half2_rn(kv_range(f.x[2]), kv_range(f.x[3]));
   uint2 raw;
   raw.x = *reinterpret_cast<const unsigned*>(&lo);
   raw.y = *reinterpret_cast<const unsigned*>(&hi);

@@ -118,6 +118,7 @@ Result<BandwidthSample> measure_device_read_bandwidth(std::int64_t bytes, int re
   const unsigned blocks = static_cast<unsigned>(info->sm_count * kReadBlocksPerSm);
   // Every word holds 0x01010101 x 4, whose xor is 0: `never` = 1 can not match.
   constexpr unsigned kNever = 1;
+  cuda_detail::clear_stale_error();
   Result<double> ms = median_ms(
       [&]() -> Status {
         return cuda_detail::cuda_status(

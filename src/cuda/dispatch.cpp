@@ -59,6 +59,8 @@ Status require_device() {
   return {};
 }
 
+void clear_stale_error() { (void)cudaGetLastError(); }
+
 int heads_per_warp_for(int heads_per_kv, int requested) {
   int g = 1;
   while (g * 2 <= requested && g * 2 <= 16 && heads_per_kv % (g * 2) == 0) g *= 2;
@@ -220,6 +222,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const ProducerChoice& producer,
                      int max_padded_rows, cudaStream_t stream) {
   const bool indirect = dev != nullptr;
+  clear_stale_error();
   const auto step = [&](cudaError_t r, const char* what) -> Status {
     return cuda_status(r, fmt::format("launching the {} kernel of the {} route", what, route_name(l.route)));
   };

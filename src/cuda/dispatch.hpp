@@ -16,6 +16,12 @@ namespace ladder::cuda_detail {
 Status cuda_status(cudaError_t e, const std::string& what);
 // no_device unless a CUDA device is usable.
 Status require_device();
+// Every launch is checked with cudaGetLastError, which also returns an earlier call's
+// non-sticky failure that nobody read (a caller's refused cudaMalloc, say), and would report it
+// as this launch's. Called before a group of launches, it reads and drops such a leftover, so a
+// launch reports only its own failure; a sticky error (a faulted context) is not cleared by it
+// and still fails the launch.
+void clear_stale_error();
 
 // Everything one layer's route launches for one token, as parameter structs. In graph mode an
 // array of these lives in pinned host memory and is copied to the device once per token; the

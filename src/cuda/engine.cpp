@@ -96,6 +96,7 @@ class CudaEngine final : public Engine {
       const std::size_t elems = static_cast<std::size_t>(rows_[i]) * g_.n_kv_heads * g_.head_dim;
       LADDER_TRY(k_[i].allocate(elems, "a plane's K rows"));
       LADDER_TRY(v_[i].allocate(elems, "a plane's V rows"));
+      cuda_detail::clear_stale_error();
       LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(k_[i].get(), static_cast<std::int64_t>(elems), stream_),
                              "poisoning a plane"));
       LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(v_[i].get(), static_cast<std::int64_t>(elems), stream_),
@@ -123,6 +124,7 @@ class CudaEngine final : public Engine {
   Status encode_token(int position, const TokenIO& io) override {
     if (io.q == nullptr || io.k == nullptr || io.v == nullptr || io.out == nullptr)
       return make_error(ErrorCode::invalid_argument, "encode_token needs q, k, v and out");
+    if (detail::finite_check_on(opt_)) LADDER_TRY(detail::check_token_finite(g_, io, true));
     std::vector<PlaneState> next;
     std::vector<int> slots;
     LADDER_TRY(plan_all(position, next, slots));
@@ -164,18 +166,21 @@ class CudaEngine final : public Engine {
     std::memcpy(io.out, hout_.get(), n * q_elems_ * sizeof(float));
     states_ = next;
     trace_.insert(trace_.end(), entries.begin(), entries.end());
+    detail::count_token_range(g_, io, true, range_);
     return {};
   }
 
   Status fill_token(int position, const TokenIO& io) override {
     if (io.k == nullptr || io.v == nullptr)
       return make_error(ErrorCode::invalid_argument, "fill_token needs k and v");
+    if (detail::finite_check_on(opt_)) LADDER_TRY(detail::check_token_finite(g_, io, false));
     std::vector<PlaneState> next;
     std::vector<int> slots;
     LADDER_TRY(plan_all(position, next, slots));
     const std::size_t n = static_cast<std::size_t>(g_.n_layers);
     take_inputs(io);
     LADDER_TRY(upload_kv());
+    cuda_detail::clear_stale_error();
     for (std::size_t l = 0; l < n; ++l) {
       StoreParams sp;
       sp.n_kv_heads = g_.n_kv_heads;
@@ -190,6 +195,7 @@ class CudaEngine final : public Engine {
     }
     LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), "storing the rows"));
     states_ = next;
+    detail::count_token_range(g_, io, false, range_);
     return {};
   }
 
@@ -202,6 +208,7 @@ class CudaEngine final : public Engine {
                        producer_.tensor_core ? "tensor-core" : "exact-DAG");
   }
   PlaneState plane_state(int layer) const override { return states_.at(static_cast<std::size_t>(layer)); }
+  RangeStats range_stats() const override { return range_; }
   const std::vector<TraceEntry>& trace() const override { return trace_; }
   void clear_trace() override { trace_.clear(); }
 
@@ -305,6 +312,7 @@ class CudaEngine final : public Engine {
   std::map<std::vector<Route>, cudaGraphExec_t> graphs_;
   std::vector<TraceEntry> trace_;
   GraphStats stats_;
+  RangeStats range_;
 };
 
 bool env_off(const char* name) {

@@ -148,8 +148,8 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
         const int d = 16 * kk + 8 * hi8 + 2 * quad;
         const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
         const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
-        split_pair(a.x, a.y, q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
-        split_pair(c.x, c.y, q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
+        split_pair(kv_range(a.x), kv_range(a.y), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
+        split_pair(kv_range(c.x), kv_range(c.y), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
       }
     }
     const float scale = p.shape.scale;

@@ -1,6 +1,7 @@
 // G4 interleaved producer for growing head-major planes (never wrapped: row t holds token t).
 // Current-token bypass: token visible-1 is read by every workgroup from the f32 activations
-// cur_k/cur_v, never round-tripped through f16; one warp per KV head also stores it into the
+// cur_k/cur_v (after the range rule of nonfinite.hpp, as the store applies it), never
+// round-tripped through f16; one warp per KV head also stores it into the
 // plane (fused store). Sibling query heads are scheduled together (all siblings of a KV head in
 // one warp, see producer.cuh): a schedule choice, never a change in what any head computes.
 #include "cuda/producers.cuh"
@@ -23,10 +24,10 @@ struct InterleavedRows {
     return loc == kCurrent ? RawRow{} : load_raw4(p.rows.v + p.rows.strides.offset(loc, kvh) + d0);
   }
   __device__ static Float4 widen_k(const ProducerParams& p, RawRow raw, int loc, int kvh, int d0) {
-    return loc == kCurrent ? load_float4(p.cur_k + kvh * kHeadDim + d0) : widen_half4(raw);
+    return loc == kCurrent ? in_range4(load_float4(p.cur_k + kvh * kHeadDim + d0)) : widen_half4(raw);
   }
   __device__ static Float4 widen_v(const ProducerParams& p, RawRow raw, int loc, int kvh, int d0) {
-    return loc == kCurrent ? load_float4(p.cur_v + kvh * kHeadDim + d0) : widen_half4(raw);
+    return loc == kCurrent ? in_range4(load_float4(p.cur_v + kvh * kHeadDim + d0)) : widen_half4(raw);
   }
   // The tensor-core producer never reads the current token's plane row (nullptr: zero-filled,
   // then filled from the activations).

@@ -75,7 +75,7 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
     float o[G][kDimsPerLane];
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-      const Float4 qh = load_float4(p.q + (head0 + h) * kHeadDim + d0);
+      const Float4 qh = in_range4(load_float4(p.q + (head0 + h) * kHeadDim + d0));
 #pragma unroll
       for (int i = 0; i < kDimsPerLane; ++i) {
         q[h][i] = qh.x[i];
@@ -144,7 +144,7 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
       // Step 3: block max and fold, one lane per head.
       if (lane < G) {
         float block_max = w[lane];
-        for (int t = 1; t < count; ++t) block_max = fmaxf(block_max, w[t * G + lane]);
+        for (int t = 1; t < count; ++t) block_max = score_max(block_max, w[t * G + lane]);
         sh_corr[warp][lane] = fold_block_max(st, block_max);
         sh_max[warp][lane] = st.m;
       }
@@ -195,7 +195,7 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
     const int h = i / kWarpSize;
     const int c = (i % kWarpSize) * kDimsPerLane;
     float m_all = sh_m[0][h];
-    for (int g = 1; g < sched.nsg; ++g) m_all = fmaxf(m_all, sh_m[g][h]);
+    for (int g = 1; g < sched.nsg; ++g) m_all = score_max(m_all, sh_m[g][h]);
     float s_all = 0.0f;
     float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int g = 0; g < sched.nsg; ++g) {

@@ -17,7 +17,7 @@
 //    split q is ~2^-22, so scores are near f32 accurate (K is exact f16 already).
 //  * Rows past the block's count are zero-filled in shared memory (never read from memory) and
 //    their scores are -inf, so their weights are exactly 0.
-//  * block max per head over the block's 32 scores (fmaxf, order-free); corr =
+//  * block max per head over the block's 32 scores (score_max: a NaN score survives); corr =
 //    fold_block_max(stats, block_max) (softmax.hpp); w = 2^((score - m) * log2 e) by the MUFU
 //    ex2.approx instruction (relative error ~2^-22, deterministic on a given GPU; 3 instructions
 //    instead of softmax_exp's ~20, which were the largest share of a warp's block); the block's
@@ -127,7 +127,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], 
 
 __device__ __forceinline__ unsigned half2_bits(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
 
-// A block weight exp(x), x = score - m <= 0 or -inf (masked: exactly 0).
+// A block weight exp(x), x = score - m <= 0 or -inf (masked: exactly 0); ex2 keeps a NaN NaN.
 __device__ __forceinline__ float tc_weight(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   float y;
@@ -266,8 +266,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         const int d = 16 * kk + 8 * hi8 + 2 * quad;
         const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
         const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
-        split_pair(a.x, a.y, q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
-        split_pair(c.x, c.y, q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
+        split_pair(kv_range(a.x), kv_range(a.y), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
+        split_pair(kv_range(c.x), kv_range(c.y), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
       }
     }
     std::uint16_t* wsm = smem + pair * kTcSlotHalfs;
@@ -329,8 +329,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
             __syncwarp();
             const int row = count - 1;
             const int d0 = lane * kDimsPerLane;
-            const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
-            const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
+            const Float4 kc = in_range4(load_float4(p.cur_k + kvh * kHeadDim + d0));
+            const Float4 vc = in_range4(load_float4(p.cur_v + kvh * kHeadDim + d0));
             unsigned khi[2], klow[2], vhi[2], vlow[2];
             split_pair(kc.x[0], kc.x[1], khi[0], klow[0]);
             split_pair(kc.x[2], kc.x[3], khi[1], klow[1]);
@@ -368,12 +368,12 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         for (int e = 0; e < 4; ++e) {
           const int t = 16 * half + 8 * j + 2 * quad + (e & 1);
           acc[j][e] = t < count ? acc[j][e] * scale : neg_inf_f32();
-          bmax[e >> 1] = fmaxf(bmax[e >> 1], acc[j][e]);
+          bmax[e >> 1] = score_max(bmax[e >> 1], acc[j][e]);
         }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
-        bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
+        bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
+        bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
         if (quad == 0) xmax[half * 16 + group + 8 * r] = bmax[r];
       }
       }
@@ -381,7 +381,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       if (live) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        bmax[r] = fmaxf(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
+        bmax[r] = score_max(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
         corr[r] = fold_block_max(st[r], bmax[r]);
       }
 #pragma unroll
@@ -471,7 +471,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
     const int c = (it % kWarpSize) * kDimsPerLane;
     if (tile * kTcHeads + h >= hpk) continue;  // padding rows of the tile: never written
     float m_all = merge[h * kTcMergeStride];
-    for (int g = 1; g < kTcPairs; ++g) m_all = fmaxf(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
+    for (int g = 1; g < kTcPairs; ++g) m_all = score_max(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
     float s_all = 0.0f;
     float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int g = 0; g < kTcPairs; ++g) {

@@ -48,7 +48,7 @@ __device__ void reduce(const ReduceParams& p) {
 #pragma unroll
       for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) part_m[g] = g < parts ? wg_base[g * stride] : neg_inf_f32();
       my_m = part_m[0];
-      for (int g = 1; g < parts; ++g) my_m = fmaxf(my_m, part_m[g]);
+      for (int g = 1; g < parts; ++g) my_m = score_max(my_m, part_m[g]);
 #pragma unroll
       for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
         part_c[g] = g < parts ? rescale_factor(part_m[g], my_m) : 0.0f;
@@ -57,7 +57,7 @@ __device__ void reduce(const ReduceParams& p) {
     }
   }
   float m_all = my_m;
-  for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = fmaxf(m_all, __shfl_xor_sync(kFullMask, m_all, off));
+  for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = score_max(m_all, __shfl_xor_sync(kFullMask, m_all, off));
   const float my_c = rescale_factor(my_m, m_all);
   float s_all = 0.0f;
   float o_all = 0.0f;

@@ -51,6 +51,7 @@ class CpuEngine final : public Engine {
 
   Status encode_token(int position, const TokenIO& io) override {
     LADDER_TRY(check_io(io, true));
+    if (detail::finite_check_on(opt_)) LADDER_TRY(detail::check_token_finite(g_, io, true));
     std::vector<PreparedAppend> appends;
     LADDER_TRY(prepare_all(position, appends));
     const std::size_t q_layer = static_cast<std::size_t>(g_.n_heads) * g_.head_dim;
@@ -75,12 +76,14 @@ class CpuEngine final : public Engine {
                         io.out + layer * q_layer};
       const Status st = cpu::run_route(decision.route, plane, position, slot, shape_, lio, ws_);
       if (!st.ok()) return with_layer(layer, st);
+      plane.count_inputs(lio.q, q_layer, lio.k, lio.v);
     }
     return {};
   }
 
   Status fill_token(int position, const TokenIO& io) override {
     LADDER_TRY(check_io(io, false));
+    if (detail::finite_check_on(opt_)) LADDER_TRY(detail::check_token_finite(g_, io, false));
     std::vector<PreparedAppend> appends;
     LADDER_TRY(prepare_all(position, appends));
     const std::size_t kv_layer = static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim;
@@ -97,6 +100,7 @@ class CpuEngine final : public Engine {
       p.strides = plane.strides();
       p.slot = slot;
       cpu::store_rows(p);
+      plane.count_inputs(nullptr, 0, p.k, p.v);
     }
     return {};
   }
@@ -110,6 +114,11 @@ class CpuEngine final : public Engine {
   PlaneState plane_state(int layer) const override {
     if (layer < 0 || layer >= g_.n_layers) return {};
     return planes_[static_cast<std::size_t>(layer)].state();
+  }
+  RangeStats range_stats() const override {
+    RangeStats total;
+    for (const HostPlane& p : planes_) total += p.range_stats();
+    return total;
   }
   const std::vector<TraceEntry>& trace() const override { return trace_; }
   void clear_trace() override { trace_.clear(); }

@@ -211,7 +211,7 @@ inline std::vector<float> dag_oracle(const HeadShape& s, const std::vector<float
             scores[i] = acc[0] * s.scale;
           }
           float block_max = scores[0];
-          for (int i = 1; i < count; ++i) block_max = std::max(block_max, scores[i]);
+          for (int i = 1; i < count; ++i) block_max = score_max(block_max, scores[i]);
           const float corr = fold_block_max(st.st, block_max);
           for (float& o : st.o) o *= corr;
           for (int i = 0; i < count; ++i) {

@@ -1,0 +1,43 @@
+#include "ladder/nonfinite.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "ladder/reference.hpp"
+
+namespace ladder {
+
+void count_range(const float* x, std::size_t n, RangeStats& stats) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (!std::isfinite(v)) {
+      ++stats.nonfinite;
+    } else if (v > kKvRangeMax || v < -kKvRangeMax) {
+      ++stats.saturated;
+    }
+  }
+}
+
+std::uint16_t kv_to_f16(float x) { return f32_to_f16(kv_range(x)); }
+
+Status check_finite(const char* what, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i]))
+      return make_error(ErrorCode::non_finite,
+                        fmt::format("{}[{}] is {} (the finite check is on: nothing was appended)", what, i,
+                                    std::isnan(x[i]) ? "NaN" : (x[i] > 0.0f ? "+Inf" : "-Inf")));
+  }
+  return {};
+}
+
+bool check_finite_from_env() {
+  static const bool on = [] {
+    const char* v = std::getenv("LADDER_CHECK_FINITE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+}  // namespace ladder
