@@ -174,9 +174,10 @@ int run(const Options& o) {
     throw UsageError(fmt::format("--rotate must be in 1..{} (multiples of the last-level cache; got {})", kMaxRotate,
                                  o.rotate));
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all hardware threads)");
-  if (o.engine_max_depth < 0 || o.engine_max_depth > g.max_context)
-    throw UsageError(fmt::format("--engine-max-depth must be in 0..{} (the max context; got {})", g.max_context,
-                                 o.engine_max_depth));
+  // A threshold on step depths, which are bounded by the max context already: any value >= 0
+  // is meaningful (above the max context it times every step through the engine).
+  if (o.engine_max_depth < 0)
+    throw UsageError(fmt::format("--engine-max-depth must be >= 0 (got {})", o.engine_max_depth));
   bench::Options bo;
   bo.depths = parse_depths(o.depths, "--depths", g.max_context, kBlockTokens);
   bo.step_depths = parse_depths(o.step_depths, "--step-depths", g.max_context, 1);

@@ -62,7 +62,7 @@ struct PlaneConfig {
   int head_dim = 0;
   int window = 0;           // ring: tokens kept in window (0 = unbounded)
   // ring: fixed capacity >= min(window, max_context) (window 0: >= max_context); growing:
-  // initial capacity, at most max_context.
+  // initial capacity (the plane grows by doubling, capped at max_context).
   int capacity = 0;
   int max_context = 0;      // positions >= max_context are refused
 
@@ -72,8 +72,9 @@ struct PlaneConfig {
   // Bytes of one of the plane's two f16 arrays (K or V) at `rows` rows, with checked
   // arithmetic: invalid_argument when the product overflows 64 bits.
   Result<std::int64_t> array_bytes(int rows) const;
-  // The most rows the plane ever holds: the ring's capacity, or the growing plane's max_context.
-  int max_rows() const { return kind == PlaneKind::ring ? capacity : max_context; }
+  // The most rows the plane ever holds: the ring's capacity; a growing plane's initial capacity
+  // or max_context, whichever is larger.
+  int max_rows() const { return kind == PlaneKind::ring || capacity > max_context ? capacity : max_context; }
   // The plane a geometry gives a layer of class c.
   static PlaneConfig for_layer(const Geometry& g, LayerClass c, int initial_growing_capacity = 0);
 };

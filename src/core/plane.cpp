@@ -47,11 +47,8 @@ Status PlaneConfig::validate() const {
       return bad(fmt::format("ring capacity {} is smaller than the rows its window keeps (min(window {}, "
                              "max_context {}) = {}): in-window rows would be overwritten",
                              capacity, window, max_context, keep));
-  } else {
-    if (window != 0) return bad("a growing plane has no window (window must be 0)");
-    if (capacity > max_context)
-      return bad(fmt::format("growing plane initial capacity {} is past its max_context {}", capacity,
-                             max_context));
+  } else if (window != 0) {
+    return bad("a growing plane has no window (window must be 0)");
   }
   // Both arrays at the largest size the plane can reach must be countable in bytes.
   const Result<std::int64_t> bytes = array_bytes(max_rows());
