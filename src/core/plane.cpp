@@ -44,8 +44,8 @@ Status PlaneConfig::validate() const {
     // No more than max_context tokens ever exist, so a window at or past it keeps them all.
     const int keep = Geometry::ring_rows(window, max_context);
     if (capacity < keep)
-      return bad(fmt::format("ring capacity {} is smaller than the rows its window keeps (min(window {}, "
-                             "max_context {}) = {}): in-window rows would be overwritten",
+      return bad(fmt::format("ring capacity {} is smaller than its window (it keeps min(window {}, max_context {}) "
+                             "= {} rows): in-window rows would be overwritten",
                              capacity, window, max_context, keep));
   } else if (window != 0) {
     return bad("a growing plane has no window (window must be 0)");
