@@ -100,6 +100,9 @@ struct PreparedAppend {
 };
 
 // A plane in host memory: the CPU device's storage and the tests' reference storage.
+// Threads (docs/threads.md): const members may be used from several threads at once; append,
+// prepare/commit, write_row and attend_layer on the plane need it to themselves. plan_append
+// and state_after are pure functions.
 class HostPlane {
  public:
   static Result<HostPlane> create(const PlaneConfig& cfg);
