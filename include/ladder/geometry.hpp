@@ -29,6 +29,7 @@ inline constexpr int kMaxRows = 1 << 30;         // rows of one plane (ring capa
 enum class LayerClass : std::uint8_t { swa, nope };
 const char* layer_class_name(LayerClass c);
 
+// A plain value: const use from any number of threads (docs/threads.md).
 struct Geometry {
   std::string name = "custom";
   int n_layers = 0;
