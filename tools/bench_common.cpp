@@ -137,7 +137,8 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
 
 int rotation_sets(std::int64_t set_bytes, std::int64_t cache_bytes, double factor) {
   const double need = factor * static_cast<double>(cache_bytes) / static_cast<double>(std::max<std::int64_t>(set_bytes, 1));
-  return std::clamp(static_cast<int>(std::ceil(need)), 1, kMaxRotationSets);
+  // Clamped as a double: a huge factor must not reach an out-of-range int conversion.
+  return static_cast<int>(std::clamp(std::ceil(need), 1.0, static_cast<double>(kMaxRotationSets)));
 }
 
 }  // namespace ladder::bench

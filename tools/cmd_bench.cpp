@@ -13,6 +13,7 @@
 #include "cli_support.hpp"
 #include "commands.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/heuristics.hpp"
 
 namespace ladder::cli {
 namespace {
@@ -23,6 +24,11 @@ constexpr int kDefaultGpuReps = 50;
 constexpr int kDefaultCpuReps = 10;
 // The only batch the engine and the raw-pointer API decode (batched decode, E3, is not there).
 constexpr int kSupportedBatch = 1;
+// Upper bounds of the numeric flags, so that every accepted value finishes in minutes: 1000
+// repetitions of a CPU layer at depth 131072 (about 40 ms each here) is under a minute per case.
+constexpr int kMaxReps = 1000;
+// Rotation beyond this many x the cache buys nothing (the sets are capped at 256 anyway).
+constexpr double kMaxRotate = 64.0;
 
 // SPEC "Where the bar is" (H200, graph replay, batch 1): targets in microseconds.
 const std::map<int, double> kLayerTargetUs = {{2048, 2.5}, {8192, 4.0}, {32768, 9.5}, {131072, 32.5}};
@@ -46,9 +52,18 @@ struct Options {
   bool quiet = false;
 };
 
-std::vector<int> parse_depths(const std::string& text, const char* what) {
+// Depths from 1 (or `multiple`) up to the geometry's max context; a layer depth must be a
+// multiple of kBlockTokens because the vec and staged cases read whole 32-row blocks of a full
+// ring (refused up front, not halfway through the run).
+std::vector<int> parse_depths(const std::string& text, const char* what, int max_context, int multiple) {
   if (text == "none" || text.empty()) return {};
-  return parse_int_list(text, what, 1, 1 << 30);
+  std::vector<int> depths = parse_int_list(text, what, multiple, max_context);
+  for (int d : depths)
+    if (d % multiple != 0)
+      throw UsageError(fmt::format("{}: {} is not a multiple of {} (the vec and staged routes read {}-row blocks of "
+                                   "a full ring)",
+                                   what, d, multiple, multiple));
+  return depths;
 }
 
 std::vector<bench::LayerCase> parse_cases(const std::string& text) {
@@ -153,12 +168,19 @@ int run(const Options& o) {
     throw UsageError(fmt::format("--batch {}: only batch 1 can be measured; the engine and the raw-pointer API "
                                  "decode one sequence per call (batched decode, E3, is not implemented yet)",
                                  o.batch));
-  if (o.reps < 0) throw UsageError("--reps must be >= 1 (0 picks the default)");
-  if (!(o.rotate >= 1.0)) throw UsageError("--rotate must be >= 1 (multiples of the last-level cache)");
+  if (o.reps < 0 || o.reps > kMaxReps)
+    throw UsageError(fmt::format("--reps must be in 1..{} (0 picks the default; got {})", kMaxReps, o.reps));
+  if (!(o.rotate >= 1.0 && o.rotate <= kMaxRotate))
+    throw UsageError(fmt::format("--rotate must be in 1..{} (multiples of the last-level cache; got {})", kMaxRotate,
+                                 o.rotate));
   if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all hardware threads)");
+  // A threshold on step depths, which are bounded by the max context already: any value >= 0
+  // is meaningful (above the max context it times every step through the engine).
+  if (o.engine_max_depth < 0)
+    throw UsageError(fmt::format("--engine-max-depth must be >= 0 (got {})", o.engine_max_depth));
   bench::Options bo;
-  bo.depths = parse_depths(o.depths, "--depths");
-  bo.step_depths = parse_depths(o.step_depths, "--step-depths");
+  bo.depths = parse_depths(o.depths, "--depths", g.max_context, kBlockTokens);
+  bo.step_depths = parse_depths(o.step_depths, "--step-depths", g.max_context, 1);
   bo.cases = parse_cases(o.routes);
   if (bo.depths.empty() != bo.cases.empty() && !bo.depths.empty())
     throw UsageError("--routes none leaves nothing to time at --depths; pass --depths none too");

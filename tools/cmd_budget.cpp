@@ -19,13 +19,24 @@ struct DepthRow {
   double total() const { return swa_kv + nope_kv; }
 };
 
-DepthRow kv_at(const Geometry& g, long long depth) {
-  const double row = static_cast<double>(g.kv_bytes_per_token_layer());
-  const long long swa_rows = g.window > 0 ? std::min<long long>(depth, g.window) : depth;
+// The geometry's numbers the arithmetic needs, counted once (count_layers walks the layers).
+struct Counts {
+  double row = 0;  // KV bytes per token per layer
+  long long window = 0;
+  double swa_layers = 0, nope_layers = 0;
+  explicit Counts(const Geometry& g)
+      : row(static_cast<double>(g.kv_bytes_per_token_layer())),
+        window(g.window),
+        swa_layers(g.count_layers(LayerClass::swa)),
+        nope_layers(g.count_layers(LayerClass::nope)) {}
+};
+
+DepthRow kv_at(const Counts& c, long long depth) {
+  const long long swa_rows = c.window > 0 ? std::min<long long>(depth, c.window) : depth;
   DepthRow r;
   r.depth = depth;
-  r.swa_kv = g.count_layers(LayerClass::swa) * static_cast<double>(swa_rows) * row;
-  r.nope_kv = g.count_layers(LayerClass::nope) * static_cast<double>(depth) * row;
+  r.swa_kv = c.swa_layers * static_cast<double>(swa_rows) * c.row;
+  r.nope_kv = c.nope_layers * static_cast<double>(depth) * c.row;
   return r;
 }
 
@@ -33,9 +44,9 @@ DepthRow kv_at(const Geometry& g, long long depth) {
 // read: no NoPE layers and a finite window). `include_swa` false is the chapter's definition
 // (NoPE KV alone against the weight stream).
 constexpr long long kSearchLimit = 1LL << 50;
-long long crossover(const Geometry& g, double target, bool include_swa) {
+long long crossover(const Counts& c, double target, bool include_swa) {
   const auto reach = [&](long long d) {
-    const DepthRow r = kv_at(g, d);
+    const DepthRow r = kv_at(c, d);
     return (include_swa ? r.total() : r.nope_kv) >= target;
   };
   if (!reach(kSearchLimit)) return -1;
@@ -57,9 +68,10 @@ int run(const Options& o) {
   const Geometry g = o.geometry.resolve();
   constexpr long long kMaxDepth = 1LL << 40;
   const std::vector<int> depths = parse_int_list(o.depths, "--depths", 1, std::min<long long>(kMaxDepth, INT32_MAX));
+  const Counts counts(g);
   const double weights = static_cast<double>(g.weight_bytes_per_token);
-  const long long x_nope = weights > 0 ? crossover(g, weights, false) : -1;
-  const long long x_all = weights > 0 ? crossover(g, weights, true) : -1;
+  const long long x_nope = weights > 0 ? crossover(counts, weights, false) : -1;
+  const long long x_all = weights > 0 ? crossover(counts, weights, true) : -1;
   constexpr double kPercent = 100.0;
 
   if (o.json) {
@@ -71,7 +83,7 @@ int run(const Options& o) {
     j["swa_layers"] = g.count_layers(LayerClass::swa);
     j["nope_layers"] = g.count_layers(LayerClass::nope);
     for (int d : depths) {
-      const DepthRow r = kv_at(g, d);
+      const DepthRow r = kv_at(counts, d);
       nlohmann::json row{{"depth", d}, {"swa_kv_bytes", r.swa_kv}, {"nope_kv_bytes", r.nope_kv},
                          {"total_kv_bytes", r.total()}};
       if (weights > 0) row["share_of_weight_stream"] = r.total() / weights;
@@ -98,7 +110,7 @@ int run(const Options& o) {
               g.window);
   std::printf("%10s %14s %14s %14s %10s\n", "depth", "SWA KV", "NoPE KV", "total KV", "of weights");
   for (int d : depths) {
-    const DepthRow r = kv_at(g, d);
+    const DepthRow r = kv_at(counts, d);
     const std::string share = weights > 0 ? fmt::format("{:.2f} %", kPercent * r.total() / weights) : "-";
     std::printf("%10s %14s %14s %14s %10s\n", with_commas(d).c_str(), human_bytes(r.swa_kv).c_str(),
                 human_bytes(r.nope_kv).c_str(), human_bytes(r.total()).c_str(), share.c_str());

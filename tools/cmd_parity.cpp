@@ -22,6 +22,9 @@ constexpr double kRelErrorBound = 2e-3;  // SPEC P3
 // Layer index the synthetic generator uses for rows outside the logical input (evicted
 // tokens of the wrapped ring), so they never coincide with the input rows.
 constexpr int kFillerLayer = 1;
+// K values parity writes before its run (every position before --position): Muse Glimmer at
+// its full context is 131072 x 256 = 2^25; this allows 8x that, a few seconds on a 2-core host.
+constexpr long long kMaxFillValues = 1LL << 28;
 constexpr int kInputLayer = 0;
 
 enum class Layout { ring_wrapped, ring_unwrapped, growing };
@@ -224,6 +227,11 @@ int run(const Options& o) {
   if (g.window <= 0) throw UsageError("parity needs a finite --window (> 0) so that the ring can wrap");
   if (o.position < 0 || o.position >= g.max_context)
     throw UsageError(fmt::format("--position must be in 0..{} (got {})", g.max_context - 1, o.position));
+  const long long fill_values = (static_cast<long long>(o.position) + 1) * g.n_kv_heads * g.head_dim;
+  if (fill_values > kMaxFillValues)
+    throw UsageError(fmt::format("--position {} fills {} K values before the run (every earlier position, {} per "
+                                 "token); at most {}: pick a smaller position or geometry",
+                                 o.position, fill_values, g.n_kv_heads * g.head_dim, kMaxFillValues));
   std::vector<Device> devices;
   if (o.device == "cpu" || o.device == "all") devices.push_back(Device::cpu);
   std::string cuda_note;

@@ -14,6 +14,11 @@
 namespace ladder::cli {
 namespace {
 
+// Trace rows one run prints: every position of a 131072 context for 8 layers, small enough that
+// a typo like `--positions 0-1000000 --layers all` is refused at once instead of printing for
+// minutes.
+constexpr long long kMaxTraceRows = 1LL << 20;
+
 struct Options {
   GeometryFlags geometry;
   SwitchFlags switches;
@@ -50,33 +55,31 @@ int run(const Options& o) {
   const std::vector<int> positions = parse_int_list(o.positions, "--positions", 0, g.max_context - 1);
   const std::vector<int> layers = parse_int_list(o.layers, "--layers", 0, g.n_layers - 1, g.n_layers);
   if (o.initial_capacity < 0) throw UsageError("--initial-capacity must be >= 0 (0 picks the default)");
+  if (static_cast<long long>(positions.size()) * static_cast<long long>(layers.size()) > kMaxTraceRows)
+    throw UsageError(fmt::format("--positions x --layers asks for {} x {} trace rows; at most {} per run",
+                                 positions.size(), layers.size(), kMaxTraceRows));
   Capabilities caps;
   caps.has_vec = !o.no_vec_capability;
   const Switches sw = o.switches.merged_with_env();
 
-  // Every layer of a class holds the same plane state at a position: walk one per class.
-  struct ClassPlane {
-    PlaneConfig cfg;
-    PlaneState state;
-  };
-  std::map<LayerClass, ClassPlane> planes;
+  // Every layer of a class holds the same plane state at a position; it is computed in closed
+  // form (state_after), so a position near a huge max context costs no more than position 0.
+  if (o.initial_capacity > g.max_context)
+    throw UsageError(fmt::format("--initial-capacity must be in 0..{} (the max context; got {})", g.max_context,
+                                 o.initial_capacity));
+  std::map<LayerClass, PlaneConfig> configs;
   for (int layer : layers) {
     const LayerClass c = g.layer_class(layer);
-    if (planes.count(c) != 0) continue;
-    ClassPlane cp;
-    cp.cfg = PlaneConfig::for_layer(g, c, o.initial_capacity);
-    cp.state.capacity = cp.cfg.capacity;
-    planes.emplace(c, cp);
+    if (configs.count(c) == 0) configs.emplace(c, PlaneConfig::for_layer(g, c, o.initial_capacity));
   }
 
   std::vector<TraceEntry> trace;
   for (int position : positions) {
-    for (auto& [cls, cp] : planes) {
-      while (cp.state.next_position <= position) {
-        Result<AppendPlan> plan = plan_append(cp.cfg, cp.state, cp.state.next_position);
-        if (!plan) throw std::runtime_error(plan.status().to_string());
-        cp.state = plan->next;
-      }
+    std::map<LayerClass, PlaneState> states;
+    for (const auto& [cls, cfg] : configs) {
+      Result<PlaneState> st = state_after(cfg, position);
+      if (!st) throw std::runtime_error(st.status().to_string());
+      states.emplace(cls, *st);
     }
     for (int layer : layers) {
       const LayerClass c = g.layer_class(layer);
@@ -84,7 +87,7 @@ int run(const Options& o) {
       e.position = position;
       e.layer = layer;
       e.cls = c;
-      e.state = planes.at(c).state;
+      e.state = states.at(c);
       e.decision = choose_route(c, e.state, caps, sw);
       e.visible = g.visible(c, position);
       e.schedule = pinned_schedule(e.visible);

@@ -40,6 +40,9 @@ struct TokenIO {
   float* out = nullptr;
 };
 
+// Threads (docs/threads.md): one thread at a time per engine; no member is synchronised, and
+// trace()'s reference changes with the next encode_token or clear_trace. Different engines may
+// be driven from different threads (CPU engines share the process-wide worker pool).
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(const Geometry& g, const EngineOptions& opt);

@@ -12,18 +12,34 @@
 
 namespace ladder {
 
+// Upper bounds a geometry or plane configuration must respect. They are limits, not tuned
+// values: each keeps every derived count (rows, elements, bytes) far inside 64-bit arithmetic
+// and every position inside int, so that an absurd request is refused by validate() with a
+// message instead of overflowing into an empty allocation or a loop that runs for minutes.
+namespace limits {
+inline constexpr int kMaxLayers = 4096;          // 32x the deepest published decoder (128 layers)
+inline constexpr int kMaxHeads = 4096;           // query heads; KV heads are at most this too
+inline constexpr int kMaxHeadDim = 512;          // twice the largest head of published decoders (256)
+inline constexpr int kMaxContext = 1 << 30;      // positions 0 .. 2^30-1; position + 1 stays an int
+inline constexpr int kMaxRows = 1 << 30;         // rows of one plane (ring capacity incl. slack)
+}  // namespace limits
+
 // SWA layers keep a ring plane (token-major); NoPE (global) layers keep a growing plane
 // (head-major). See plane.hpp.
 enum class LayerClass : std::uint8_t { swa, nope };
 const char* layer_class_name(LayerClass c);
 
+// A plain value: const use from any number of threads (docs/threads.md).
 struct Geometry {
   std::string name = "custom";
   int n_layers = 0;
   int n_heads = 0;     // query heads
   int n_kv_heads = 0;  // KV heads; n_heads % n_kv_heads == 0 (GQA)
   int head_dim = 0;
-  int window = 0;       // SWA window in tokens; 0 means unbounded (visible = position + 1)
+  // SWA window in tokens; 0 means unbounded (visible = position + 1). A window at or above
+  // max_context is accepted and behaves as unbounded: no more than max_context tokens ever
+  // exist, so the ring is sized by min(window, max_context) (see ring_capacity()).
+  int window = 0;
   int max_context = 0;  // positions 0 .. max_context-1 may be appended
   // Extra ring rows beyond the window (capacity = window + ring_slack). Slack > 0 makes
   // partially wrapped rings occur, which the vec predicate must refuse (R1).
@@ -38,6 +54,8 @@ struct Geometry {
 
   static Geometry muse_glimmer();
 
+  // Refuses (invalid_argument) any field outside its range, including the upper bounds in
+  // `limits`; a geometry that validates has every derived count representable.
   Status validate() const;
   LayerClass layer_class(int layer) const;
   int heads_per_kv() const { return n_heads / n_kv_heads; }
@@ -45,7 +63,13 @@ struct Geometry {
   // 1/sqrt(head_dim): the softmax scale every route uses.
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   double scale_f64() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
-  int ring_capacity() const { return (window > 0 ? window : max_context) + ring_slack; }
+  // Rows of an SWA layer's ring: the rows that can be in the window at once, plus the slack.
+  // Bounded by max_context, so `window 131072, max_context 2048` holds 2048 rows, not 131072.
+  int ring_capacity() const { return ring_rows(window, max_context) + ring_slack; }
+  // Rows a ring keeps in its window: min(window, max_context), window 0 meaning max_context.
+  static int ring_rows(int window, int max_context) {
+    return window > 0 && window < max_context ? window : max_context;
+  }
   // Tokens of KV a layer at `position` attends to (K3).
   int visible(LayerClass c, int position) const;
   // Bytes of K and V per token per layer: 2 planes x n_kv_heads x head_dim x sizeof(f16).

@@ -62,10 +62,20 @@ struct PlaneConfig {
   int n_kv_heads = 0;
   int head_dim = 0;
   int window = 0;           // ring: tokens kept in window (0 = unbounded)
-  int capacity = 0;         // ring: fixed capacity >= window; growing: initial capacity
+  // ring: fixed capacity >= min(window, max_context) (window 0: >= max_context); growing:
+  // initial capacity (the plane grows by doubling, capped at max_context).
+  int capacity = 0;
   int max_context = 0;      // positions >= max_context are refused
 
+  // Refuses (invalid_argument) fields outside their ranges (the upper bounds of
+  // geometry.hpp's `limits`) and a plane whose largest size in bytes does not fit in 64 bits.
   Status validate() const;
+  // Bytes of one of the plane's two f16 arrays (K or V) at `rows` rows, with checked
+  // arithmetic: invalid_argument when the product overflows 64 bits.
+  Result<std::int64_t> array_bytes(int rows) const;
+  // The most rows the plane ever holds: the ring's capacity; a growing plane's initial capacity
+  // or max_context, whichever is larger.
+  int max_rows() const { return kind == PlaneKind::ring || capacity > max_context ? capacity : max_context; }
   // The plane a geometry gives a layer of class c.
   static PlaneConfig for_layer(const Geometry& g, LayerClass c, int initial_growing_capacity = 0);
 };
@@ -74,6 +84,12 @@ struct PlaneConfig {
 // (origin advances) — an in-window row is never overwritten because capacity >= window.
 // Growing: never wraps; doubles capacity (capped at max_context) when full.
 Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& state, int position);
+
+// The state a fresh plane reaches after appending positions 0..position, in closed form (the
+// same state as `position + 1` calls of plan_append, in O(log) instead of O(position), so a
+// trace at position 2^30 - 1 answers at once). out_of_range past the max context; the config
+// must validate.
+Result<PlaneState> state_after(const PlaneConfig& cfg, int position);
 
 // An append planned and, when a growing plane must grow, its grown rows already allocated (the
 // old rows copied in): committing it cannot fail. An engine prepares every layer's append
@@ -85,6 +101,9 @@ struct PreparedAppend {
 };
 
 // A plane in host memory: the CPU device's storage and the tests' reference storage.
+// Threads (docs/threads.md): const members may be used from several threads at once; append,
+// prepare/commit, write_row and attend_layer on the plane need it to themselves. plan_append
+// and state_after are pure functions.
 class HostPlane {
  public:
   static Result<HostPlane> create(const PlaneConfig& cfg);

@@ -1,6 +1,7 @@
 #include "arrays.hpp"
 
 #include <fmt/format.h>
+#include <nanobind/stl/string.h>
 
 namespace ladder::py {
 
@@ -62,6 +63,52 @@ bool c_contiguous(const ArrayInfo& a) {
   return true;
 }
 }  // namespace
+
+namespace {
+// Why `h` could not be taken as an array: the most specific reason found.
+[[noreturn]] void refuse_array(nb::handle h, const char* name, bool writable) {
+  std::string dtype_name;
+  bool byte_swapped = false, read_only = false;
+  try {
+    if (nb::hasattr(h, "dtype")) {
+      const nb::object dt = h.attr("dtype");
+      dtype_name = nb::cast<std::string>(nb::str(dt));
+      if (nb::hasattr(dt, "isnative")) byte_swapped = !nb::cast<bool>(dt.attr("isnative"));
+    }
+    if (writable && nb::hasattr(h, "flags")) {
+      const nb::object flags = h.attr("flags");
+      if (nb::hasattr(flags, "writeable")) read_only = !nb::cast<bool>(flags.attr("writeable"));
+    }
+  } catch (const nb::python_error&) {
+    // An object whose attributes raise is diagnosed by its type alone, below.
+  } catch (const nb::cast_error&) {
+  }
+  if (byte_swapped)
+    raise(error_types().dtype, fmt::format("{} is byte-swapped (dtype {}); ladder reads and writes native-endian "
+                                           "float32 in place (numpy.float32, e.g. {}.astype(numpy.float32))",
+                                           name, dtype_name, name));
+  if (read_only)
+    raise(error_types().invalid_argument,
+          fmt::format("{} is read-only and ladder writes the result into it: pass a writable array (e.g. "
+                      "numpy.empty_like(q)) or out=None",
+                      name));
+  raise(error_types().invalid_argument,
+        fmt::format("{} must be a float32 array (numpy, or a DLPack CPU array or CUDA tensor), got {}{}", name,
+                    Py_TYPE(h.ptr())->tp_name, dtype_name.empty() ? "" : " of dtype " + dtype_name));
+}
+
+template <class Array>
+ArrayInfo take_array(nb::handle h, const char* name, bool writable) {
+  Array a;
+  if (!nb::try_cast(h, a)) refuse_array(h, name, writable);
+  ArrayInfo i = info_of(a);
+  i.keep = std::make_shared<Array>(std::move(a));
+  return i;
+}
+}  // namespace
+
+ArrayInfo in_array(nb::handle h, const char* name) { return take_array<InArray>(h, name, false); }
+ArrayInfo out_array(nb::handle h, const char* name) { return take_array<OutArray>(h, name, true); }
 
 float* checked_f32(const ArrayInfo& a, const char* name, const std::vector<Dim>& dims, Where where) {
   const Where at = where_of(a, name);

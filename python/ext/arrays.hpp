@@ -7,6 +7,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ struct ArrayInfo {
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;
   void* data = nullptr;
+  std::shared_ptr<void> keep;  // the imported array, when taken by in_array / out_array
 };
 template <class Array>
 ArrayInfo info_of(const Array& a) {
@@ -52,6 +54,14 @@ ArrayInfo info_of(const Array& a) {
   i.data = const_cast<void*>(static_cast<const void*>(a.data()));
   return i;
 }
+
+// An array argument taken as any Python object, so that what cannot be read in place raises a
+// typed ladder error naming the argument instead of nanobind's TypeError about the signature:
+// byte-swapped (big-endian) data is a DTypeError, a read-only output an InvalidArgumentError,
+// anything that is not an array (no DLPack, no buffer) an InvalidArgumentError. Strided and
+// other layouts are taken and then refused by checked_f32 (ShapeError).
+ArrayInfo in_array(nb::handle h, const char* name);
+ArrayInfo out_array(nb::handle h, const char* name);
 
 // The device an array lives on (raises DeviceMismatchError for anything but CPU or CUDA).
 Where where_of(const ArrayInfo& a, const char* name);

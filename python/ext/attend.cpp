@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "device_rows.hpp"
+#include "integers.hpp"
 #include "ladder/attention.hpp"
 #include "names.hpp"
 
@@ -48,10 +49,14 @@ Where parse_where(const std::string& s) {
 }
 }  // namespace
 
-void attend(const std::string& route, Plane& plane, int position, int slot, const InArray& q_arr,
-            const InArray& k_arr, const InArray& v_arr, const OutArray& out_arr, std::optional<std::string> device,
-            std::uintptr_t stream) {
-  const ArrayInfo q = info_of(q_arr), k = info_of(k_arr), v = info_of(v_arr), out = info_of(out_arr);
+void attend(const std::string& route, Plane& plane, nanobind::handle position_arg, nanobind::handle slot_arg,
+            nanobind::handle q_arg, nanobind::handle k_arg, nanobind::handle v_arg, nanobind::handle out_arg,
+            std::optional<std::string> device, std::uintptr_t stream) {
+  const int position = int_arg(position_arg, "position", error_types().position);
+  const int slot = int_arg(slot_arg, "slot", error_types().position);
+  const ArrayInfo q = in_array(q_arg, "q"), k = in_array(k_arg, "k"), v = in_array(v_arg, "v"),
+                  out = out_array(out_arg, "out");
+  const PlaneGuard guard(plane);
   const PlaneConfig& cfg = plane.config();
   const PlaneState& st = plane.state();
 
@@ -86,7 +91,7 @@ void attend(const std::string& route, Plane& plane, int position, int slot, cons
   const float* vp = checked_f32(v, "v", kv_dims, arrays_at);
   float* op = checked_f32(out, "out", q_dims, arrays_at);
 
-  if (position < 0 || position + 1 != st.next_position)
+  if (position < 0 || position != st.next_position - 1)
     raise(error_types().position,
           fmt::format("attend needs the plane's last append: position {} was given, but the plane's last append "
                       "was position {} (call plane.append(position) first; it returns the slot)",

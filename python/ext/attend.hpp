@@ -17,7 +17,11 @@ namespace ladder::py {
 // interleaved is for growing head-major planes; staging reorders a ring.
 std::string route_refusal(Route r, const PlaneConfig& cfg, const PlaneState& st);
 
-void attend(const std::string& route, Plane& plane, int position, int slot, const InArray& q, const InArray& k,
-            const InArray& v, const OutArray& out, std::optional<std::string> device, std::uintptr_t stream);
+// position and slot are Python integers, q/k/v/out any array objects: each is converted here so
+// that a bad one raises a typed ladder error (integers.hpp, arrays.hpp). Holds the plane's lock
+// for the whole call, computing with the GIL released (planes.hpp).
+void attend(const std::string& route, Plane& plane, nanobind::handle position, nanobind::handle slot,
+            nanobind::handle q, nanobind::handle k, nanobind::handle v, nanobind::handle out,
+            std::optional<std::string> device, std::uintptr_t stream);
 
 }  // namespace ladder::py

@@ -15,6 +15,7 @@
 #include "attend.hpp"
 #include "device_rows.hpp"
 #include "errors.hpp"
+#include "integers.hpp"
 #include "ladder/reference.hpp"
 #include "ladder/engine.hpp"
 #include "ladder/geometry.hpp"
@@ -164,13 +165,16 @@ nb::tuple choose_route_py(const std::string& cls, const PlaneState& st, bool has
 
 // R4 without data: the planes' metadata follows the append rule from position 0 to the last
 // requested position, and each requested (position, layer) records the ladder's decision.
-nb::list route_trace_py(const Geometry& g, std::vector<int> positions, std::optional<std::vector<int>> layers_opt,
-                        bool has_vec, std::optional<bool> strict, std::optional<bool> disable_vec,
-                        bool stage_wrapped_swa, int initial_growing_capacity) {
+nb::list route_trace_py(const Geometry& g, nb::handle positions_arg, nb::handle layers_arg, bool has_vec,
+                        std::optional<bool> strict, std::optional<bool> disable_vec, bool stage_wrapped_swa,
+                        nb::handle initial_capacity_arg) {
   check(g.validate());
+  std::vector<int> positions = int_list_arg(positions_arg, "positions", error_types().position);
+  const int initial_growing_capacity =
+      int_arg(initial_capacity_arg, "initial_growing_capacity", error_types().invalid_argument);
   std::vector<int> layers;
-  if (layers_opt) {
-    layers = *layers_opt;
+  if (!layers_arg.is_none()) {
+    layers = int_list_arg(layers_arg, "layers", error_types().invalid_argument);
   } else {
     for (int l = 0; l < g.n_layers; ++l) layers.push_back(l);
   }
@@ -186,34 +190,27 @@ nb::list route_trace_py(const Geometry& g, std::vector<int> positions, std::opti
             fmt::format("position {} is outside 0..{} (max context {})", p, g.max_context - 1, g.max_context));
   const Switches sw = switches_from(strict, disable_vec, stage_wrapped_swa);
 
+  if (initial_growing_capacity < 0 || initial_growing_capacity > g.max_context)
+    raise(error_types().invalid_argument,
+          fmt::format("initial_growing_capacity must be in 0..{} (0 picks the default; got {})", g.max_context,
+                      initial_growing_capacity));
+
+  // Each plane state comes in closed form (state_after), so a position near a huge max context
+  // costs what position 0 costs.
   std::vector<TraceEntry> entries;
-  {
-    nb::gil_scoped_release unlocked;
-    for (int layer : layers) {
-      const LayerClass cls = g.layer_class(layer);
-      const PlaneConfig cfg = PlaneConfig::for_layer(g, cls, initial_growing_capacity);
-      PlaneState st;
-      st.capacity = cfg.capacity;
-      std::size_t next = 0;
-      for (int pos = 0; next < positions.size(); ++pos) {
-        Result<AppendPlan> plan = plan_append(cfg, st, pos);
-        if (!plan.ok()) {
-          nb::gil_scoped_acquire locked;
-          check(plan.status());
-        }
-        st = plan->next;
-        if (pos != positions[next]) continue;
-        ++next;
-        TraceEntry e;
-        e.position = pos;
-        e.layer = layer;
-        e.cls = cls;
-        e.decision = choose_route(cls, st, Capabilities{has_vec}, sw);
-        e.state = st;
-        e.visible = g.visible(cls, pos);
-        e.schedule = pinned_schedule(e.visible);
-        entries.push_back(e);
-      }
+  for (int layer : layers) {
+    const LayerClass cls = g.layer_class(layer);
+    const PlaneConfig cfg = PlaneConfig::for_layer(g, cls, initial_growing_capacity);
+    for (int pos : positions) {
+      TraceEntry e;
+      e.position = pos;
+      e.layer = layer;
+      e.cls = cls;
+      e.state = take(state_after(cfg, pos));
+      e.decision = choose_route(cls, e.state, Capabilities{has_vec}, sw);
+      e.visible = g.visible(cls, pos);
+      e.schedule = pinned_schedule(e.visible);
+      entries.push_back(e);
     }
   }
   std::sort(entries.begin(), entries.end(), [](const TraceEntry& a, const TraceEntry& b) {
@@ -262,6 +259,7 @@ std::vector<std::size_t> storage_shape(const PlaneConfig& cfg, const PlaneState&
 // The visible window ending at the last appended position, in logical order, as f32:
 // (k, v), each [visible, n_kv_heads, head_dim]. What a reference implementation attends to.
 nb::tuple window_rows(const Plane& p) {
+  const PlaneGuard guard(p);
   const PlaneConfig& cfg = p.config();
   const PlaneState& st = p.state();
   const int last = st.next_position - 1;
@@ -294,6 +292,33 @@ Where where_from(const std::string& device) {
   raise(error_types().invalid_argument, fmt::format("device must be 'cpu' or 'cuda', got '{}'", device));
 }
 
+// A Geometry int field read-write from Python; the setter checks the value like every integer
+// argument (integers.hpp), so 2**31 is an InvalidArgumentError, not a TypeError.
+auto int_getter(int Geometry::*field) {
+  return [field](const Geometry& g) { return g.*field; };
+}
+auto int_setter(int Geometry::*field, const char* name) {
+  return [field, name](Geometry& g, nb::handle v) { g.*field = int_arg(v, name, error_types().invalid_argument); };
+}
+
+// A plane's state read under its lock (a copy: another thread may append right after).
+PlaneState locked_state(const Plane& p) {
+  const PlaneGuard guard(p);
+  return p.state();
+}
+
+// K or V as float16 in storage layout, copied under the plane's lock.
+nb::object f16_copy(const Plane& p, bool values) {
+  std::vector<std::uint16_t> data;
+  std::vector<std::size_t> shape;
+  {
+    const PlaneGuard guard(p);
+    data = values ? p.copy_v() : p.copy_k();
+    shape = storage_shape(p.config(), p.state());
+  }
+  return owned_u16(std::move(data), std::move(shape)).cast().attr("view")("float16");
+}
+
 std::string geometry_repr(const Geometry& g) {
   return fmt::format("Geometry(name='{}', n_layers={}, n_heads={}, n_kv_heads={}, head_dim={}, window={}, "
                      "max_context={}, ring_slack={}, nope_period={}, nope_phase={})",
@@ -320,20 +345,21 @@ NB_MODULE(_ladder, m) {
   nb::class_<Geometry>(m, "Geometry", "Model geometry: layer classes, GQA head layout, window, max context.")
       .def(
           "__init__",
-          [](Geometry* g, int n_layers, int n_heads, int n_kv_heads, int head_dim, int window, int max_context,
-             int ring_slack, int nope_period, int nope_phase, std::optional<std::vector<std::string>> classes,
-             std::string name) {
+          [](Geometry* g, nb::handle n_layers, nb::handle n_heads, nb::handle n_kv_heads, nb::handle head_dim,
+             nb::handle window, nb::handle max_context, nb::handle ring_slack, nb::handle nope_period,
+             nb::handle nope_phase, std::optional<std::vector<std::string>> classes, std::string name) {
+            PyObject* bad = error_types().invalid_argument;
             Geometry v;
             v.name = std::move(name);
-            v.n_layers = n_layers;
-            v.n_heads = n_heads;
-            v.n_kv_heads = n_kv_heads;
-            v.head_dim = head_dim;
-            v.window = window;
-            v.max_context = max_context;
-            v.ring_slack = ring_slack;
-            v.nope_period = nope_period;
-            v.nope_phase = nope_phase;
+            v.n_layers = int_arg(n_layers, "n_layers", bad);
+            v.n_heads = int_arg(n_heads, "n_heads", bad);
+            v.n_kv_heads = int_arg(n_kv_heads, "n_kv_heads", bad);
+            v.head_dim = int_arg(head_dim, "head_dim", bad);
+            v.window = int_arg(window, "window", bad);
+            v.max_context = int_arg(max_context, "max_context", bad);
+            v.ring_slack = int_arg(ring_slack, "ring_slack", bad);
+            v.nope_period = int_arg(nope_period, "nope_period", bad);
+            v.nope_phase = int_arg(nope_phase, "nope_phase", bad);
             if (classes)
               for (const std::string& c : *classes) v.layer_classes.push_back(parse_layer_class(c));
             check(v.validate());
@@ -345,34 +371,41 @@ NB_MODULE(_ladder, m) {
       .def_static("muse_glimmer", &Geometry::muse_glimmer,
                   "The chapter's model: 52 layers (39 SWA + 13 NoPE), 32:2 heads, head_dim 128, window 2048.")
       .def_rw("name", &Geometry::name)
-      .def_rw("n_layers", &Geometry::n_layers)
-      .def_rw("n_heads", &Geometry::n_heads)
-      .def_rw("n_kv_heads", &Geometry::n_kv_heads)
-      .def_rw("head_dim", &Geometry::head_dim)
-      .def_rw("window", &Geometry::window)
-      .def_rw("max_context", &Geometry::max_context)
-      .def_rw("ring_slack", &Geometry::ring_slack)
-      .def_rw("nope_period", &Geometry::nope_period)
-      .def_rw("nope_phase", &Geometry::nope_phase)
+      .def_prop_rw("n_layers", int_getter(&Geometry::n_layers), int_setter(&Geometry::n_layers, "n_layers"))
+      .def_prop_rw("n_heads", int_getter(&Geometry::n_heads), int_setter(&Geometry::n_heads, "n_heads"))
+      .def_prop_rw("n_kv_heads", int_getter(&Geometry::n_kv_heads), int_setter(&Geometry::n_kv_heads, "n_kv_heads"))
+      .def_prop_rw("head_dim", int_getter(&Geometry::head_dim), int_setter(&Geometry::head_dim, "head_dim"))
+      .def_prop_rw("window", int_getter(&Geometry::window), int_setter(&Geometry::window, "window"))
+      .def_prop_rw("max_context", int_getter(&Geometry::max_context), int_setter(&Geometry::max_context, "max_context"))
+      .def_prop_rw("ring_slack", int_getter(&Geometry::ring_slack), int_setter(&Geometry::ring_slack, "ring_slack"))
+      .def_prop_rw("nope_period", int_getter(&Geometry::nope_period), int_setter(&Geometry::nope_period, "nope_period"))
+      .def_prop_rw("nope_phase", int_getter(&Geometry::nope_phase), int_setter(&Geometry::nope_phase, "nope_phase"))
       .def_rw("weight_bytes_per_token", &Geometry::weight_bytes_per_token)
       .def("validate", [](const Geometry& g) { check(g.validate()); }, "Raises InvalidArgumentError when invalid.")
-      .def("layer_class", [](const Geometry& g, int layer) {
+      .def("layer_class", [](const Geometry& g, nb::handle layer_arg) {
+            const int layer = int_arg(layer_arg, "layer", error_types().invalid_argument);
             if (layer < 0 || layer >= g.n_layers)
               raise(error_types().invalid_argument, fmt::format("layer {} does not exist (0..{})", layer, g.n_layers - 1));
             return std::string(layer_class_name(g.layer_class(layer)));
           })
-      .def("visible", [](const Geometry& g, const std::string& cls, int position) {
+      .def("visible", [](const Geometry& g, const std::string& cls, nb::handle position_arg) {
+            const int position = int_arg(position_arg, "position", error_types().position);
+            if (position < 0)
+              raise(error_types().position, fmt::format("position must be >= 0 (got {})", position));
             return g.visible(parse_layer_class(cls), position);
-          }, "cls"_a, "position"_a, "Tokens a layer of this class attends to at `position` (K3).")
+          }, "cls"_a, "position"_a.none(), "Tokens a layer of this class attends to at `position` (K3).")
       .def("count_layers", [](const Geometry& g, const std::string& cls) { return g.count_layers(parse_layer_class(cls)); })
       .def_prop_ro("scale", &Geometry::scale)
       .def_prop_ro("heads_per_kv", &Geometry::heads_per_kv)
       .def_prop_ro("ring_capacity", &Geometry::ring_capacity)
       .def_prop_ro("kv_bytes_per_token_layer", &Geometry::kv_bytes_per_token_layer)
       .def("describe", &Geometry::describe)
-      .def("plane_config", [](const Geometry& g, const std::string& cls, int initial_growing_capacity) {
+      .def("plane_config", [](const Geometry& g, const std::string& cls, nb::handle initial) {
             check(g.validate());
-            return PlaneConfig::for_layer(g, parse_layer_class(cls), initial_growing_capacity);
+            const int initial_rows = int_arg(initial, "initial_growing_capacity", error_types().invalid_argument);
+            const PlaneConfig c = PlaneConfig::for_layer(g, parse_layer_class(cls), initial_rows);
+            check(c.validate());
+            return c;
           }, "cls"_a, "initial_growing_capacity"_a = 0, "The plane configuration of a layer of class `cls`.")
       .def("__repr__", &geometry_repr);
 
@@ -380,15 +413,16 @@ NB_MODULE(_ladder, m) {
   nb::class_<PlaneConfig>(m, "PlaneConfig", "A plane's configuration: kind ('ring' or 'growing'), heads, capacity.")
       .def(
           "__init__",
-          [](PlaneConfig* c, const std::string& kind, int n_kv_heads, int head_dim, int capacity, int max_context,
-             int window) {
+          [](PlaneConfig* c, const std::string& kind, nb::handle n_kv_heads, nb::handle head_dim, nb::handle capacity,
+             nb::handle max_context, nb::handle window) {
+            PyObject* bad = error_types().invalid_argument;
             PlaneConfig v;
             v.kind = parse_plane_kind(kind);
-            v.n_kv_heads = n_kv_heads;
-            v.head_dim = head_dim;
-            v.capacity = capacity;
-            v.max_context = max_context;
-            v.window = window;
+            v.n_kv_heads = int_arg(n_kv_heads, "n_kv_heads", bad);
+            v.head_dim = int_arg(head_dim, "head_dim", bad);
+            v.capacity = int_arg(capacity, "capacity", bad);
+            v.max_context = int_arg(max_context, "max_context", bad);
+            v.window = int_arg(window, "window", bad);
             check(v.validate());
             new (c) PlaneConfig(v);
           },
@@ -407,7 +441,14 @@ NB_MODULE(_ladder, m) {
   nb::class_<PlaneState>(m, "PlaneState", "Explicit origins: logical origin_logical lives at physical origin_physical.")
       .def(
           "__init__",
-          [](PlaneState* s, int capacity, int len, int origin_logical, int origin_physical, int next_position) {
+          [](PlaneState* s, nb::handle capacity_arg, nb::handle len_arg, nb::handle origin_logical_arg,
+             nb::handle origin_physical_arg, nb::handle next_position_arg) {
+            PyObject* bad = error_types().invalid_argument;
+            const int capacity = int_arg(capacity_arg, "capacity", bad);
+            const int len = int_arg(len_arg, "len", bad);
+            const int origin_logical = int_arg(origin_logical_arg, "origin_logical", bad);
+            const int origin_physical = int_arg(origin_physical_arg, "origin_physical", bad);
+            const int next_position = int_arg(next_position_arg, "next_position", error_types().position);
             if (capacity <= 0 || len < 0 || len > capacity || origin_physical < 0 || origin_physical >= capacity ||
                 origin_logical < 0)
               raise(error_types().invalid_argument,
@@ -429,12 +470,13 @@ NB_MODULE(_ladder, m) {
       .def_ro("origin_logical", &PlaneState::origin_logical)
       .def_ro("origin_physical", &PlaneState::origin_physical)
       .def_ro("next_position", &PlaneState::next_position)
-      .def("physical", [](const PlaneState& s, int logical) {
+      .def("physical", [](const PlaneState& s, nb::handle logical_arg) {
+            const int logical = int_arg(logical_arg, "logical", error_types().position);
             if (logical < s.origin_logical || logical >= s.origin_logical + s.len)
               raise(error_types().position, fmt::format("logical token {} is not held (held: {}..{})", logical,
                                                         s.origin_logical, s.origin_logical + s.len - 1));
             return s.physical(logical);
-          }, "logical"_a, "The physical row of a held logical token (K1).")
+          }, "logical"_a.none(), "The physical row of a held logical token (K1).")
       .def_prop_ro("partially_wrapped", &PlaneState::partially_wrapped)
       .def("as_dict", &state_dict)
       .def("__eq__", [](const PlaneState& a, const PlaneState& b) { return a == b; })
@@ -451,8 +493,10 @@ NB_MODULE(_ladder, m) {
           "config"_a, "device"_a = "cpu")
       .def_static(
           "for_layer",
-          [](const Geometry& g, const std::string& cls, int initial_growing_capacity, const std::string& device) {
+          [](const Geometry& g, const std::string& cls, nb::handle initial, const std::string& device) {
             check(g.validate());
+            const int initial_growing_capacity =
+                int_arg(initial, "initial_growing_capacity", error_types().invalid_argument);
             return Plane(PlaneConfig::for_layer(g, parse_layer_class(cls), initial_growing_capacity), where_from(device));
           },
           "geometry"_a, "cls"_a, "initial_growing_capacity"_a = 0, "device"_a = "cpu",
@@ -461,15 +505,16 @@ NB_MODULE(_ladder, m) {
       .def_prop_ro("config", [](const Plane& p) { return p.config(); })
       .def_prop_ro("kind", [](const Plane& p) { return std::string(plane_kind_name(p.config().kind)); })
       .def_prop_ro("layer_class", [](const Plane& p) { return std::string(layer_class_name(class_of(p.config().kind))); })
-      .def_prop_ro("state", [](const Plane& p) { return p.state(); })
-      .def_prop_ro("capacity", [](const Plane& p) { return p.state().capacity; })
-      .def_prop_ro("len", [](const Plane& p) { return p.state().len; })
-      .def_prop_ro("origin_logical", [](const Plane& p) { return p.state().origin_logical; })
-      .def_prop_ro("origin_physical", [](const Plane& p) { return p.state().origin_physical; })
-      .def_prop_ro("next_position", [](const Plane& p) { return p.state().next_position; })
+      .def_prop_ro("state", [](const Plane& p) { return locked_state(p); })
+      .def_prop_ro("capacity", [](const Plane& p) { return locked_state(p).capacity; })
+      .def_prop_ro("len", [](const Plane& p) { return locked_state(p).len; })
+      .def_prop_ro("origin_logical", [](const Plane& p) { return locked_state(p).origin_logical; })
+      .def_prop_ro("origin_physical", [](const Plane& p) { return locked_state(p).origin_physical; })
+      .def_prop_ro("next_position", [](const Plane& p) { return locked_state(p).next_position; })
       .def_prop_ro("range_stats", [](Plane& p) -> nb::object {
             // N1's counters (docs/nonfinite.md); device planes apply the rule but count nothing.
             if (p.where() != Where::cpu) return nb::none();
+            const PlaneGuard guard(p);
             const RangeStats& r = p.host().range_stats();
             nb::dict d;
             d["saturated"] = r.saturated;
@@ -478,35 +523,51 @@ NB_MODULE(_ladder, m) {
           },
           "Values the range rule changed in this host plane's writes and attends: {'saturated': finite values "
           "beyond +-65504 read as +-65504, 'nonfinite': NaN/Inf values read as NaN}; None for a device plane.")
-      .def("append", &Plane::append, "position"_a,
+      .def("append", [](Plane& p, nb::handle position) {
+            const int pos = int_arg(position, "position", error_types().position);
+            const PlaneGuard guard(p);
+            return p.append(pos);
+          }, "position"_a.none(),
            "Append `position` (metadata only) and return the physical slot its row goes to. Out-of-order, repeated "
            "or past-max-context positions raise PositionError and leave the plane untouched.")
-      .def("write_row", [](Plane& p, int slot, const InArray& k, const InArray& v) {
-            p.write_row(slot, info_of(k), info_of(v));
-          }, "slot"_a, "k"_a, "v"_a, "Store one token's float32 K and V, each (n_kv_heads, head_dim), at a slot (f16).")
-      .def("append_row", [](Plane& p, int position, const InArray& k, const InArray& v) {
+      .def("write_row", [](Plane& p, nb::handle slot, nb::handle k, nb::handle v) {
+            const int s = int_arg(slot, "slot", error_types().position);
+            const ArrayInfo ki = in_array(k, "k"), vi = in_array(v, "v");
+            const PlaneGuard guard(p);
+            p.write_row(s, ki, vi);
+          }, "slot"_a.none(), "k"_a.none(), "v"_a.none(),
+          "Store one token's float32 K and V, each (n_kv_heads, head_dim), at a slot (f16).")
+      .def("append_row", [](Plane& p, nb::handle position, nb::handle k, nb::handle v) {
+            const int pos = int_arg(position, "position", error_types().position);
+            const ArrayInfo ki = in_array(k, "k"), vi = in_array(v, "v");
             // Check the rows before the append so a bad row leaves the plane untouched.
-            const Where at = p.where() == Where::cpu ? Where::cpu : where_of(info_of(k), "k");
-            checked_f32(info_of(k), "k", row_dims(p.config()), at);
-            checked_f32(info_of(v), "v", row_dims(p.config()), at);
-            const int slot = p.append(position);
-            p.write_row(slot, info_of(k), info_of(v));
+            const Where at = p.where() == Where::cpu ? Where::cpu : where_of(ki, "k");
+            checked_f32(ki, "k", row_dims(p.config()), at);
+            checked_f32(vi, "v", row_dims(p.config()), at);
+            const PlaneGuard guard(p);  // the append and the row as one step for other threads
+            const int slot = p.append(pos);
+            p.write_row(slot, ki, vi);
             return slot;
-          }, "position"_a, "k"_a, "v"_a, "append(position) then write_row(slot, k, v); returns the slot.")
-      .def("extend", [](Plane& p, const InArray& k, const InArray& v) { return p.extend(info_of(k), info_of(v)); },
-           "k"_a, "v"_a,
+          }, "position"_a.none(), "k"_a.none(), "v"_a.none(),
+          "append(position) then write_row(slot, k, v); returns the slot.")
+      .def("extend", [](Plane& p, nb::handle k, nb::handle v) {
+            const ArrayInfo ki = in_array(k, "k"), vi = in_array(v, "v");
+            const PlaneGuard guard(p);
+            return p.extend(ki, vi);
+          },
+           "k"_a.none(), "v"_a.none(),
            "Append the next n positions with rows from float32 host arrays k, v of shape (n, n_kv_heads, "
            "head_dim); returns the slots. Every append is checked first, so a refusal changes nothing.")
-      .def("keys", [](const Plane& p) { return owned_u16(p.copy_k(), storage_shape(p.config(), p.state())).cast().attr("view")("float16"); },
+      .def("keys", [](const Plane& p) { return f16_copy(p, false); },
            "A float16 copy of K in storage layout: ring (capacity, n_kv_heads, head_dim), growing "
            "(n_kv_heads, capacity, head_dim). Unwritten rows are NaN.")
-      .def("values", [](const Plane& p) { return owned_u16(p.copy_v(), storage_shape(p.config(), p.state())).cast().attr("view")("float16"); },
+      .def("values", [](const Plane& p) { return f16_copy(p, true); },
            "A float16 copy of V in storage layout (see keys()).")
       .def("window_rows", &window_rows,
            "The visible window ending at the last appended position, in logical order: (k, v), float32, "
            "each (visible, n_kv_heads, head_dim).")
       .def("__repr__", [](const Plane& p) {
-        const PlaneState& s = p.state();
+        const PlaneState s = locked_state(p);
         return fmt::format("Plane(kind='{}', device='{}', capacity={}, len={}, origin_logical={}, origin_physical={})",
                            plane_kind_name(p.config().kind), where_name(p.where()), s.capacity, s.len,
                            s.origin_logical, s.origin_physical);
@@ -524,14 +585,22 @@ NB_MODULE(_ladder, m) {
         "The route trace (R4) for the given positions and layers (default all): one dict per (position, layer) with "
         "class, route, predicates, plane state, visible, schedule and the formatted trace line.");
   m.def("trace_header", &format_trace_header, "The header line of the formatted route trace.");
-  m.def("schedule", [](int visible) { return schedule_dict(pinned_schedule(visible)); }, "visible"_a,
+  m.def("schedule", [](nb::handle visible_arg) {
+          const int visible = int_arg(visible_arg, "visible", error_types().invalid_argument);
+          if (visible < 0 || visible > limits::kMaxContext)
+            raise(error_types().invalid_argument,
+                  fmt::format("visible must be in 0..{} (got {})", limits::kMaxContext, visible));
+          return schedule_dict(pinned_schedule(visible));
+        }, "visible"_a.none(),
         "The pinned split-K schedule (G6) for a visible length: blocks, nwg, nsg.");
   m.def("route_refusal", [](const std::string& route, const Plane& p) {
-          return route_refusal(parse_route(route), p.config(), p.state());
+          const Route r = parse_route(route);
+          return route_refusal(r, p.config(), locked_state(p));
         }, "route"_a, "plane"_a, "Why `route` cannot run on the plane's current state ('' when it can).");
 
   // ---- attention ----
-  m.def("_attend", &attend, "route"_a, "plane"_a, "position"_a, "slot"_a, "q"_a, "k"_a, "v"_a, "out"_a,
+  m.def("_attend", &attend, "route"_a, "plane"_a, "position"_a.none(), "slot"_a.none(), "q"_a.none(), "k"_a.none(),
+        "v"_a.none(), "out"_a.none(),
         "device"_a = nb::none(), "stream"_a = 0);
 
   m.def("cuda_available", &device_available, "True when this build has CUDA and a usable GPU is present.");

@@ -7,6 +7,12 @@
 
 namespace ladder::py {
 
+PlaneGuard::PlaneGuard(const Plane& p) : lock_(p.lock()) {
+  if (lock_.try_lock()) return;
+  nanobind::gil_scoped_release unlocked;
+  lock_.lock();
+}
+
 std::vector<Dim> row_dims(const PlaneConfig& cfg) { return {{cfg.n_kv_heads, "n_kv_heads"}, {cfg.head_dim, "head_dim"}}; }
 
 Plane::Plane(const PlaneConfig& cfg, Where where) : where_(where) {

@@ -1,8 +1,14 @@
 // The Python Plane: a KV plane in host memory (HostPlane) or, in CUDA builds, in device memory.
 // Its metadata (explicit origins, append rule) is the library's; only where the rows live differs.
+//
+// Threads: every binding that reads or changes a Plane holds its lock (PlaneGuard) for the whole
+// call, so calls on one plane from several Python threads are serialized. attend releases the
+// GIL while it computes but keeps the plane's lock, so another thread's append cannot grow (and
+// free) the rows being read; calls on different planes run in parallel.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "arrays.hpp"
@@ -36,11 +42,29 @@ class Plane {
 
   HostPlane& host() { return *host_; }
   DeviceRows& device() { return *device_; }
+  std::mutex& lock() const { return *lock_; }
 
  private:
   Where where_;
+  // Behind a pointer so that Plane stays movable (nanobind returns Plane.for_layer by value).
+  std::unique_ptr<std::mutex> lock_ = std::make_unique<std::mutex>();
   std::optional<HostPlane> host_;
   std::unique_ptr<DeviceRows> device_;
+};
+
+// Holds a plane's lock for one binding call; constructed with the GIL held. When another thread
+// holds the plane (an attend computing with the GIL released), it waits with the GIL released,
+// so that thread can take the GIL back and finish: no thread ever blocks on a plane while
+// holding the GIL, which is what keeps the two locks free of deadlock.
+class PlaneGuard {
+ public:
+  explicit PlaneGuard(const Plane& p);
+  ~PlaneGuard() { lock_.unlock(); }
+  PlaneGuard(const PlaneGuard&) = delete;
+  PlaneGuard& operator=(const PlaneGuard&) = delete;
+
+ private:
+  std::mutex& lock_;
 };
 
 // The element count of one row argument and its expected shape text, shared by the bindings.

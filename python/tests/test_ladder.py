@@ -51,12 +51,28 @@ def test_route_trace():
     trace = ladder.route_trace(g, [0, 2047, 4000], layers=[0, 3], strict=False, disable_vec=False)
     assert [(e["position"], e["layer"]) for e in trace] == [(0, 0), (0, 3), (2047, 0), (2047, 3), (4000, 0), (4000, 3)]
     by = {(e["position"], e["layer"]): e for e in trace}
-    assert by[(0, 0)]["route"] == "splitk"  # len 1: ragged ring
-    assert by[(2047, 0)]["route"] == "vec"
-    assert by[(4000, 0)]["state"]["origin_physical"] == (4000 - 2047) % 2048
-    assert by[(4000, 3)]["visible"] == 4001 and by[(4000, 3)]["class"] == "nope"
-    assert by[(4000, 3)]["schedule"] == ladder.schedule(4001)
+    # Worked out by hand from the SPEC: layer 0 is SWA (a 2048-row ring, window 2048), layer 3
+    # NoPE (a growing plane from 4096 rows, max context 131072). After position p's append:
+    # ring len = min(p + 1, 2048), origin_logical = p + 1 - len, origin_physical = that mod 2048;
+    # blocks = ceil(visible / 32), nwg = min(blocks, 32), nsg doubles while 2*nwg*nsg*32 < visible.
+    expected = {
+        # (position, layer): (class, route, (capacity, len, origin_logical, origin_physical), visible, schedule)
+        (0, 0): ("swa", "splitk", (2048, 1, 0, 0), 1, (1, 1, 1)),             # len 1: ragged ring
+        (0, 3): ("nope", "vec", (4096, 1, 0, 0), 1, (1, 1, 1)),               # growing: vec pads
+        (2047, 0): ("swa", "vec", (2048, 2048, 0, 0), 2048, (64, 32, 1)),     # full, unwrapped
+        (2047, 3): ("nope", "vec", (4096, 2048, 0, 0), 2048, (64, 32, 1)),
+        (4000, 0): ("swa", "vec", (2048, 2048, 1953, 1953), 2048, (64, 32, 1)),  # full, wrapped
+        (4000, 3): ("nope", "vec", (4096, 4001, 0, 0), 4001, (126, 32, 2)),   # 2048 < 4001 <= 4096
+    }
+    for key, (cls, route, st, visible, (blocks, nwg, nsg)) in expected.items():
+        e = by[key]
+        assert (e["class"], e["route"]) == (cls, route), key
+        got_state = tuple(e["state"][f] for f in ("capacity", "len", "origin_logical", "origin_physical"))
+        assert got_state == st, key
+        assert e["visible"] == visible, key
+        assert e["schedule"] == {"blocks": blocks, "nwg": nwg, "nsg": nsg}, key
     assert set(by[(0, 0)]["predicates"]) == {"has_vec", "strict", "vec_rows", "swa_vec", "stage"}
+    assert by[(0, 0)]["predicates"]["vec_rows"] and not by[(0, 0)]["predicates"]["swa_vec"]
     assert len(trace[0]["line"].split()) == len(ladder.trace_header().split())
 
 

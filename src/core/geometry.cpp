@@ -27,25 +27,33 @@ Status bad(std::string msg) { return make_error(ErrorCode::invalid_argument, std
 }  // namespace
 
 Status Geometry::validate() const {
-  if (n_layers <= 0) return bad(fmt::format("n_layers must be positive (got {})", n_layers));
-  if (n_heads <= 0) return bad(fmt::format("n_heads must be positive (got {})", n_heads));
-  if (n_kv_heads <= 0) return bad(fmt::format("n_kv_heads must be positive (got {})", n_kv_heads));
+  if (n_layers <= 0 || n_layers > limits::kMaxLayers)
+    return bad(fmt::format("n_layers must be in 1..{} (got {})", limits::kMaxLayers, n_layers));
+  if (n_heads <= 0 || n_heads > limits::kMaxHeads)
+    return bad(fmt::format("n_heads must be in 1..{} (got {})", limits::kMaxHeads, n_heads));
+  if (n_kv_heads <= 0 || n_kv_heads > n_heads)
+    return bad(fmt::format("n_kv_heads must be in 1..n_heads ({}) (got {})", n_heads, n_kv_heads));
   if (n_heads % n_kv_heads != 0)
     return bad(fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({}) for grouped-query attention",
                            n_heads, n_kv_heads));
-  if (head_dim <= 0 || head_dim % 4 != 0 || head_dim > 512)
-    return bad(fmt::format("head_dim must be a positive multiple of 4 up to 512 (got {})", head_dim));
+  if (head_dim <= 0 || head_dim % 4 != 0 || head_dim > limits::kMaxHeadDim)
+    return bad(fmt::format("head_dim must be a positive multiple of 4 up to {} (got {})", limits::kMaxHeadDim,
+                           head_dim));
   if (window < 0) return bad(fmt::format("window must be >= 0, 0 meaning unbounded (got {})", window));
-  if (max_context <= 0) return bad(fmt::format("max_context must be positive (got {})", max_context));
+  if (max_context <= 0 || max_context > limits::kMaxContext)
+    return bad(fmt::format("max_context must be in 1..{} (got {})", limits::kMaxContext, max_context));
   if (ring_slack < 0) return bad(fmt::format("ring_slack must be >= 0 (got {})", ring_slack));
+  // 64-bit sum: both terms are ints, so it cannot overflow here.
+  const long long cap = static_cast<long long>(ring_rows(window, max_context)) + ring_slack;
+  if (cap > limits::kMaxRows)
+    return bad(fmt::format("ring capacity min(window, max_context) + ring_slack = {} exceeds {} rows", cap,
+                           limits::kMaxRows));
   if (nope_period < 0 || (nope_period > 0 && (nope_phase < 0 || nope_phase >= nope_period)))
     return bad(fmt::format("NoPE pattern needs 0 <= phase < period (got period {}, phase {})", nope_period,
                            nope_phase));
   if (!layer_classes.empty() && static_cast<int>(layer_classes.size()) != n_layers)
     return bad(fmt::format("layer_classes lists {} layers but n_layers is {}", layer_classes.size(), n_layers));
   if (weight_bytes_per_token < 0) return bad("weight_bytes_per_token must be >= 0");
-  const long long cap = static_cast<long long>(window > 0 ? window : max_context) + ring_slack;
-  if (cap > (1LL << 30)) return bad(fmt::format("ring capacity {} is too large", cap));
   return {};
 }
 

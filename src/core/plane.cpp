@@ -32,22 +32,40 @@ PlaneStrides plane_strides(PlaneKind kind, int capacity, int n_kv_heads, int hea
 }
 
 Status PlaneConfig::validate() const {
-  if (n_kv_heads <= 0 || head_dim <= 0)
-    return bad(fmt::format("plane needs n_kv_heads > 0 and head_dim > 0 (got {}, {})", n_kv_heads, head_dim));
-  if (max_context <= 0) return bad(fmt::format("plane max_context must be positive (got {})", max_context));
-  if (capacity <= 0) return bad(fmt::format("plane capacity must be positive (got {})", capacity));
+  if (n_kv_heads <= 0 || n_kv_heads > limits::kMaxHeads)
+    return bad(fmt::format("plane n_kv_heads must be in 1..{} (got {})", limits::kMaxHeads, n_kv_heads));
+  if (head_dim <= 0 || head_dim > limits::kMaxHeadDim)
+    return bad(fmt::format("plane head_dim must be in 1..{} (got {})", limits::kMaxHeadDim, head_dim));
+  if (max_context <= 0 || max_context > limits::kMaxContext)
+    return bad(fmt::format("plane max_context must be in 1..{} (got {})", limits::kMaxContext, max_context));
+  if (capacity <= 0 || capacity > limits::kMaxRows)
+    return bad(fmt::format("plane capacity must be in 1..{} (got {})", limits::kMaxRows, capacity));
   if (kind == PlaneKind::ring) {
     if (window < 0) return bad(fmt::format("ring window must be >= 0 (got {})", window));
-    if (window > 0 && capacity < window)
-      return bad(fmt::format("ring capacity {} is smaller than its window {}: in-window rows would be overwritten",
-                             capacity, window));
-    if (window == 0 && capacity < max_context)
-      return bad(fmt::format("a ring with an unbounded window needs capacity >= max_context ({} < {})", capacity,
-                             max_context));
+    // No more than max_context tokens ever exist, so a window at or past it keeps them all.
+    const int keep = Geometry::ring_rows(window, max_context);
+    if (capacity < keep)
+      return bad(fmt::format("ring capacity {} is smaller than its window (it keeps min(window {}, max_context {}) "
+                             "= {} rows): in-window rows would be overwritten",
+                             capacity, window, max_context, keep));
   } else if (window != 0) {
     return bad("a growing plane has no window (window must be 0)");
   }
+  // Both arrays at the largest size the plane can reach must be countable in bytes.
+  const Result<std::int64_t> bytes = array_bytes(max_rows());
+  if (!bytes) return bytes.status();
   return {};
+}
+
+Result<std::int64_t> PlaneConfig::array_bytes(int rows) const {
+  std::int64_t elements = 0, bytes = 0;
+  if (__builtin_mul_overflow(static_cast<std::int64_t>(rows), static_cast<std::int64_t>(n_kv_heads), &elements) ||
+      __builtin_mul_overflow(elements, static_cast<std::int64_t>(head_dim), &elements) ||
+      __builtin_mul_overflow(elements, static_cast<std::int64_t>(sizeof(std::uint16_t)), &bytes) ||
+      rows < 0 || n_kv_heads < 0 || head_dim < 0)
+    return bad(fmt::format("a plane of {} rows x {} KV heads x {} dims does not fit in 64-bit byte counts", rows,
+                           n_kv_heads, head_dim));
+  return bytes;
 }
 
 PlaneConfig PlaneConfig::for_layer(const Geometry& g, LayerClass c, int initial_growing_capacity) {
@@ -108,17 +126,48 @@ Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& st, int
   return plan;
 }
 
+Result<PlaneState> state_after(const PlaneConfig& cfg, int position) {
+  LADDER_TRY(cfg.validate());
+  if (position < 0) return bad(fmt::format("position must be >= 0 (got {})", position));
+  if (position >= cfg.max_context)
+    return make_error(ErrorCode::out_of_range, fmt::format("position {} is past the max context ({} positions)",
+                                                           position, cfg.max_context));
+  const int appended = position + 1;  // <= max_context <= 2^30: no overflow
+  PlaneState st;
+  st.capacity = cfg.capacity;
+  st.next_position = appended;
+  if (cfg.kind == PlaneKind::ring) {
+    // len grows to the rows the window keeps, then every append evicts one row and advances
+    // both origins by one (the physical one modulo the capacity).
+    const int keep = cfg.window > 0 ? cfg.window : cfg.capacity;
+    st.len = std::min(appended, keep);
+    st.origin_logical = appended - st.len;
+    st.origin_physical = st.origin_logical % cfg.capacity;
+  } else {
+    // The capacity doubles (capped at max_context) each time an append finds the plane full.
+    long long cap = cfg.capacity;
+    while (cap < appended) cap = std::min(cap * 2, static_cast<long long>(cfg.max_context));
+    st.capacity = static_cast<int>(cap);
+    st.len = appended;
+  }
+  return st;
+}
+
 Result<HostPlane> HostPlane::create(const PlaneConfig& cfg) {
   LADDER_TRY(cfg.validate());
   PlaneState st;
   st.capacity = cfg.capacity;
   HostPlane p(cfg, st);
-  const std::size_t n = static_cast<std::size_t>(cfg.capacity) * cfg.n_kv_heads * cfg.head_dim;
+  Result<std::int64_t> bytes = cfg.array_bytes(cfg.capacity);
+  if (!bytes) return bytes.status();
+  const std::size_t n = static_cast<std::size_t>(*bytes) / sizeof(std::uint16_t);
   try {
     p.k_.assign(n, kPoisonHalf);
     p.v_.assign(n, kPoisonHalf);
-  } catch (const std::bad_alloc&) {
-    return make_error(ErrorCode::out_of_memory, fmt::format("cannot allocate a plane of {} rows", cfg.capacity));
+  } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
+    return make_error(ErrorCode::out_of_memory,
+                      fmt::format("cannot allocate a plane of {} rows ({} bytes each for K and V)", cfg.capacity,
+                                  *bytes));
   }
   return p;
 }
@@ -143,7 +192,7 @@ Result<PreparedAppend> HostPlane::prepare_append(int position) const {
   if (p.plan.grow_to > 0) {
     try {
       grown_rows(p.plan.grow_to, p.k, p.v);
-    } catch (const std::bad_alloc&) {
+    } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
       return make_error(ErrorCode::out_of_memory, fmt::format("cannot grow plane to {} rows", p.plan.grow_to));
     }
   }

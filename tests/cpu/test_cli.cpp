@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -63,7 +64,7 @@ TEST_F(Cli, TopLevel) {
 }
 
 TEST_F(Cli, EverySubcommandHasHelp) {
-  for (const char* c : {"demo", "routes", "budget", "parity"}) {
+  for (const char* c : {"demo", "routes", "budget", "parity", "bench"}) {
     EXPECT_RUN(std::string(c) + " --help", kOk, "Usage: ladder " + std::string(c));
   }
 }
@@ -77,7 +78,7 @@ TEST_F(Cli, DemoRunsAndChecksTheReference) {
 }
 
 TEST_F(Cli, DemoRejectsBadArguments) {
-  EXPECT_RUN("demo --tokens 0", kUsage, "--tokens must be >= 1");
+  EXPECT_RUN("demo --tokens 0", kUsage, "--tokens must be in 1..1024");
   EXPECT_RUN("demo --tokens many", kUsage, "--tokens");
   EXPECT_RUN("demo --depth -4", kUsage, "--depth must be >= 0");
   EXPECT_RUN("demo --depth 131072 --tokens 1", kUsage, "past the max context");
@@ -129,6 +130,83 @@ TEST_F(Cli, ParityExplainsEveryDifference) {
   EXPECT_RUN("parity --window 0", kUsage, "finite --window");
   EXPECT_RUN("parity --position -1", kUsage, "--position");
   if (!ladder::cuda_available()) EXPECT_RUN("parity --device cuda --position 100" + kSmall, kFailure, "no usable CUDA");
+}
+
+// Every verb answers at once on every argument it accepts or refuses: the hostile values below
+// once ran for minutes (budget --n-layers 2000000000), allocated gigabytes (a window far past
+// the max context), failed on the command's own defaults (demo --n-layers 2, a bench depth off
+// the 32-row grid halfway through the run) or converted a huge double to int. Each must exit
+// within kQuick: every one of them answers in under 0.1 s on a 2-core host; the bound leaves room
+// for a loaded machine while still catching a run of minutes.
+constexpr double kQuickSeconds = 10.0;
+
+#define EXPECT_QUICK(args, code_, needle)                                                         \
+  do {                                                                                            \
+    const auto t0_ = std::chrono::steady_clock::now();                                            \
+    EXPECT_RUN(args, code_, needle);                                                              \
+    const double s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); \
+    EXPECT_LT(s_, kQuickSeconds) << (args);                                                       \
+  } while (0)
+
+TEST_F(Cli, GeometryFlagsHaveUpperBounds) {
+  EXPECT_QUICK("budget --n-layers 2000000000", kUsage, "n_layers must be in 1..4096");
+  EXPECT_QUICK("budget --n-layers 4097", kUsage, "n_layers must be in 1..4096");
+  EXPECT_QUICK("budget --n-layers 4096", kOk, "4096 layers");
+  EXPECT_QUICK("budget --heads 8192 --kv-heads 2", kUsage, "n_heads must be in 1..4096");
+  EXPECT_QUICK("budget --kv-heads 64", kUsage, "n_kv_heads must be in 1..n_heads");
+  EXPECT_QUICK("budget --head-dim 1024", kUsage, "head_dim must be a positive multiple of 4 up to 512");
+  EXPECT_QUICK("budget --max-context 2000000000", kUsage, "max_context must be in 1..1073741824");
+  EXPECT_QUICK("budget --ring-slack 1073741824", kUsage, "exceeds 1073741824 rows");
+  EXPECT_QUICK("budget --n-layers 99999999999", kUsage, "--n-layers");  // past int: a parse error
+  EXPECT_QUICK("budget --weight-bytes -5", kUsage, "weight_bytes_per_token must be >= 0");
+  EXPECT_QUICK("budget --nope-period -1", kUsage, "NoPE pattern");
+}
+
+TEST_F(Cli, WindowPastMaxContextHoldsOnlyMaxContextRows) {
+  // The ring holds min(window, max_context) rows: 2048 here, not 131072 (5.4 GB before).
+  EXPECT_QUICK("budget --window 131072 --max-context 2048", kOk, "ring capacity 2048");
+  EXPECT_QUICK("demo --window 131072 --max-context 2048 --depth 100 --tokens 1 --n-layers 4", kOk, "PASS");
+  EXPECT_QUICK("routes --window 131072 --max-context 2048 --positions 2047 --layers 0 --json", kOk,
+               "\"capacity\": 2048");
+}
+
+TEST_F(Cli, DemoDefaultsFitSmallGeometries) {
+  // --check-layers defaults to 4, or every layer when the geometry has fewer.
+  EXPECT_QUICK("demo --n-layers 2 --depth 40 --tokens 2 --max-context 1024 --window 64", kOk,
+               "reference check: 4 layer outputs");
+  EXPECT_QUICK("demo --n-layers 1 --depth 40 --tokens 1 --max-context 1024 --window 64", kOk,
+               "reference check: 1 layer outputs");
+  EXPECT_QUICK("demo --n-layers 2 --check-layers 3", kUsage, "--check-layers must be in 0..2");
+  EXPECT_QUICK("demo --tokens 1025", kUsage, "--tokens must be in 1..1024");
+  EXPECT_QUICK("demo --tokens 2147483647 --max-context 1073741824", kUsage, "--tokens must be in 1..1024");
+  EXPECT_QUICK("demo --depth 2147483647", kUsage, "past the max context");
+  EXPECT_QUICK("demo --max-context 1073741824 --depth 100000000", kUsage, "holds");
+}
+
+TEST_F(Cli, BenchRefusesUpFront) {
+  EXPECT_QUICK("bench --depths 100 --step-depths none", kUsage, "--depths: 100 is not a multiple of 32");
+  EXPECT_QUICK("bench --depths 2048,2049 --step-depths none", kUsage, "2049 is not a multiple of 32");
+  EXPECT_QUICK("bench --depths 0", kUsage, "--depths");
+  EXPECT_QUICK("bench --depths 262144", kUsage, "outside the allowed range 32..131072");
+  EXPECT_QUICK("bench --step-depths 200000", kUsage, "--step-depths: 200000 is outside the allowed range 1..131072");
+  EXPECT_QUICK("bench --reps 1001", kUsage, "--reps must be in 1..1000");
+  EXPECT_QUICK("bench --reps -1", kUsage, "--reps must be in 1..1000");
+  EXPECT_QUICK("bench --rotate 1e300", kUsage, "--rotate must be in 1..64");
+  EXPECT_QUICK("bench --rotate nan", kUsage, "--rotate");
+  EXPECT_QUICK("bench --rotate 0.5", kUsage, "--rotate must be in 1..64");
+  EXPECT_QUICK("bench --engine-max-depth -1", kUsage, "--engine-max-depth must be >= 0");
+  EXPECT_QUICK("bench --batch 16", kUsage, "only batch 1");
+  EXPECT_QUICK("bench --routes warp", kUsage, "unknown route 'warp'");
+}
+
+TEST_F(Cli, RoutesAndParityAnswerAtHugePositions) {
+  // The plane state comes in closed form: position 2^30 - 1 costs what position 0 costs.
+  EXPECT_QUICK("routes --max-context 1073741824 --window 0 --positions 1073741823 --layers 0,3", kOk,
+               "1073741823");
+  EXPECT_QUICK("routes --positions 0-100000 --layers all", kUsage, "at most 1048576 per run");
+  EXPECT_QUICK("routes --initial-capacity 200000", kUsage, "--initial-capacity must be in 0..131072");
+  EXPECT_QUICK("parity --max-context 1073741824 --position 1073741823", kUsage, "K values before the run");
+  EXPECT_QUICK("parity --position 2147483647", kUsage, "--position must be in 0..131071");
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // trace, refusals that leave every plane untouched, and fill_token as a pure KV append.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <random>
 
@@ -96,6 +98,67 @@ struct Case {
   const char* routes;  // the routes this case must take, and no others
 };
 
+// What the SPEC says a layer's trace holds after position p's append, evaluated here from the
+// SPEC's text alone (K1-K3, R1-R2, G6), never through the library's functions, so that a wrong
+// state, visible count, schedule or route in the engine shows up as a mismatch.
+constexpr int kSpecBlockTokens = 32;       // G6 / R1: 32-row blocks
+constexpr int kSpecMaxWorkgroups = 32;     // G6: nwg = min(blocks, 32)
+constexpr int kSpecMaxWarps = 4;           // G6: nsg in 1, 2, 4
+struct SpecStep {
+  LayerClass cls;
+  PlaneState state;
+  int visible, blocks, nwg, nsg;
+  bool vec_rows, swa_vec;
+  Route route;
+};
+
+SpecStep spec_step(const Case& c, int layer, int p) {
+  const GeoSpec& s = c.geo;
+  SpecStep x{};
+  x.cls = s.nope_period > 0 && layer % s.nope_period == s.nope_phase ? LayerClass::nope : LayerClass::swa;
+  const bool swa = x.cls == LayerClass::swa;
+  const int appended = p + 1;
+  // K3: visible = min(position + 1, window), window 0 meaning position + 1 (NoPE: position + 1).
+  x.visible = swa && s.window > 0 ? std::min(appended, s.window) : appended;
+  // K1: a ring of window + slack rows (max_context + slack for window 0); len grows to the
+  // window, then each append evicts the oldest row, advancing both origins by one.
+  // K2: a growing plane never wraps; it doubles (capped at max_context) when an append finds it
+  // full, starting from the engine's initial capacity.
+  PlaneState& st = x.state;
+  st.next_position = appended;
+  if (swa) {
+    // A window at or past max_context keeps max_context rows (geometry.hpp).
+    const int keep = s.window > 0 && s.window < s.max_context ? s.window : s.max_context;
+    st.capacity = keep + s.slack;
+    st.len = std::min(appended, keep);
+    st.origin_logical = appended - st.len;
+    st.origin_physical = st.origin_logical % st.capacity;
+  } else {
+    int cap = std::min(s.initial_growing_capacity > 0 ? s.initial_growing_capacity : kDefaultGrowingCapacity,
+                       s.max_context);
+    while (cap < appended) cap = std::min(2 * cap, s.max_context);
+    st.capacity = cap;
+    st.len = appended;
+  }
+  // G6: blocks = ceil(visible / 32); nwg = min(blocks, 32); nsg doubles from 1 while
+  // 2 * nwg * nsg * 32 < visible and nsg < 4, i.e. the first of 1, 2, 4 with 64 * nwg * nsg >= visible.
+  x.blocks = (x.visible + kSpecBlockTokens - 1) / kSpecBlockTokens;
+  x.nwg = std::min(x.blocks, kSpecMaxWorkgroups);
+  x.nsg = 1;
+  while (x.nsg < kSpecMaxWarps && 2 * kSpecBlockTokens * x.nwg * x.nsg < x.visible) x.nsg *= 2;
+  // R1 with has_vec = !disable_vec and strict off; R2 (and the staging switch for wrapped rings).
+  const bool has_vec = !c.disable_vec;
+  x.vec_rows = has_vec && st.len > 0 && st.capacity >= kSpecBlockTokens && (st.origin_physical == 0 || st.len == st.capacity);
+  x.swa_vec = x.vec_rows && st.len % kSpecBlockTokens == 0;
+  const bool stage = swa && c.stage && has_vec && st.len > 0 && st.capacity >= kSpecBlockTokens && st.origin_physical != 0;
+  if (swa) {
+    x.route = stage ? Route::staged : (x.swa_vec ? Route::vec : Route::splitk);
+  } else {
+    x.route = x.vec_rows ? Route::vec : Route::interleaved;
+  }
+  return x;
+}
+
 class EngineTeacherForced : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineTeacherForced, EveryLayerMatchesTheReferenceAndTheLadder) {
@@ -120,36 +183,22 @@ TEST_P(EngineTeacherForced, EveryLayerMatchesTheReferenceAndTheLadder) {
     ASSERT_EQ(static_cast<int>(tr.size()), g.n_layers);
     for (int layer = 0; layer < g.n_layers; ++layer) {
       const TraceEntry& e = tr[static_cast<std::size_t>(layer)];
-      const PlaneState st = engine->plane_state(layer);
-      const LayerClass cls = g.layer_class(layer);
-      // The trace is the state after this token's append, and the ladder's verdict on it.
+      const SpecStep x = spec_step(c, layer, p);
+      // The trace against the SPEC's rules evaluated independently (spec_step below).
       EXPECT_EQ(e.position, p);
       EXPECT_EQ(e.layer, layer);
-      EXPECT_EQ(e.cls, cls);
-      EXPECT_EQ(e.state, st);
-      EXPECT_EQ(e.visible, g.visible(cls, p));
-      EXPECT_EQ(e.visible, st.len);
-      EXPECT_EQ(e.schedule.nwg, pinned_schedule(e.visible).nwg);
-      EXPECT_EQ(e.schedule.nsg, pinned_schedule(e.visible).nsg);
+      EXPECT_EQ(e.cls, x.cls);
+      EXPECT_EQ(e.state, x.state) << "position " << p << " layer " << layer;
+      EXPECT_EQ(engine->plane_state(layer), x.state);
+      EXPECT_EQ(e.visible, x.visible);
+      EXPECT_EQ(e.schedule.blocks, x.blocks);
+      EXPECT_EQ(e.schedule.nwg, x.nwg);
+      EXPECT_EQ(e.schedule.nsg, x.nsg);
+      EXPECT_EQ(e.decision.pred.vec_rows, x.vec_rows);
+      EXPECT_EQ(e.decision.pred.swa_vec, x.swa_vec);
       const Route r = e.decision.route;
-      EXPECT_EQ(r, choose_route(cls, st, Capabilities{}, opt.switches).route);
-      // The predicates' consequences, stated independently of choose_route.
-      if (r == Route::vec) {
-        EXPECT_GE(st.capacity, kBlockTokens) << "vec on a plane under 32 rows";
-        EXPECT_FALSE(st.partially_wrapped()) << "vec on a partially wrapped ring";
-        if (cls == LayerClass::swa) {
-          EXPECT_EQ(st.len % kBlockTokens, 0) << "SWA vec would have to pad";
-        }
-        EXPECT_FALSE(c.disable_vec);
-      }
-      if (cls == LayerClass::swa) {
-        EXPECT_NE(r, Route::interleaved);
-      } else {
-        EXPECT_TRUE(r == Route::vec || r == Route::interleaved);
-      }
-      if (r == Route::staged) {
-        EXPECT_TRUE(c.stage && st.origin_physical != 0);
-      }
+      EXPECT_EQ(r, x.route) << "position " << p << " layer " << layer << ": " << route_name(r) << " vs "
+                            << route_name(x.route);
       ++mix[static_cast<std::size_t>(r)];
       const double err = h.error(p, layer, r, out.data());
       EXPECT_LT(err, kRelTol) << "position " << p << " layer " << layer << " route " << route_name(r);
@@ -179,13 +228,73 @@ INSTANTIATE_TEST_SUITE_P(
         // Serving-graph staging of wrapped rings; GQA 6:2.
         Case{{"staged", 4, 6, 2, 16, 33, 5, 512, 4, 0, 0}, 110, false, true, "vec splitk staged"},
         // No NoPE layers; window 0 (unbounded ring).
-        Case{{"unbounded", 2, 2, 2, 8, 0, 0, 96, 0, 0, 0}, 96, false, false, "vec splitk"}),
+        Case{{"unbounded", 2, 2, 2, 8, 0, 0, 96, 0, 0, 0}, 96, false, false, "vec splitk"},
+        // A window past the max context: the ring holds max_context (+ slack) rows, never wraps.
+        Case{{"window-past-context", 3, 4, 2, 16, 500, 2, 100, 3, 2, 0}, 100, false, false, "vec splitk"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = i.param.geo.name;
       for (char& ch : n)
         if (ch == '-') ch = '_';
       return n;
     });
+
+// Schedules past one warp per workgroup, states and routes at depth 2048-4097, against a table
+// worked out by hand from the SPEC (G6: 2 * nwg * nsg * 32 < visible doubles nsg). One SWA
+// layer with an unbounded window (a ring of max_context rows) and one NoPE layer whose growing
+// plane starts at 4096 rows (kDefaultGrowingCapacity) and grows to the 4200-row max context.
+TEST(Engine, TraceMatchesAHandDerivedTable) {
+  const Geometry g = make_geometry({"deep", 2, 2, 1, 8, 0, 0, 4200, 2, 1, 0});
+  EngineOptions opt;
+  opt.record_trace = true;
+  auto engine = make_engine(g, opt);
+  ASSERT_NE(engine, nullptr);
+  struct Row {
+    int position, layer;
+    const char* route;
+    int capacity, len, visible, blocks, nwg, nsg;
+  };
+  const Row table[] = {
+      // visible 2048 = 64 blocks: 2*32*1*32 = 2048 is not < 2048, so nsg stays 1.
+      {2047, 0, "vec", 4200, 2048, 2048, 64, 32, 1},
+      {2047, 1, "vec", 4096, 2048, 2048, 64, 32, 1},
+      // visible 2049: 65 blocks, 2048 < 2049 -> nsg 2; the ring's len 2049 is ragged -> splitk.
+      {2048, 0, "splitk", 4200, 2049, 2049, 65, 32, 2},
+      {2048, 1, "vec", 4096, 2049, 2049, 65, 32, 2},
+      // visible 4096: 128 blocks, 2*32*2*32 = 4096 is not < 4096 -> nsg 2; the growing plane is full.
+      {4095, 0, "vec", 4200, 4096, 4096, 128, 32, 2},
+      {4095, 1, "vec", 4096, 4096, 4096, 128, 32, 2},
+      // visible 4097: 129 blocks, nsg 4; the growing plane doubled, capped at 4200.
+      {4096, 0, "splitk", 4200, 4097, 4097, 129, 32, 4},
+      {4096, 1, "vec", 4200, 4097, 4097, 129, 32, 4},
+  };
+  History h(g, 21u);
+  std::vector<float> out;
+  for (int p = 0; p <= table[std::size(table) - 1].position; ++p) {
+    h.add();
+    const bool decode = std::any_of(std::begin(table), std::end(table), [&](const Row& r) { return r.position == p; });
+    if (!decode) {
+      ASSERT_TRUE(engine->fill_token(p, {nullptr, h.k[p].data(), h.v[p].data(), nullptr}).ok()) << p;
+      continue;
+    }
+    engine->clear_trace();
+    ASSERT_TRUE(engine->encode_token(p, h.io(p, out)).ok()) << p;
+    for (const Row& r : table) {
+      if (r.position != p) continue;
+      const TraceEntry& e = engine->trace()[static_cast<std::size_t>(r.layer)];
+      SCOPED_TRACE(::testing::Message() << "position " << p << " layer " << r.layer);
+      EXPECT_STREQ(route_name(e.decision.route), r.route);
+      EXPECT_EQ(e.state.capacity, r.capacity);
+      EXPECT_EQ(e.state.len, r.len);
+      EXPECT_EQ(e.state.origin_logical, 0);
+      EXPECT_EQ(e.state.origin_physical, 0);
+      EXPECT_EQ(e.visible, r.visible);
+      EXPECT_EQ(e.schedule.blocks, r.blocks);
+      EXPECT_EQ(e.schedule.nwg, r.nwg);
+      EXPECT_EQ(e.schedule.nsg, r.nsg);
+      EXPECT_LT(h.error(p, r.layer, e.decision.route, out.data()), kRelTol);
+    }
+  }
+}
 
 Geometry small_geometry() {
   return make_geometry({"small", 4, 4, 2, 16, 40, 4, 64, 4, 3, 0});

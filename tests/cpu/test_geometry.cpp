@@ -72,7 +72,40 @@ INSTANTIATE_TEST_SUITE_P(
                       BadGeometry{"no context", [](Geometry& g) { g.max_context = 0; }},
                       BadGeometry{"negative slack", [](Geometry& g) { g.ring_slack = -3; }},
                       BadGeometry{"phase out of period", [](Geometry& g) { g.nope_phase = 4; }},
-                      BadGeometry{"layer list length", [](Geometry& g) { g.layer_classes = {LayerClass::swa}; }}));
+                      BadGeometry{"layer list length", [](Geometry& g) { g.layer_classes = {LayerClass::swa}; }},
+                      BadGeometry{"too many layers", [](Geometry& g) { g.n_layers = limits::kMaxLayers + 1; }},
+                      BadGeometry{"two billion layers", [](Geometry& g) { g.n_layers = 2'000'000'000; }},
+                      BadGeometry{"too many heads", [](Geometry& g) { g.n_heads = limits::kMaxHeads * 2; }},
+                      BadGeometry{"more kv heads than heads", [](Geometry& g) { g.n_kv_heads = 64; }},
+                      BadGeometry{"head_dim past 512", [](Geometry& g) { g.head_dim = 516; }},
+                      BadGeometry{"context past 2^30", [](Geometry& g) { g.max_context = limits::kMaxContext + 1; }},
+                      BadGeometry{"ring past 2^30 rows", [](Geometry& g) { g.ring_slack = limits::kMaxRows; }},
+                      BadGeometry{"negative weights", [](Geometry& g) { g.weight_bytes_per_token = -1; }}));
+
+// The upper bounds themselves validate, and a window past max_context is not an error: the
+// ring holds min(window, max_context) + ring_slack rows.
+TEST(Geometry, LimitsAreInclusiveAndTheRingIsBoundedByMaxContext) {
+  Geometry g = Geometry::muse_glimmer();
+  g.n_layers = limits::kMaxLayers;
+  g.n_heads = limits::kMaxHeads;
+  g.n_kv_heads = limits::kMaxHeads;
+  g.head_dim = limits::kMaxHeadDim;
+  g.max_context = limits::kMaxContext;
+  g.window = 0;
+  EXPECT_TRUE(g.validate().ok()) << g.validate().to_string();
+  EXPECT_EQ(g.ring_capacity(), limits::kMaxContext);
+
+  Geometry w = Geometry::muse_glimmer();
+  const int windows[] = {1, 2047, 2048, 2049, 131072, 1 << 30};
+  for (int window : windows) {
+    w.window = window;
+    w.max_context = 2048;
+    w.ring_slack = 5;
+    ASSERT_TRUE(w.validate().ok()) << window;
+    const int expected_rows = window < 2048 ? window : 2048;  // min(window, max_context)
+    EXPECT_EQ(w.ring_capacity(), expected_rows + 5) << window;
+  }
+}
 
 TEST(Scratch, SizedFromTheLadderAndTheSchedule) {
   const Geometry g = Geometry::muse_glimmer();

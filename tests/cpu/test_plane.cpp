@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -209,6 +210,134 @@ TEST(PlaneConfig, RejectsRingSmallerThanItsWindow) {
   EXPECT_EQ(HostPlane::create(test::ring_config(1, 4, 10, 9, 100)).status().code(), ErrorCode::invalid_argument);
   EXPECT_EQ(HostPlane::create(test::ring_config(0, 4, 10, 10, 100)).status().code(), ErrorCode::invalid_argument);
   EXPECT_TRUE(HostPlane::create(test::ring_config(1, 4, 10, 10, 100)).ok());
+}
+
+// Upper bounds: each field one past its limit is refused with invalid_argument, before any
+// allocation; the limit itself validates.
+TEST(PlaneConfig, RefusesFieldsPastTheirLimits) {
+  const PlaneConfig ok = test::ring_config(2, 8, 16, 16, 64);
+  ASSERT_TRUE(ok.validate().ok());
+  const auto refused = [](PlaneConfig c, const char* needle) {
+    const Status s = c.validate();
+    EXPECT_EQ(s.code(), ErrorCode::invalid_argument) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_EQ(HostPlane::create(c).status().code(), ErrorCode::invalid_argument) << needle;
+  };
+  PlaneConfig c = ok;
+  c.n_kv_heads = limits::kMaxHeads + 1;
+  refused(c, "n_kv_heads must be in 1..4096");
+  c = ok;
+  c.head_dim = limits::kMaxHeadDim + 1;
+  refused(c, "head_dim must be in 1..512");
+  c = ok;
+  c.max_context = limits::kMaxContext + 1;
+  refused(c, "max_context must be in 1..1073741824");
+  c = ok;
+  c.capacity = limits::kMaxRows + 1;
+  refused(c, "capacity must be in 1..1073741824");
+  c = test::growing_config(2, 8, 16, 64);
+  c.window = 4;
+  refused(c, "growing plane has no window");
+}
+
+// Checked byte counts: a product past 64 bits is an error, never a wrapped (small or zero)
+// size; at the limits the count is exact.
+TEST(PlaneConfig, ByteCountsAreCheckedNotWrapped) {
+  PlaneConfig huge = test::ring_config(std::numeric_limits<int>::max(), std::numeric_limits<int>::max(), 0,
+                                       std::numeric_limits<int>::max(), std::numeric_limits<int>::max());
+  // (2^31 - 1)^3 x 2 B is about 2^94: it wraps a 64-bit size to a small number when unchecked.
+  const Result<std::int64_t> wrapped = huge.array_bytes(huge.capacity);
+  EXPECT_EQ(wrapped.status().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(wrapped.status().message().find("does not fit in 64-bit"), std::string::npos);
+  const Result<HostPlane> made = HostPlane::create(huge);
+  ASSERT_FALSE(made.ok()) << "a plane of 2^94 bytes was created";
+  EXPECT_EQ(made.status().code(), ErrorCode::invalid_argument);
+
+  PlaneConfig at_limits = test::ring_config(limits::kMaxHeads, limits::kMaxHeadDim, 0, limits::kMaxRows,
+                                            limits::kMaxContext);
+  ASSERT_TRUE(at_limits.validate().ok()) << at_limits.validate().to_string();
+  Result<std::int64_t> bytes = at_limits.array_bytes(at_limits.capacity);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(*bytes, std::int64_t{1} << (30 + 12 + 9 + 1));  // 2^30 rows x 2^12 heads x 2^9 dims x 2 B
+  // A growing plane is checked at the largest size it can grow to (max_context rows).
+  PlaneConfig growing = test::growing_config(limits::kMaxHeads, limits::kMaxHeadDim, 1, limits::kMaxContext);
+  ASSERT_TRUE(growing.validate().ok());
+  EXPECT_EQ(growing.max_rows(), limits::kMaxContext);
+}
+
+// A window at or past max_context keeps every token: the ring needs only max_context rows and
+// behaves as unbounded (never evicts).
+TEST(RingPlane, WindowPastMaxContextNeedsOnlyMaxContextRows) {
+  constexpr int kMaxContext = 40, kWindow = 1000;
+  for (int slack : {0, 3}) {
+    const PlaneConfig cfg = test::ring_config(2, 4, kWindow, kMaxContext + slack, kMaxContext);
+    Result<HostPlane> made = HostPlane::create(cfg);
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    HostPlane p = std::move(made).value();
+    EXPECT_EQ(p.elements(), static_cast<std::size_t>(kMaxContext + slack) * 2 * 4);
+    for (int pos = 0; pos < kMaxContext; ++pos) {
+      const std::vector<float> k = row_values(pos, 8, 1.0f), v = row_values(pos, 8, -1.0f);
+      Result<int> slot = p.append_row(pos, k.data(), v.data());
+      ASSERT_TRUE(slot.ok()) << slot.status().to_string();
+      EXPECT_EQ(*slot, pos);  // never wraps: slot = position
+      EXPECT_EQ(p.state().len, pos + 1);
+      EXPECT_EQ(p.state().origin_logical, 0);
+      expect_window_intact(p, pos);
+    }
+    expect_refused(p, kMaxContext, ErrorCode::out_of_range);
+  }
+  // One row short of max_context (when the window is larger) would overwrite a visible row.
+  EXPECT_EQ(test::ring_config(2, 4, kWindow, kMaxContext - 1, kMaxContext).validate().code(),
+            ErrorCode::invalid_argument);
+  // The geometry sizes its rings the same way.
+  Geometry g = Geometry::muse_glimmer();
+  g.window = 131072;
+  g.max_context = 2048;
+  ASSERT_TRUE(g.validate().ok());
+  EXPECT_EQ(g.ring_capacity(), 2048);
+  EXPECT_TRUE(PlaneConfig::for_layer(g, LayerClass::swa).validate().ok());
+}
+
+// state_after (closed form) against the append rule applied position by position, over random
+// configurations (including windows past max_context) and every position.
+TEST(PlaneProperty, StateAfterEqualsAppendingEveryPosition) {
+  constexpr int kConfigs = 80;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> coin(0, 3), big_window(100, 400);
+  for (int i = 0; i < kConfigs; ++i) {
+    PlaneConfig cfg = random_config(rng);
+    if (cfg.kind == PlaneKind::ring && coin(rng) == 0) {
+      cfg.window = std::max(cfg.max_context, big_window(rng));  // at or past max_context
+      cfg.capacity = cfg.max_context + coin(rng);
+    }
+    SCOPED_TRACE(fmt::format("{} window {} capacity {} max_context {}", plane_kind_name(cfg.kind), cfg.window,
+                             cfg.capacity, cfg.max_context));
+    ASSERT_TRUE(cfg.validate().ok()) << cfg.validate().to_string();
+    PlaneState walked;
+    walked.capacity = cfg.capacity;
+    for (int pos = 0; pos < cfg.max_context; ++pos) {
+      Result<AppendPlan> plan = plan_append(cfg, walked, pos);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      walked = plan->next;
+      Result<PlaneState> closed = state_after(cfg, pos);
+      ASSERT_TRUE(closed.ok()) << closed.status().to_string();
+      ASSERT_EQ(*closed, walked) << "position " << pos;
+    }
+    EXPECT_EQ(state_after(cfg, cfg.max_context).status().code(), ErrorCode::out_of_range);
+    EXPECT_EQ(state_after(cfg, -1).status().code(), ErrorCode::invalid_argument);
+  }
+  // Hand-derived: a 10-row ring with window 8 after positions 0..20 holds 13..20 (8 rows);
+  // origin 13 sits at physical 13 % 10 = 3. A growing plane from 4 rows, max 100, after
+  // 0..20 (21 rows) has doubled 4 -> 8 -> 16 -> 32.
+  const PlaneState ring = state_after(test::ring_config(1, 4, 8, 10, 100), 20).value();
+  EXPECT_EQ(ring.len, 8);
+  EXPECT_EQ(ring.origin_logical, 13);
+  EXPECT_EQ(ring.origin_physical, 3);
+  EXPECT_EQ(ring.next_position, 21);
+  const PlaneState grown = state_after(test::growing_config(1, 4, 4, 100), 20).value();
+  EXPECT_EQ(grown.capacity, 32);
+  EXPECT_EQ(grown.len, 21);
+  EXPECT_EQ(state_after(test::growing_config(1, 4, 4, 100), 99).value().capacity, 100);  // capped
 }
 
 }  // namespace

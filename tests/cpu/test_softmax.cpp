@@ -1,8 +1,11 @@
 // M2: the chapter's Figures 16.1 and 16.2 as tests, plus the exp and merge conventions.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <initializer_list>
 #include <random>
+#include <vector>
 
 #include "ladder/reference.hpp"
 #include "ladder/softmax.hpp"
@@ -10,61 +13,137 @@
 namespace ladder {
 namespace {
 
-// Figure 16.1/16.2: head_dim 2, Q=[1,0], K0=[1,0], K1=[0,1], K2=[1,1], 1-D values 2, 3, 4.
-constexpr float kFigScale = 0.70710678f;  // 1/sqrt(2)
+// The chapter's worked example (Figures 16.1 and 16.2), through the library's SoftmaxState: fold
+// (the running-max table), merge (two or more workers) and normalize (the one final divide).
+// head_dim 2, Q = [1, 0], K0 = [1, 0], K1 = [0, 1], K2 = [1, 1], 1-D values 2, 3, 4.
+// The chapter prints 4 decimals, so its numbers are matched to half a unit of the last place
+// (kPrinted); its running O is built from the rounded weight 0.4931 (0.4931 x 3 = 1.4793, the
+// exact product is 1.479206...), so O agrees with the printed table to kTableO.
+constexpr double kPrinted = 5e-5;
+constexpr double kTableO = 1e-4;
+constexpr int kFigTokens = 3;
+constexpr int kFigDim = 2;
+constexpr float kFigQ[kFigDim] = {1, 0};
+constexpr float kFigK[kFigTokens][kFigDim] = {{1, 0}, {0, 1}, {1, 1}};
+constexpr float kFigV[kFigTokens] = {2, 3, 4};
 
-TEST(Figure16_1, WeightsAndOutput) {
-  const double q[2] = {1, 0};
-  const double k[3][2] = {{1, 0}, {0, 1}, {1, 1}};
-  const double scale = 1.0 / std::sqrt(2.0);
-  double s[3], m = -INFINITY, z = 0;
-  for (int t = 0; t < 3; ++t) {
-    s[t] = (q[0] * k[t][0] + q[1] * k[t][1]) * scale;
-    m = std::max(m, s[t]);
-  }
-  for (double& x : s) z += (x = std::exp(x - m));
-  EXPECT_NEAR(z, 2.4931, 5e-5);
-  EXPECT_NEAR(s[0] / z, 0.4011, 5e-5);
-  EXPECT_NEAR(s[1] / z, 0.1978, 5e-5);
-  EXPECT_NEAR(s[2] / z, 0.4011, 5e-5);
-  const double out = (2 * s[0] + 3 * s[1] + 4 * s[2]) / z;
-  EXPECT_NEAR(out, 3.0000, 5e-5);
+// Step 1 and 2 of Figure 16.1: the dot product, scaled by 1/sqrt(head_dim).
+float fig_score(int t) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kFigDim));
+  float dot = 0;
+  for (int d = 0; d < kFigDim; ++d) dot += kFigQ[d] * kFigK[t][d];
+  return dot * scale;
 }
 
-TEST(Figure16_2, RunningTable) {
-  // The chapter computes O from the 4-decimal weight 0.4931 (0.4931 * 3 = 1.4793); the exact
-  // product is 1.479206..., so O agrees with the printed table to 1e-4, S to 5e-5.
-  constexpr double kTableO = 1e-4;
+// Value rows [one-hot(t) x3, V_t]: after normalize, entries 0..2 are token t's softmax weight
+// and entry 3 is the attention output, so one fold sequence yields both rows of Figure 16.1.
+constexpr int kProbeDim = kFigTokens + 1;
+std::array<float, kProbeDim> probe_row(int t) {
+  std::array<float, kProbeDim> row{};
+  row[static_cast<std::size_t>(t)] = 1.0f;
+  row[kFigTokens] = kFigV[t];
+  return row;
+}
+
+SoftmaxState fold_tokens(std::initializer_list<int> tokens) {
+  SoftmaxState st(kProbeDim);
+  for (int t : tokens) st.fold(fig_score(t), probe_row(t).data());
+  return st;
+}
+
+TEST(Figure16_1, ScoresWeightsAndOutputThroughTheSoftmaxState) {
+  // 2) scaled scores [0.7071, 0.0000, 0.7071]
+  EXPECT_NEAR(fig_score(0), 0.7071, kPrinted);
+  EXPECT_NEAR(fig_score(1), 0.0000, kPrinted);
+  EXPECT_NEAR(fig_score(2), 0.7071, kPrinted);
+  const SoftmaxState st = fold_tokens({0, 1, 2});
+  // 3) row max m = 0.7071; exp(s_t - m) = [1.0000, 0.4931, 1.0000] (the unnormalised weights:
+  // the max never moved after token 0, so o holds them as they were folded); Z = 2.4931.
+  EXPECT_NEAR(st.st.m, 0.7071, kPrinted);
+  EXPECT_NEAR(st.o[0], 1.0000, kPrinted);
+  EXPECT_NEAR(st.o[1], 0.4931, kPrinted);
+  EXPECT_NEAR(st.o[2], 1.0000, kPrinted);
+  EXPECT_NEAR(st.st.s, 2.4931, kPrinted);
+  // weights = exp / Z = [0.4011, 0.1978, 0.4011], summing to 1; 4) out = 3.0000.
+  std::array<float, kProbeDim> out{};
+  st.normalize(out.data());
+  EXPECT_NEAR(out[0], 0.4011, kPrinted);
+  EXPECT_NEAR(out[1], 0.1978, kPrinted);
+  EXPECT_NEAR(out[2], 0.4011, kPrinted);
+  EXPECT_NEAR(out[0] + out[1] + out[2], 1.0, 1e-6);  // f32 sum of three weights
+  EXPECT_NEAR(out[kFigTokens], 3.0000, kPrinted);
+}
+
+TEST(Figure16_2, RunningTableRowByRow) {
+  // The table: (M, S, O) after each token, in arrival order [0.7071, 0.0000, 0.7071].
+  struct Row {
+    double m, s, o, o_tolerance;
+  };
+  const Row table[kFigTokens] = {{0.7071, 1.0000, 2.0000, kPrinted},
+                                 {0.7071, 1.4931, 3.4793, kTableO},
+                                 {0.7071, 2.4931, 7.4793, kTableO}};
   SoftmaxState st(1);
-  const float scores[3] = {kFigScale, 0.0f, kFigScale};
-  const float values[3] = {2, 3, 4};
-  st.fold(scores[0], &values[0]);
-  EXPECT_NEAR(st.st.s, 1.0000, 1e-6);
-  EXPECT_NEAR(st.o[0], 2.0000, 1e-6);
-  st.fold(scores[1], &values[1]);
-  EXPECT_NEAR(st.st.s, 1.4931, 5e-5);
-  EXPECT_NEAR(st.o[0], 3.4793, kTableO);
-  st.fold(scores[2], &values[2]);
-  EXPECT_NEAR(st.st.s, 2.4931, 5e-5);
-  EXPECT_NEAR(st.o[0], 7.4793, kTableO);
+  EXPECT_EQ(st.st.m, -INFINITY);  // start: M = -inf, S = 0, O = 0
+  EXPECT_EQ(st.st.s, 0.0f);
+  EXPECT_EQ(st.o[0], 0.0f);
+  for (int t = 0; t < kFigTokens; ++t) {
+    st.fold(fig_score(t), &kFigV[t]);
+    EXPECT_NEAR(st.st.m, table[t].m, kPrinted) << "token " << t;
+    EXPECT_NEAR(st.st.s, table[t].s, kPrinted) << "token " << t;
+    EXPECT_NEAR(st.o[0], table[t].o, table[t].o_tolerance) << "token " << t;
+  }
+  float out = 0;
+  st.normalize(&out);  // O / S = 7.4793 / 2.4931 = 3.0000
+  EXPECT_NEAR(out, 3.0000, kPrinted);
+}
+
+TEST(Figure16_2, ALaterLargerScoreRescalesEveryEarlierStatistic) {
+  // The chapter's remark: had a later token beaten 0.7071, every earlier statistic would have
+  // been scaled down by exp(old - new) in one multiply. Token 3 with score 1.5 and value 5,
+  // checked against the same arithmetic in f64.
+  constexpr float kLateScore = 1.5f, kLateValue = 5.0f;
+  SoftmaxState st(1);
+  for (int t = 0; t < kFigTokens; ++t) st.fold(fig_score(t), &kFigV[t]);
+  st.fold(kLateScore, &kLateValue);
+  // The f64 oracle: every weight against the final max 1.5, no running state.
+  double s_ref = 1.0, o_ref = kLateValue;  // the late token's own exp(0) and value
+  for (int t = 0; t < kFigTokens; ++t) {
+    const double w = std::exp(static_cast<double>(fig_score(t)) - kLateScore);
+    s_ref += w;
+    o_ref += w * kFigV[t];
+  }
+  EXPECT_EQ(st.st.m, kLateScore);
+  EXPECT_NEAR(st.st.s, s_ref, 1e-6 * s_ref);  // f32 state: a few ulp
+  EXPECT_NEAR(st.o[0], o_ref, 1e-6 * o_ref);
   float out = 0;
   st.normalize(&out);
-  EXPECT_NEAR(out, 3.0000, 5e-5);
+  EXPECT_NEAR(out, o_ref / s_ref, 1e-6 * (o_ref / s_ref));
 }
 
-TEST(Figure16_2, TwoWorkersMergeToTheSameAnswer) {
-  // Figure 16.2's closing remark: two workers over halves merge exactly like one worker.
-  SoftmaxState a(1), b(1);
-  const float values[3] = {2, 3, 4};
-  a.fold(kFigScale, &values[0]);
-  b.fold(0.0f, &values[1]);
-  b.fold(kFigScale, &values[2]);
-  SoftmaxState parts[2] = {a, b};
-  const SoftmaxState m = SoftmaxState::merge(parts, 2);
-  float out = 0;
-  m.normalize(&out);
-  EXPECT_NEAR(m.st.s, 2.4931, 5e-5);
-  EXPECT_NEAR(out, 3.0000, 5e-5);
+TEST(Figure16_2, WorkersOverAnySplitMergeToTheSameAnswer) {
+  // Figure 16.2's closing remark: workers over parts of the tokens, merged, give the one-worker
+  // answer: S 2.4931, output 3.0000 and the weights. The splits include a first worker whose max
+  // (0.0000, token 1 alone) is below the global max, and an empty worker.
+  const std::vector<std::vector<std::vector<int>>> splits = {
+      {{0}, {1, 2}}, {{0, 1}, {2}}, {{1}, {0, 2}}, {{1}, {2}, {0}}, {{}, {2, 0}, {}, {1}}};
+  for (const auto& split : splits) {
+    std::vector<SoftmaxState> parts;
+    for (const auto& tokens : split) {
+      SoftmaxState part(kProbeDim);
+      for (int t : tokens) part.fold(fig_score(t), probe_row(t).data());
+      parts.push_back(part);
+    }
+    const SoftmaxState merged = SoftmaxState::merge(parts.data(), static_cast<int>(parts.size()));
+    std::array<float, kProbeDim> out{};
+    merged.normalize(out.data());
+    SCOPED_TRACE(::testing::Message() << "split of " << split.size() << " workers, first " << split[0].size());
+    EXPECT_NEAR(merged.st.m, 0.7071, kPrinted);
+    EXPECT_NEAR(merged.st.s, 2.4931, kPrinted);
+    EXPECT_NEAR(out[0], 0.4011, kPrinted);
+    EXPECT_NEAR(out[1], 0.1978, kPrinted);
+    EXPECT_NEAR(out[2], 0.4011, kPrinted);
+    EXPECT_NEAR(out[kFigTokens], 3.0000, kPrinted);
+  }
 }
 
 TEST(SoftmaxMerge, EmptyPartialIsExactIdentity) {

@@ -1,0 +1,107 @@
+"""The threading contract (docs/threads.md) with real threads: calls on one Plane from several
+Python threads are serialized by the plane's lock. attend computes with the GIL released but
+keeps the lock, so a writer thread appending (and growing, which frees the old rows) cannot
+change the plane under an attend that is reading it."""
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import ladder
+from helpers import f16_round, reference, rel_err
+
+TOLERANCE = 2e-3  # P3: f16 KV on random inputs
+N_KV, HEAD_DIM, N_HEADS = 2, 128, 8
+# Positions the writer appends: the growing plane doubles 8 -> 16 -> ... -> 4096, eleven
+# reallocations that free the rows a concurrent reader would otherwise still be reading.
+N_POSITIONS = 4096
+# Results checked against the f64 reference (spread over the run); each check is O(position).
+MAX_CHECKED = 150
+# An attend must have overlapped the writer this many times, or the test proved nothing.
+MIN_OVERLAPPING = 10
+# The GIL is handed between threads every this many seconds (Python's default is 5 ms), so the
+# writer and the readers interleave at almost every call instead of in long turns.
+SWITCH_INTERVAL_S = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def fast_thread_switching():
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    yield
+    sys.setswitchinterval(saved)
+
+
+def growing_plane(max_context=N_POSITIONS):
+    return ladder.Plane(ladder.PlaneConfig("growing", n_kv_heads=N_KV, head_dim=HEAD_DIM, capacity=8,
+                                           max_context=max_context))
+
+
+@pytest.mark.parametrize("route", ["splitk", "interleaved"])
+def test_attend_while_another_thread_grows_the_same_plane(rng, route):
+    ks = rng.standard_normal((N_POSITIONS, N_KV, HEAD_DIM)).astype(np.float32)
+    vs = rng.standard_normal((N_POSITIONS, N_KV, HEAD_DIM)).astype(np.float32)
+    q = rng.standard_normal((N_HEADS, HEAD_DIM)).astype(np.float32)
+    plane = growing_plane()
+    plane.append_row(0, ks[0], vs[0])
+
+    done = threading.Event()
+    results = []  # (position, out, writer still running when the attend returned)
+    refused = []
+    failures = []
+
+    def writer():
+        try:
+            for pos in range(1, N_POSITIONS):
+                plane.append_row(pos, ks[pos], vs[pos])
+        except Exception as e:  # noqa: BLE001 -- reported by the main thread
+            failures.append(e)
+        finally:
+            done.set()
+
+    def reader():
+        try:
+            while not done.is_set():
+                pos = plane.next_position - 1
+                out = np.full((N_HEADS, HEAD_DIM), np.nan, dtype=np.float32)
+                try:
+                    # attend stores this token's row itself: the same values the writer stored.
+                    ladder.attend(route, plane, pos, pos, q, ks[pos], vs[pos], out=out)
+                except ladder.PositionError:
+                    # The writer appended between reading next_position and this call: refused,
+                    # as the contract says, with the plane untouched.
+                    refused.append(pos)
+                    continue
+                results.append((pos, out, not done.is_set()))
+        except Exception as e:  # noqa: BLE001
+            failures.append(e)
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert not failures, failures
+    assert plane.len == N_POSITIONS and plane.next_position == N_POSITIONS
+    overlapping = sum(1 for _, _, during in results if during)
+    assert overlapping >= MIN_OVERLAPPING, (overlapping, len(results), len(refused))
+
+    # Every attend saw exactly the plane its position names: rows 0..pos, nothing freed or half
+    # written. The interleaved route reads the current token from the f32 activations.
+    k16, v16 = f16_round(ks), f16_round(vs)
+    step = max(1, len(results) // MAX_CHECKED)
+    for pos, out, _ in results[::step]:
+        k_rows, v_rows = k16[: pos + 1].copy(), v16[: pos + 1].copy()
+        if route == "interleaved":
+            k_rows[pos], v_rows[pos] = ks[pos], vs[pos]
+        ref = reference(q, k_rows, v_rows)
+        assert np.isfinite(out).all(), pos
+        assert rel_err(out, ref) < TOLERANCE, pos
+
+    # The stored rows are the writer's, in order: serialization lost no append and tore no row.
+    k_window, v_window = plane.window_rows()
+    np.testing.assert_array_equal(k_window, k16.astype(np.float32))
+    np.testing.assert_array_equal(v_window, v16.astype(np.float32))
+
