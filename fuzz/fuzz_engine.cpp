@@ -14,6 +14,7 @@
 //    what K3 says, one trace entry per layer with the right position, layer and visible rows and a
 //    route that exists for the layer's class; every layer's output matches the f64 reference
 //    (NaN pattern, then relative error < 2e-3).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -43,7 +44,7 @@ constexpr int kMaxLayers = 6;
 constexpr std::int64_t kWorkBudget = std::int64_t{1} << 21;
 // Attention work (visible rows x n_heads x head_dim, summed over layers and tokens) one input
 // may ask for before its remaining operations are ignored: bounds the time of one execution.
-constexpr std::int64_t kInputWork = std::int64_t{1} << 23;
+constexpr std::int64_t kInputWork = std::int64_t{1} << 22;
 constexpr int kGqaRatios[] = {1, 2, 4, 8};
 constexpr float kQAmplitude[] = {0.25f, 0.5f, 1.0f, 2.0f};  // |q| <= 2: the bound of kRelTol
 constexpr float kVAmplitude[] = {1.0f, 0.5f, 16.0f, 1024.0f};
@@ -164,7 +165,14 @@ class EngineFuzz {
     return stream == Stream::q ? x : static_cast<float>(f16_rounded(x));
   }
 
+  // This token's q, k, v for every layer, its K and V also kept in the history the checkers read.
   void token(int position) {
+    const std::size_t per_token = kv_layer_ * s_.g.n_layers;
+    const std::size_t at = static_cast<std::size_t>(position) * per_token;
+    if (hk_.size() < at + per_token) {
+      hk_.resize(at + per_token);
+      hv_.resize(at + per_token);
+    }
     for (int layer = 0; layer < s_.g.n_layers; ++layer) {
       for (std::size_t e = 0; e < kv_layer_; ++e) {
         k_[layer * kv_layer_ + e] = value(position, layer, static_cast<int>(e), Stream::k);
@@ -173,6 +181,8 @@ class EngineFuzz {
       for (std::size_t e = 0; e < q_layer_; ++e)
         q_[layer * q_layer_ + e] = value(position, layer, static_cast<int>(e), Stream::q);
     }
+    std::copy(k_.begin(), k_.end(), hk_.begin() + at);
+    std::copy(v_.begin(), v_.end(), hv_.begin() + at);
   }
 
   std::vector<PlaneState> states() const {
@@ -263,8 +273,9 @@ class EngineFuzz {
     std::vector<double> kr(static_cast<std::size_t>(visible) * kv_layer_), vr(kr.size());
     for (int t = 0; t < visible; ++t) {
       for (std::size_t e = 0; e < kv_layer_; ++e) {
-        kr[t * kv_layer_ + e] = value(first + t, layer, static_cast<int>(e), Stream::k);
-        vr[t * kv_layer_ + e] = value(first + t, layer, static_cast<int>(e), Stream::v);
+        const std::size_t at = (static_cast<std::size_t>(first + t) * s_.g.n_layers + layer) * kv_layer_ + e;
+        kr[t * kv_layer_ + e] = hk_[at];
+        vr[t * kv_layer_ + e] = hv_[at];
       }
     }
     HeadShape shape;
@@ -282,6 +293,7 @@ class EngineFuzz {
   std::unique_ptr<Engine> engine_;
   std::size_t q_layer_ = 0, kv_layer_ = 0;
   std::vector<float> q_, k_, v_, out_;
+  std::vector<float> hk_, hv_;  // [position][layer][n_kv_heads][head_dim]: every token given so far
   int next_ = 0;
   std::int64_t work_ = 0;
 };
