@@ -139,6 +139,42 @@ ENGINE_SEEDS = {
 }
 
 
+# ---- fuzz_python -----------------------------------------------------------------------------
+PY_ROUTES = ["vec", "splitk", "interleaved", "staged", "auto"]
+
+
+def py_header(kv_heads, gqa, head_dim, growing=False, unbounded=False, odd_head_dim=False, max_context=100,
+              span=32, slack=0, seed=1):
+    flags = growing * 1 | unbounded * 2 | odd_head_dim * 4
+    return (bytes([flags, kv_heads - 1, ENGINE_GQA.index(gqa), head_dim // 4 - 1]) + u16(max_context - 1)
+            + u16(span - 1) + bytes([slack]) + struct.pack("<I", seed))
+
+
+def py_extend(n):
+    return b"".join(bytes([1, min(n, 64) - 1]) for n in [64] * (n // 64) + ([n % 64] if n % 64 else []))
+
+
+def py_attend(*routes):
+    return b"".join(bytes([2, PY_ROUTES.index(r)]) for r in routes)
+
+
+PY_EVERY_ROUTE = py_attend(*PY_ROUTES)
+PY_REFUSALS = b"".join(bytes([5, kind]) for kind in range(7)) + b"".join(bytes([6, kind]) for kind in range(6))
+
+PYTHON_SEEDS = {
+    "ring_wrapped": py_header(2, 4, 16, max_context=300, span=40, slack=9) + py_extend(100) + PY_EVERY_ROUTE
+    + bytes([7]) + py_extend(20) + PY_EVERY_ROUTE,
+    "ring_full_blocks": py_header(1, 2, 8, max_context=200, span=64) + py_extend(127) + PY_EVERY_ROUTE,
+    "ring_window0": py_header(1, 8, 4, unbounded=True, max_context=500, slack=3) + py_extend(300) + PY_EVERY_ROUTE,
+    "growing_from_one_row": py_header(3, 1, 12, growing=True, max_context=200, span=1) + PY_EVERY_ROUTE
+    + py_extend(40) + PY_EVERY_ROUTE,
+    "refusals_and_bad_arrays": py_header(2, 2, 8, max_context=20, span=8, slack=2) + PY_REFUSALS + bytes([0])
+    + PY_EVERY_ROUTE + py_extend(15) + PY_REFUSALS + py_extend(3),
+    "odd_head_dim": py_header(1, 1, 8, odd_head_dim=True, max_context=50, span=16) + bytes([0, 0])
+    + PY_EVERY_ROUTE,
+}
+
+
 def write(target, seeds):
     folder = ROOT / target
     folder.mkdir(parents=True, exist_ok=True)
@@ -152,3 +188,4 @@ def write(target, seeds):
 if __name__ == "__main__":
     write("fuzz_plane", PLANE_SEEDS)
     write("fuzz_engine", ENGINE_SEEDS)
+    write("fuzz_python", PYTHON_SEEDS)
