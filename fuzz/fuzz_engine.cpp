@@ -108,6 +108,8 @@ Setup read_setup(Bytes& in) {
   }
   s.poke = read_poke(in);
   s.poke.layer = in.next() % g.n_layers;
+  if (s.poke.position >= 0) s.poke.position %= g.max_context;
+  s.poke.e %= (s.poke.stream == Stream::q ? g.n_heads : g.n_kv_heads) * g.head_dim;
   return s;
 }
 

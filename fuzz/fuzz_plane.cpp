@@ -89,6 +89,8 @@ Setup read_setup(Bytes& in) {
     s.cfg.capacity = span;
   }
   s.poke = read_poke(in);
+  if (s.poke.position >= 0) s.poke.position %= max_context;
+  s.poke.e %= (s.poke.stream == Stream::q ? s.shape.n_heads : s.shape.n_kv_heads) * s.shape.head_dim;
   return s;
 }
 

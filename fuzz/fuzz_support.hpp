@@ -79,6 +79,7 @@ inline bool nonfinite_enabled() {
 }
 
 // The poke an input asks for (4 bytes), or none when the mode is off or the first byte says no.
+// The caller folds position and e into the geometry's ranges.
 inline Poke read_poke(Bytes& in) {
   static constexpr float kSpecial[] = {NAN, INFINITY, -INFINITY, 1.0e5f, -7.0e4f};
   Poke p;

@@ -34,6 +34,21 @@ def plane_header(kv_heads, gqa, head_dim, nope=False, unbounded=False, odd_head_
             + u16(span - 1) + bytes([slack]) + bytes(4))  # no poke
 
 
+# A poke (LADDER_FUZZ_NONFINITE=1 only; inert otherwise): stream q/k/v, value index into the
+# harness's list NaN, +Inf, -Inf, 1e5, -7e4, at (position, element).
+POKE_STREAMS = {"q": 0, "k": 1, "v": 2}
+POKE_VALUES = {"nan": 0, "inf": 1, "-inf": 2, "1e5": 3, "-7e4": 4}
+
+
+def poke(stream, value, position, element):
+    what = 1 + 2 * POKE_STREAMS[stream] + 6 * POKE_VALUES[value]
+    return bytes([what]) + u16(position) + bytes([element])
+
+
+def with_poke(header, stream, value, position, element, poke_at=9):
+    return header[:poke_at] + poke(stream, value, position, element) + header[poke_at + 4:]
+
+
 def plane_fill(count):
     if count <= 224:
         return bytes([3, count - 1])
@@ -79,6 +94,14 @@ PLANE_SEEDS = {
     "odd_head_dim_refused": plane_header(1, 2, 8, odd_head_dim=True, max_context=50, span=8) + plane_attend()
     + plane_fill(10) + ALL_FORCED,
     "window_over_max_context": plane_header(1, 1, 8, max_context=20, span=60) + plane_fill(19) + plane_attend(),
+    "nonfinite_k_nan": with_poke(plane_header(2, 2, 8, max_context=100, span=40, slack=3), "k", "nan", 20, 9)
+    + plane_fill(30) + plane_attend() + plane_fill(30) + plane_attend(),
+    "nonfinite_v_inf_growing": with_poke(plane_header(1, 4, 8, nope=True, max_context=100, span=8), "v", "inf", 5, 3)
+    + plane_fill(20) + ALL_FORCED,
+    "nonfinite_k_beyond_f16": with_poke(plane_header(1, 1, 16, nope=True, max_context=100, span=8), "k", "1e5", 10, 2)
+    + plane_fill(10) + ALL_FORCED + plane_attend(),
+    "nonfinite_q_nan": with_poke(plane_header(2, 3, 8, max_context=100, span=16), "q", "nan", 12, 17) + plane_fill(12)
+    + plane_attend() + plane_attend(),
 }
 
 # ---- fuzz_engine -----------------------------------------------------------------------------
@@ -136,6 +159,9 @@ ENGINE_SEEDS = {
     "odd_head_dim_refused": engine_header(1, 1, 1, 8, odd_head_dim=True) + encode(2),
     "window_over_max_context": engine_header(2, 1, 2, 8, window=100, max_context=40, period=2) + engine_fill(30)
     + encode(2),
+    "nonfinite_k_nan_layer1": with_poke(engine_header(3, 1, 2, 8, window=16, max_context=100, period=3, phase=1),
+                                        "k", "nan", 10, 3, poke_at=14)[:-1] + bytes([1]) + engine_fill(10) + encode(3)
+    + engine_fill(20) + encode(2),
 }
 
 

@@ -56,7 +56,8 @@ for t in "${targets[@]}"; do
       -print_final_stats=1 ${LADDER_FUZZ_ARGS:-} "corpus/$t" "$root/fuzz/corpus/$t") >"$log" 2>&1 || { tail -n 40 "$log"; exit 1; }
   else
     log="$build/$t.log"
-    "$build/$t" -max_total_time="$seconds" -max_len=1024 -print_final_stats=1 ${LADDER_FUZZ_ARGS:-} \
+    "$build/$t" -max_total_time="$seconds" -max_len=1024 -print_final_stats=1 -artifact_prefix="$build/" \
+      ${LADDER_FUZZ_ARGS:-} \
       "$build/corpus/$t" "$root/fuzz/corpus/$t" >"$log" 2>&1 || { tail -n 40 "$log"; exit 1; }
   fi
   grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|cov: ' "$log" | tail -n 4
