@@ -40,11 +40,18 @@ if [ -d "$root/python/tests" ]; then
   (cd "$build" && "$venv/bin/python" -m pytest -q "$root/python/tests")
 fi
 
-# The libFuzzer target (plane append/addressing and routed attention vs the f64 reference), a
-# bounded run under ASan + UBSan. It needs clang and its runtime, installed when missing.
-echo "== fuzz (libFuzzer, ${LADDER_FUZZ_SECONDS:-30} s)"
+# The fuzz targets (fuzz/README.md), each for a bounded time from its committed seeds:
+# fuzz_plane and fuzz_engine (libFuzzer; the library instrumented, under ASan + UBSan) need clang
+# and its runtime, installed when missing; fuzz_python (atheris) runs in the Python tests'
+# environment above, where the module is already installed.
+seconds=${LADDER_FUZZ_SECONDS:-25}
+echo "== fuzz (${seconds} s per target)"
 if ! command -v clang++ >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   ladder_apt_install clang libclang-rt-dev
 fi
-bash "$root/scripts/fuzz.sh" "${LADDER_FUZZ_SECONDS:-30}"
+fuzz_targets=(fuzz_plane fuzz_engine)
+if [ -x "$build/python-venv/bin/python" ]; then
+  fuzz_targets+=(fuzz_python)
+fi
+LADDER_FUZZ_PYTHON_VENV="$build/python-venv" bash "$root/scripts/fuzz.sh" "$seconds" "${fuzz_targets[@]}"
 echo "== all tests passed"
