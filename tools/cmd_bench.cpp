@@ -37,7 +37,7 @@ struct Options {
   int reps = 0;
   int batch = 1;
   double rotate = 4.0;
-  int threads = 0;
+  CpuFlags cpu_flags;
   bool no_fallback_step = false;
   bool no_engine = false;
   int engine_max_depth = 32768;
@@ -155,7 +155,6 @@ int run(const Options& o) {
                                  o.batch));
   if (o.reps < 0) throw UsageError("--reps must be >= 1 (0 picks the default)");
   if (!(o.rotate >= 1.0)) throw UsageError("--rotate must be >= 1 (multiples of the last-level cache)");
-  if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all hardware threads)");
   bench::Options bo;
   bo.depths = parse_depths(o.depths, "--depths");
   bo.step_depths = parse_depths(o.step_depths, "--step-depths");
@@ -169,7 +168,7 @@ int run(const Options& o) {
   if (!o.quiet) bo.progress = [](const std::string& s) { std::fprintf(stderr, "bench: %s\n", s.c_str()); };
 
   const Device device = resolve_device(o.device);
-  if (device == Device::cpu && o.threads > 0) cpu::set_threads(o.threads);
+  if (device == Device::cpu) o.cpu_flags.apply();
   bo.reps = o.reps > 0 ? o.reps : (device == Device::cuda ? kDefaultGpuReps : kDefaultCpuReps);
   Result<bench::Report> rep = device == Device::cuda ? bench::run_gpu(g, bo) : bench::run_cpu(g, bo);
   if (!rep.ok()) throw std::runtime_error(rep.status().to_string());
@@ -210,7 +209,7 @@ const Register reg{Command{
       app.add_option("--batch", o->batch, "Sequences per call (only 1 is supported)")->capture_default_str();
       app.add_option("--rotate", o->rotate, "Rotated buffers total at least this many x the L2 / last-level cache")
           ->capture_default_str();
-      app.add_option("--threads", o->threads, "CPU worker threads (0: all hardware threads)")->capture_default_str();
+      o->cpu_flags.add_to(app);
       app.add_flag("--no-fallback-step", o->no_fallback_step, "Skip the step timed with the vec family off");
       app.add_flag("--no-engine", o->no_engine, "Skip Engine::encode_token timings on the GPU");
       app.add_option("--engine-max-depth", o->engine_max_depth,

@@ -44,7 +44,7 @@ struct Options {
   int depth = 2048;
   std::uint64_t seed = 1;
   std::string device = "auto";
-  int threads = 0;
+  CpuFlags cpu_flags;
   int check_layers = 4;
   bool json = false;
 };
@@ -106,10 +106,9 @@ int run(const Options& o) {
   if (static_cast<long long>(o.depth) + o.tokens > g.max_context)
     throw UsageError(fmt::format("--depth {} + --tokens {} runs past the max context of {} positions", o.depth,
                                  o.tokens, g.max_context));
-  if (o.threads < 0) throw UsageError(fmt::format("--threads must be >= 0 (got {})", o.threads));
   if (o.check_layers < 0 || o.check_layers > g.n_layers)
     throw UsageError(fmt::format("--check-layers must be in 0..{} (got {})", g.n_layers, o.check_layers));
-  if (o.threads > 0) cpu::set_threads(o.threads);
+  o.cpu_flags.apply();
 
   EngineOptions eo;
   eo.device = resolve_device(o.device);
@@ -266,7 +265,7 @@ const Register reg{Command{
       app.add_option("--device", o->device, "cpu, cuda, or auto (cuda when a GPU is usable, else cpu)")
           ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
           ->capture_default_str();
-      app.add_option("--threads", o->threads, "CPU worker threads (0: all hardware threads)")->capture_default_str();
+      o->cpu_flags.add_to(app);
       app.add_option("--check-layers", o->check_layers, "Layers per token checked against the f64 reference")
           ->capture_default_str();
       o->geometry.add_to(app);

@@ -51,7 +51,7 @@ HostPlane unwrapped_copy(const PlaneConfig& cfg, const History& h, int first, in
 
 class ThreadCountGuard : public ::testing::Test {
  protected:
-  void TearDown() override { cpu::set_threads(0); }
+  void TearDown() override { ASSERT_TRUE(cpu::set_threads(0).ok()); }
 };
 
 struct DeterminismCase {
@@ -83,11 +83,11 @@ TEST_F(Determinism, BitIdenticalAcrossRunsAndThreadCounts) {
     const Token tok = test::random_token(shape, rng);
     for (Route r : c.routes) {
       SCOPED_TRACE(fmt::format("{} / {}", c.name, route_name(r)));
-      cpu::set_threads(1);
+      ASSERT_TRUE(cpu::set_threads(1).ok());
       const test::RouteRun first = test::run_on_copy(r, plane, c.position, shape, tok);
       ASSERT_TRUE(first.status.ok()) << first.status.to_string();
       for (int threads : kThreadCounts) {
-        cpu::set_threads(threads);
+        ASSERT_TRUE(cpu::set_threads(threads).ok());
         ASSERT_EQ(cpu::threads(), threads);
         for (int rep = 0; rep < kRepeats; ++rep) {
           const test::RouteRun again = test::run_on_copy(r, plane, c.position, shape, tok);
@@ -330,7 +330,7 @@ TEST(CopyKernels, PadAndStageZeroFillTheirPadding) {
   ASSERT_EQ(pad.count, kVisible - kBlockTokens);
   ASSERT_EQ(pad.rows, kBlockTokens);
   for (const RowCopyParams& c : {stage, pad}) {
-    cpu::copy_rows(c);
+    ASSERT_TRUE(cpu::copy_rows(c).ok());
     for (int t = 0; t < c.rows; ++t)
       for (int h = 0; h < kKv; ++h)
         for (int d = 0; d < kHd; ++d) {
