@@ -1,5 +1,6 @@
 // `ladder bench` (C5): time and bandwidth per route and depth, and the whole step, against the
-// bandwidth ceiling measured in the same process (B1 on the GPU, B3 on the CPU). A table on
+// bandwidth ceiling measured in the same process (B1 on the GPU, B3 on the CPU; on the CPU also
+// the FMA ceiling and each row's roofline time and fraction of it). A table on
 // stdout, JSON with --json (or --output FILE), progress lines on stderr.
 #include <fmt/format.h>
 
@@ -105,6 +106,13 @@ nlohmann::json to_json(const bench::Report& rep) {
                         {"ratio_to_floor", r.median_us / floor_us},
                         {"rotation_sets", r.rotation_sets},
                         {"rotated_bytes", r.rotated_bytes}};
+    if (rep.ceiling.fma_per_s > 0) {
+      const bench::Roofline roof = bench::roofline(r, rep.ceiling);
+      j["fmas"] = r.fmas;
+      j["roofline_us"] = roof.us;
+      j["roofline_bound"] = roof.bound;
+      j["fraction_of_roofline"] = roof.us / r.median_us;
+    }
     if (!r.route_mix.empty()) j["route_mix"] = r.route_mix;
     if (!r.note.empty()) j["note"] = r.note;
     if (rep.device == "cuda" && target_for(r) > 0) j["spec_target_us"] = target_for(r);
@@ -121,7 +129,8 @@ nlohmann::json to_json(const bench::Report& rep) {
             {"copy_bytes_per_run", rep.ceiling.copy_bytes},
             {"read_bytes_per_run", rep.ceiling.read_bytes},
             {"ceiling_gb_per_s", ceiling},
-            {"source", rep.ceiling.source()}}},
+            {"source", rep.ceiling.source()},
+            {"fma_g_per_s", rep.ceiling.fma_per_s / 1e9}}},
           {"rows", rows},
           {"notes", rep.notes}};
 }
@@ -132,12 +141,22 @@ void print_table(const bench::Report& rep) {
   std::printf("ceiling %.0f GB/s (%s): copy %.0f GB/s (bytes read + written), read-only %.0f GB/s\n", ceiling,
               rep.ceiling.source(), rep.ceiling.copy_gbps, rep.ceiling.read_gbps);
   const bool targets = rep.device == "cuda";
-  std::printf("%-7s %-20s %7s %11s %9s %8s %10s %9s %6s %s\n", "kind", "case", "depth", "median_us", "GB/s",
-              "of_ceil", "floor_us", "x_floor", "sets", targets ? "target_us  route mix / note" : "route mix / note");
+  // The CPU roofline: max(bytes / read bandwidth, FMAs / FMA rate) and the fraction of it reached.
+  const bool roof = rep.ceiling.fma_per_s > 0;
+  if (roof)
+    std::printf("FMA ceiling %.1f GFMA/s on %d threads; roofline = max(bytes / read %.1f GB/s, FMAs / FMA rate)\n",
+                rep.ceiling.fma_per_s / 1e9, rep.threads, rep.ceiling.read_gbps);
+  std::printf("%-7s %-20s %7s %11s %9s %8s %10s %9s %6s %s%s\n", "kind", "case", "depth", "median_us", "GB/s",
+              "of_ceil", "floor_us", "x_floor", "sets", roof ? "   roof_us of_roof bound  " : "",
+              targets ? "target_us  route mix / note" : "route mix / note");
   for (const bench::Row& r : rep.rows) {
     const double floor_us = static_cast<double>(r.bytes) / (ceiling * 1e3);
     std::string tail;
-    if (targets) tail = target_for(r) > 0 ? fmt::format("{:>9.1f}  ", target_for(r)) : fmt::format("{:>9}  ", "-");
+    if (roof) {
+      const bench::Roofline rl = bench::roofline(r, rep.ceiling);
+      tail = fmt::format("{:>10.2f} {:>7.3f} {:<6} ", rl.us, rl.us / r.median_us, rl.bound);
+    }
+    if (targets) tail += target_for(r) > 0 ? fmt::format("{:>9.1f}  ", target_for(r)) : fmt::format("{:>9}  ", "-");
     tail += r.route_mix;
     if (!r.note.empty()) tail += (r.route_mix.empty() ? "" : "; ") + r.note;
     std::printf("%-7s %-20s %7d %11.2f %9.1f %8.3f %10.2f %9.2f %6d %s\n", r.kind.c_str(), r.name.c_str(), r.depth,

@@ -232,6 +232,27 @@ class FastProducer {
     detail::halfs_to_floats((key ? src.k : src.v) + src.strides.offset(r, kv_head), dst, hd_);
   }
 
+  // Asks for rows t0 .. t0+n-1 (clipped to the plane's rows) to be brought into the cache:
+  // issued one phase ahead (the V rows of a sub-block while its K rows are scored, the next
+  // chunk's K rows while V is accumulated), so the stream from memory overlaps the arithmetic.
+  template <int kHint>
+  void prefetch_rows(int kv_head, int t0, int n, bool key) const {
+#if defined(LADDER_FAST_AVX2)
+    constexpr int kLine = 64;
+    const int end = std::min(t0 + n, p_.cur_k != nullptr ? p_.visible - 1 : p_.visible);
+    const int row_bytes = hd_ * static_cast<int>(sizeof(std::uint16_t));
+    for (int t = t0; t < end; ++t) {
+      const bool in_tail = t >= p_.tail_first;
+      const RowSource& src = in_tail ? p_.tail : p_.rows;
+      const int r = in_tail ? src.row(t - p_.tail_first) : src.row(t);
+      const char* at = reinterpret_cast<const char*>((key ? src.k : src.v) + src.strides.offset(r, kv_head));
+      for (int b = 0; b < row_bytes; b += kLine) _mm_prefetch(at + b, static_cast<_mm_hint>(kHint));
+    }
+#else
+    (void)kv_head, (void)t0, (void)n, (void)key;
+#endif
+  }
+
   // Widens rows t0 .. t0+n-1 into the tile; with `pad_even`, an odd n gets a zero row after it
   // (a QK token pair reads two rows; the extra score is never used).
   void widen_rows(Tiles& tl, int kv_head, int t0, int n, bool key) const {
@@ -256,6 +277,7 @@ class FastProducer {
     // Scores of every head for the chunk, K widened once per 16-row sub-block.
     for (int b = 0; b < count; b += kFastSubBlockTokens) {
       const int n = std::min(kFastSubBlockTokens, count - b);
+      prefetch_rows<_MM_HINT_T0>(kv_head, first + b, n, false);
       widen_rows(tl, kv_head, first + b, n, true);
       for (int h = 0; h < heads4_; h += kHeadTile)
         for (int i = 0; i < n; i += kTokenTile)
@@ -280,6 +302,7 @@ class FastProducer {
     // o += w . V, V widened once per 16-row sub-block and applied to every head.
     for (int b = 0; b < count; b += kFastSubBlockTokens) {
       const int n = std::min(kFastSubBlockTokens, count - b);
+      prefetch_rows<_MM_HINT_T0>(kv_head, first + kFastChunkTokens + b, n, true);
       widen_rows(tl, kv_head, first + b, n, false);
       for (int h = 0; h < heads4_; h += kHeadTile)
         accumulate_tile(tl.o.data() + h * hd8, tl.scores.data() + static_cast<std::size_t>(h) * kFastChunkTokens + b,
