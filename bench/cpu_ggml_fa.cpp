@@ -5,7 +5,8 @@
 // Shapes: batch 1, one query token, 32 query heads over 2 KV heads, head_dim 128, scale
 // 1/sqrt(128), no mask; q f32 [128, 1, 32, 1], K and V f16 [128, L, 2, 1]. Inputs uniform in
 // [-1, 1). First the output is checked against an f64 reference on the same f16 rows (relative
-// error printed, bound 2e-3); then timed: K/V sets rotated so they total >= 4x the last-level
+// error printed with whether it is under P3's 2e-3: ggml's CPU kernel accumulates V in f16 when
+// V is f16, which costs it ~1e-2 here; reported, not fatal); then timed: K/V sets rotated so they total >= 4x the last-level
 // cache (as `ladder bench` does), one graph computation per call, median of --reps calls.
 // Prints one JSON object per depth on stdout.
 //
@@ -180,7 +181,7 @@ int main(int argc, char** argv) {
     }
     std::sort(us.begin(), us.end());
     std::printf("{\"peer\": \"llama.cpp flash_attn_ext (f16 KV)\", \"threads\": %d, \"depth\": %d, \"median_us\": %.2f, "
-                "\"min_us\": %.2f, \"max_us\": %.2f, \"rel_err\": %.3g, \"ok\": %s, \"sets\": %d}\n",
+                "\"min_us\": %.2f, \"max_us\": %.2f, \"rel_err\": %.3g, \"within_bound\": %s, \"sets\": %d}\n",
                 a.threads, depth, us[us.size() / 2], us.front(), us.back(), err, err < kBound ? "true" : "false", sets);
     std::fflush(stdout);
     ggml_threadpool_free(pool);

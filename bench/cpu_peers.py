@@ -58,10 +58,12 @@ def torch_peer(torch, depth, dtype, reps):
     out = torch.full((1, N_HEADS, 1, HEAD_DIM), float("nan"), dtype=dtype)
     out.copy_(call(0))
     k, v = kv[0]
-    qd, kd, vd = q.double(), k.double().repeat_interleave(N_HEADS // N_KV_HEADS, 1), \
-        v.double().repeat_interleave(N_HEADS // N_KV_HEADS, 1)
-    w = torch.softmax((qd @ kd.transpose(-1, -2)) / math.sqrt(HEAD_DIM), dim=-1)
-    ref = w @ vd
+    # f64 reference per KV group (query heads 16g..16g+15 share KV head g), without copying K/V
+    # 16 times: q as [1, 2, 16, 128] against k as [1, 2, L, 128].
+    group = N_HEADS // N_KV_HEADS
+    qd = q.double().reshape(1, N_KV_HEADS, group, HEAD_DIM)
+    w = torch.softmax((qd @ k.double().transpose(-1, -2)) / math.sqrt(HEAD_DIM), dim=-1)
+    ref = (w @ v.double()).reshape(1, N_HEADS, 1, HEAD_DIM)
     err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
     ts = []
     for r in range(WARMUPS + reps):
@@ -95,8 +97,9 @@ def main():
             if r["kind"] == "layer" and r["name"] in LADDER_CASES and r["depth"] in depths:
                 rows.append({"peer": f"ladder {r['name']}", "threads": rep["threads"], "depth": r["depth"],
                              "median_us": r["median_us"], "min_us": r["min_us"], "max_us": r["max_us"],
-                             "fraction_of_roofline": r.get("fraction_of_roofline"), "ok": True,
-                             "rel_err": None, "note": r.get("note", "")})
+                             "fraction_of_roofline": r.get("fraction_of_roofline"),
+                             "ok": "NON-FINITE" not in r.get("note", ""), "rel_err": None,
+                             "note": r.get("note", "")})
         notes.append(f"ladder: {rep['device_name']}, {rep['date']}; ceilings read {rep['ceiling']['read_gb_per_s']:.1f} "
                      f"GB/s, FMA {rep['ceiling'].get('fma_g_per_s', 0):.1f} GFMA/s")
 
@@ -111,7 +114,7 @@ def main():
                     med, lo, hi, err, sets = torch_peer(torch, d, dtype, a.reps)
                     rows.append({"peer": f"torch sdpa {dtype_name}", "threads": a.threads, "depth": d,
                                  "median_us": med, "min_us": lo, "max_us": hi, "rel_err": err,
-                                 "ok": err < TOLERANCE, "sets": sets})
+                                 "within_bound": err < TOLERANCE, "ok": math.isfinite(err), "sets": sets})
                 except Exception as e:  # a dtype the CPU kernels refuse is reported, not fatal
                     rows.append({"peer": f"torch sdpa {dtype_name}", "threads": a.threads, "depth": d,
                                  "median_us": None, "ok": False, "note": f"{type(e).__name__}: {e}"[:200]})
@@ -124,7 +127,9 @@ def main():
                            capture_output=True, text=True)
         for line in p.stdout.splitlines():
             if line.startswith("{"):
-                rows.append(json.loads(line))
+                row = json.loads(line)
+                row["ok"] = math.isfinite(row["rel_err"])
+                rows.append(row)
         if p.returncode != 0:
             notes.append(f"llama.cpp driver exit {p.returncode}: {p.stderr[-500:]}")
         notes.append("llama.cpp: ggml from the llama-cpp-python source package, CPU backend, AVX2/FMA/F16C "
@@ -135,7 +140,8 @@ def main():
     with open(os.path.join(a.out, "cpu_peers.json"), "w") as f:
         json.dump({"threads": a.threads, "depths": depths, "rows": rows, "notes": notes}, f, indent=2)
     lines = [f"CPU decode attention, batch 1, 32:2 heads, head_dim 128, f16 KV (torch rows in their dtype), "
-             f"{a.threads} threads; median us (min-max), rel. error vs f64"]
+             f"{a.threads} threads; median us (min-max), eN: relative error vs f64 (ladder's: see its tests, "
+             f"< {TOLERANCE:g})"]
     peers = sorted({(r["peer"], r["threads"]) for r in rows}, key=lambda x: (x[1], x[0]))
     lines.append(f"{'peer':34s} {'thr':>3s} " + " ".join(f"{d:>22d}" for d in depths))
     for peer, thr in peers:
@@ -146,14 +152,16 @@ def main():
                 cells.append(f"{'-':>22s}")
                 continue
             r = m[0]
-            flag = "" if r.get("ok", True) else " FAIL"
-            cells.append(f"{r['median_us']:>9.1f} ({r['min_us']:.0f}-{r['max_us']:.0f}){flag}".rjust(22))
+            err = f" e{r['rel_err']:.0e}" if r.get("rel_err") is not None else ""
+            cells.append(f"{r['median_us']:>9.1f} ({r['min_us']:.0f}-{r['max_us']:.0f}){err}".rjust(22))
         lines.append(f"{peer:34s} {thr:>3d} " + " ".join(cells))
     lines += [f"note: {n}" for n in notes]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "cpu_peers.txt"), "w") as f:
         f.write(text)
     print(text)
+    # A peer above P3's error bound is reported (within_bound false), not fatal; a ladder row with
+    # a non-finite output or a peer that produced a non-finite error is.
     return 0 if all(r.get("ok", True) for r in rows if r.get("median_us") is not None) else 1
 
 
