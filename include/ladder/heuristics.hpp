@@ -46,6 +46,13 @@ inline constexpr int kFastSubBlockTokens = 16;
 // 16 workers four each at depth.
 inline constexpr int kFastMaxSplits = kMaxWorkgroups;
 
+// How long an idle CPU worker spins for the next job before it sleeps on the condition
+// variable. A decode step posts two jobs per layer (producer, reducer) back to back, a few
+// microseconds apart at short depth, while a futex wake of 15 sleeping workers costs tens of
+// microseconds (the 16-core measurement in docs/perf.md, issue 11); 50 us covers the gap between
+// layers and bounds the CPU an idle pool burns after its last job.
+inline constexpr int kPoolSpinMicroseconds = 50;
+
 // Upper bound on CPU worker threads (set_threads, --threads). Not a tuning point: a bound so an
 // absurd request is a clear error instead of thousands of thread starts. Each worker reserves a
 // stack (8 MiB of address space with glibc's default), so 1024 workers already need 8 GiB of

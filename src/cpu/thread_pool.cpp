@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <new>
 #include <system_error>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "ladder/cpu/cpu_backend.hpp"
 #include "ladder/heuristics.hpp"
@@ -54,6 +59,7 @@ void ThreadPool::stop_and_join() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    published_.store(generation_ + 1, std::memory_order_release);  // ends every spin
   }
   wake_.notify_all();
   for (std::thread& t : workers_)
@@ -81,11 +87,33 @@ void ThreadPool::drain(Job& job) {
   }
 }
 
+void ThreadPool::spin_for_next_job(std::uint64_t seen) const {
+  using Clock = std::chrono::steady_clock;
+  constexpr int kPollsPerClockRead = 64;
+  const Clock::time_point until = Clock::now() + std::chrono::microseconds(kPoolSpinMicroseconds);
+  for (int polls = 0;; ++polls) {
+    if (published_.load(std::memory_order_acquire) != seen) return;
+    if (polls % kPollsPerClockRead == 0 && Clock::now() >= until) return;
+#if defined(__SSE2__)
+    _mm_pause();
+#endif
+  }
+}
+
 void ThreadPool::worker_loop() {
   std::uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    if (!stop_ && (job_ == nullptr || generation_ == seen)) {
+      // Spin briefly before sleeping: a decode posts the next job (the next layer) within
+      // microseconds, and a worker that is still awake joins it without a futex wake.
+      lock.unlock();
+      spin_for_next_job(seen);
+      lock.lock();
+    }
+    ++sleepers_;
     wake_.wait(lock, [&] { return stop_ || (job_ != nullptr && generation_ != seen); });
+    --sleepers_;
     if (stop_) return;
     seen = generation_;
     Job& job = *job_;
@@ -104,12 +132,16 @@ Status ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
   job.fn = &fn;
   job.tasks = tasks;
   if (!workers_.empty() && tasks > 1) {
+    bool sleeping = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
       ++generation_;
+      published_.store(generation_, std::memory_order_release);
+      sleeping = sleepers_ > 0;
     }
-    wake_.notify_all();
+    // Spinning workers see `published_` and take the lock; only sleeping ones need the futex.
+    if (sleeping) wake_.notify_all();
   }
   drain(job);
   std::unique_lock<std::mutex> lock(mutex_);

@@ -11,7 +11,9 @@
 //    decode on another thread keeps the old one alive until its job has finished;
 //  * run() waits only for the workers that actually joined the job, never for a worker that has
 //    not woken up yet: a late worker finds the job closed and goes back to sleep. Waiting for
-//    every worker to wake was the ~4 ms (one scheduler tick) stall of issue 11.
+//    every worker to wake was the ~4 ms (one scheduler tick) stall of issue 11;
+//  * between jobs a worker spins for kPoolSpinMicroseconds (heuristics.hpp) before it sleeps,
+//    so back-to-back jobs (the layers of a decode step) do not pay a futex wake each.
 #pragma once
 
 #include <atomic>
@@ -57,6 +59,8 @@ class ThreadPool {
   ThreadPool() = default;
   void stop_and_join();
   void worker_loop();
+  // Returns when `published_` moves past `seen` or kPoolSpinMicroseconds have passed.
+  void spin_for_next_job(std::uint64_t seen) const;
   void drain(Job& job);
 
   std::vector<std::thread> workers_;
@@ -66,6 +70,8 @@ class ThreadPool {
   std::condition_variable done_;
   Job* job_ = nullptr;            // the open job, or null when none accepts workers
   std::uint64_t generation_ = 0;  // bumped per job so a sleeping worker joins each job once
+  std::atomic<std::uint64_t> published_{0};  // generation_, readable without the lock (spinning)
+  int sleepers_ = 0;              // workers blocked on wake_, guarded by mutex_
   bool stop_ = false;
 };
 
