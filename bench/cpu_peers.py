@@ -55,9 +55,20 @@ def torch_peer(torch, depth, dtype, reps):
         k, v = kv[i % sets]
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
+    try:
+        call(0)
+    except TypeError:  # torch before 2.5 has no enable_gqa: K/V expanded to 32 heads, untimed
+        group = N_HEADS // N_KV_HEADS
+        kv = [(k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)) for k, v in kv]
+
+        def call(i):
+            k, v = kv[i % sets]
+            return F.scaled_dot_product_attention(q, k, v)
+
     out = torch.full((1, N_HEADS, 1, HEAD_DIM), float("nan"), dtype=dtype)
     out.copy_(call(0))
     k, v = kv[0]
+    k, v = k[:, ::k.shape[1] // N_KV_HEADS], v[:, ::v.shape[1] // N_KV_HEADS]  # one row per KV head
     # f64 reference per KV group (query heads 16g..16g+15 share KV head g), without copying K/V
     # 16 times: q as [1, 2, 16, 128] against k as [1, 2, L, 128].
     group = N_HEADS // N_KV_HEADS

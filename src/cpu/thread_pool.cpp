@@ -87,12 +87,12 @@ void ThreadPool::drain(Job& job) {
   }
 }
 
-void ThreadPool::spin_for_next_job(std::uint64_t seen) const {
+void ThreadPool::spin_for_next_job(std::uint64_t current) const {
   using Clock = std::chrono::steady_clock;
   constexpr int kPollsPerClockRead = 64;
   const Clock::time_point until = Clock::now() + std::chrono::microseconds(kPoolSpinMicroseconds);
   for (int polls = 0;; ++polls) {
-    if (published_.load(std::memory_order_acquire) != seen) return;
+    if (published_.load(std::memory_order_acquire) != current) return;
     if (polls % kPollsPerClockRead == 0 && Clock::now() >= until) return;
 #if defined(__SSE2__)
     _mm_pause();
@@ -106,9 +106,12 @@ void ThreadPool::worker_loop() {
   for (;;) {
     if (!stop_ && (job_ == nullptr || generation_ == seen)) {
       // Spin briefly before sleeping: a decode posts the next job (the next layer) within
-      // microseconds, and a worker that is still awake joins it without a futex wake.
+      // microseconds, and a worker that is still awake joins it without a futex wake. The
+      // baseline is the current generation, not `seen`: a job this worker missed (closed before
+      // it woke) must not end the spin at once.
+      const std::uint64_t current = generation_;
       lock.unlock();
-      spin_for_next_job(seen);
+      spin_for_next_job(current);
       lock.lock();
     }
     ++sleepers_;

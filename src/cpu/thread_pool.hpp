@@ -59,8 +59,8 @@ class ThreadPool {
   ThreadPool() = default;
   void stop_and_join();
   void worker_loop();
-  // Returns when `published_` moves past `seen` or kPoolSpinMicroseconds have passed.
-  void spin_for_next_job(std::uint64_t seen) const;
+  // Returns when `published_` moves past `current` or kPoolSpinMicroseconds have passed.
+  void spin_for_next_job(std::uint64_t current) const;
   void drain(Job& job);
 
   std::vector<std::thread> workers_;
