@@ -35,7 +35,9 @@ inline constexpr int kDefaultGrowingCapacity = 4096;
 
 // Fast CPU producer (src/cpu/producer_fast.cpp). Tokens per chunk: the unit of one softmax fold
 // per head, with every head's scores of the chunk held at once (16 heads x 64 x 4 B = 4 KiB).
-// Fixed, so the bits depend on the visible length only, never on the thread count.
+// Fixed, so the bits depend on the visible length only, never on the thread count. Sized, not
+// swept: measured with it (docs/perf.md, issue 11) the producer reaches 0.37 of one Xeon core's
+// FMA rate and 0.44-0.55 of the 16-CPU roofline at L >= 8192.
 inline constexpr int kFastChunkTokens = 64;
 // Rows widened (f16 -> f32) at a time and applied to every head of the group while in L1:
 // 16 rows x 128 dims x 4 B = 8 KiB, beside the 8 KiB of q and 8 KiB of o of 16 heads, inside a
@@ -48,9 +50,9 @@ inline constexpr int kFastMaxSplits = kMaxWorkgroups;
 
 // How long an idle CPU worker spins for the next job before it sleeps on the condition
 // variable. A decode step posts two jobs per layer (producer, reducer) back to back, a few
-// microseconds apart at short depth, while a futex wake of 15 sleeping workers costs tens of
-// microseconds (the 16-core measurement in docs/perf.md, issue 11); 50 us covers the gap between
-// layers and bounds the CPU an idle pool burns after its last job.
+// microseconds apart, and a worker still spinning joins without a futex wake. Chosen, not tuned:
+// 50 us covers the gap between the jobs of consecutive layers and bounds the CPU an idle pool
+// burns after its last job; the 16-CPU run of docs/perf.md (issue 11) was taken with it.
 inline constexpr int kPoolSpinMicroseconds = 50;
 
 // Upper bound on CPU worker threads (set_threads, --threads). Not a tuning point: a bound so an
