@@ -137,7 +137,10 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
   Report rep;
   rep.device = "cpu";
   rep.threads = cpu::threads();
-  rep.device_name = fmt::format("{} ({} worker threads)", cpu_model(), rep.threads);
+  Result<cpu::CpuProducer> producer = cpu::producer();
+  if (!producer.ok()) return producer.status();
+  rep.device_name =
+      fmt::format("{} ({} worker threads, {} producer)", cpu_model(), rep.threads, cpu::cpu_producer_name(*producer));
   rep.date = utc_now();
   rep.cache_bytes = llc_bytes();
   auto progress = [&](const std::string& s) {
@@ -178,7 +181,7 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
       rep.rows.push_back(*f);
     }
   }
-  rep.notes.push_back(fmt::format("single layer: attend_layer on the CPU twins, planes rotated beyond the "
+  rep.notes.push_back(fmt::format("single layer: attend_layer on the CPU, planes rotated beyond the "
                                   "last-level cache ({:.0f} MB); rings wrapped with window = capacity = depth",
                                   static_cast<double>(rep.cache_bytes) / 1e6));
   rep.notes.push_back("step: the CPU Engine's encode_token, the last tokens before the depth");
