@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build and run every test: the GoogleTest suites through CTest (GPU tests skip without a GPU),
-# the same suites again under AddressSanitizer + UndefinedBehaviorSanitizer, and the Python
-# tests when python/tests exists. Installs missing build dependencies with apt-get.
+# the same suites again under AddressSanitizer + UndefinedBehaviorSanitizer, the CPU suites
+# under ThreadSanitizer (scripts/tsan.sh), and the Python tests when python/tests exists.
+# Installs missing build dependencies with apt-get.
 # Environment: LADDER_BUILD_DIR (default build/; the sanitizer build goes to <it>-asan),
 # LADDER_CUDA (AUTO, ON or OFF; default AUTO).
 set -euo pipefail
@@ -39,6 +40,11 @@ if [ -d "$root/python/tests" ]; then
   # A suite that collects no tests exits 5 and fails here too: a silently empty suite is a defect.
   (cd "$build" && "$venv/bin/python" -m pytest -q "$root/python/tests")
 fi
+
+# The CPU suites again under ThreadSanitizer: the worker pool, set_threads while decoding and
+# every producer's task split must be free of data races.
+echo "== build and test under ThreadSanitizer ($build-tsan)"
+LADDER_BUILD_DIR="$build" bash "$root/scripts/tsan.sh"
 
 # The fuzz targets (fuzz/README.md), each for a bounded time from its committed seeds:
 # fuzz_plane and fuzz_engine (libFuzzer; the library instrumented, under ASan + UBSan) need clang

@@ -48,6 +48,9 @@ struct Ceiling {
   std::int64_t read_bytes = 0;
   double gbps() const { return copy_gbps > read_gbps ? copy_gbps : read_gbps; }
   const char* source() const { return copy_gbps > read_gbps ? "copy" : "read"; }
+  // CPU only (0 on the GPU): single-precision FMAs per second over every worker, measured with
+  // an 8-wide FMA loop (cpu::measure_host_fma_rate), the arithmetic ceiling of the roofline.
+  double fma_per_s = 0.0;
 };
 
 struct Row {
@@ -60,6 +63,7 @@ struct Row {
   double min_us = 0.0;
   double max_us = 0.0;
   std::int64_t bytes = 0;     // the fewest bytes the case must move (plane rows read, activations)
+  std::int64_t fmas = 0;      // multiply-adds the case must do: q.k and w.v per head and token
   int rotation_sets = 1;      // distinct buffer sets the timed runs rotate through
   std::int64_t rotated_bytes = 0;
   std::string note;
@@ -93,6 +97,21 @@ struct Report {
 
 Result<Report> run_gpu(const Geometry& g, const Options& o);
 Result<Report> run_cpu(const Geometry& g, const Options& o);
+
+// The CPU roofline (issue 11): the time a row cannot beat on this machine,
+// max(bytes / read bandwidth, fmas / FMA rate), in microseconds, and which ceiling binds
+// ("memory" or "fma"). Without an FMA ceiling (the GPU) it is the memory floor against the run's
+// ceiling (the higher of copy and read).
+struct Roofline {
+  double us = 0.0;
+  const char* bound = "memory";
+};
+Roofline roofline(const Row& r, const Ceiling& c);
+
+// Multiply-adds one layer must do at `visible` tokens (2 x n_heads x visible x head_dim: the
+// scores and the weighted sum of V), and the whole step for the token at `position`.
+std::int64_t layer_fmas(const Geometry& g, int visible);
+std::int64_t step_fmas(const Geometry& g, int position);
 
 // Bytes a single layer must move at `visible` tokens: K and V rows read once, the row stored,
 // q and the current K/V read, out written.

@@ -82,6 +82,7 @@ Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const
   row.depth = depth;
   set_timing(row, summarize(std::move(us)));
   row.bytes = step_bytes(g, depth - 1);
+  row.fmas = step_fmas(g, depth - 1);
   std::map<std::string, int> mix;
   for (int l = 0; l < g.n_layers; ++l)
     mix[route_name(choose_route(g.layer_class(l), e.plane_state(l), Capabilities{}, sw).route)] += 1;
@@ -96,6 +97,29 @@ std::int64_t layer_bytes(const Geometry& g, int visible) {
   const std::int64_t q_out = std::int64_t{2} * g.n_heads * g.head_dim * 4;
   const std::int64_t cur_kv = std::int64_t{2} * g.n_kv_heads * g.head_dim * 4;
   return row * visible + row + q_out + cur_kv;
+}
+
+std::int64_t layer_fmas(const Geometry& g, int visible) {
+  return std::int64_t{2} * g.n_heads * g.head_dim * static_cast<std::int64_t>(visible);
+}
+
+std::int64_t step_fmas(const Geometry& g, int position) {
+  std::int64_t fmas = 0;
+  for (int l = 0; l < g.n_layers; ++l) fmas += layer_fmas(g, g.visible(g.layer_class(l), position));
+  return fmas;
+}
+
+Roofline roofline(const Row& r, const Ceiling& c) {
+  Roofline out;
+  if (c.fma_per_s <= 0.0) {
+    out.us = c.gbps() > 0 ? static_cast<double>(r.bytes) / (c.gbps() * 1e3) : 0.0;
+    return out;
+  }
+  const double memory_us = c.read_gbps > 0 ? static_cast<double>(r.bytes) / (c.read_gbps * 1e3) : 0.0;
+  const double fma_us = static_cast<double>(r.fmas) / c.fma_per_s * 1e6;
+  out.us = std::max(memory_us, fma_us);
+  out.bound = fma_us > memory_us ? "fma" : "memory";
+  return out;
 }
 
 PlaneConfig layer_plane_config(const Geometry& g, PlaneKind kind, int depth) {

@@ -1,6 +1,6 @@
-// `ladder bench` on the CPU: the B3 protocol in one process. The host's memory bandwidth is
-// measured first (a multi-threaded read-only sum and a multi-threaded copy, the copy counting
-// bytes read + written; the higher is the ceiling), then single-layer timings per route and
+// `ladder bench` on the CPU: the B3 protocol in one process. The host's ceilings are measured
+// first on the worker count (read-only streaming and copy bandwidth, the copy counting bytes read
+// + written, and an 8-wide FMA loop on every worker: the roofline's two axes), then single-layer timings per route and
 // depth through attend_layer (planes rotated beyond the last-level cache), then the step through
 // the CPU Engine's encode_token at each step depth.
 #include <fmt/format.h>
@@ -19,6 +19,7 @@
 #include "bench.hpp"
 #include "ladder/attention.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/cpu/membw.hpp"
 #include "ladder/engine.hpp"
 #include "ladder/reference.hpp"
 
@@ -27,7 +28,8 @@ namespace {
 
 // 1 GiB: far beyond any last-level cache, tens of milliseconds per pass.
 constexpr std::size_t kProbeBytes = std::size_t{1} << 30;
-constexpr int kProbeReps = 7;
+// FMAs per thread for the arithmetic ceiling: ~10-40 ms per repetition on one core.
+constexpr std::int64_t kFmaProbePerThread = std::int64_t{1} << 29;
 constexpr int kWarmups = 2;
 // When the cache size cannot be read, assume a large server LLC so rotation errs on the safe side.
 constexpr std::int64_t kFallbackLlcBytes = std::int64_t{64} << 20;
@@ -49,62 +51,15 @@ std::int64_t llc_bytes() {
   return kFallbackLlcBytes;
 }
 
-// Runs fn(thread_index, thread_count) on `threads` threads and waits.
-template <class Fn>
-void parallel(int threads, Fn&& fn) {
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(fn, t, threads);
-  fn(0, threads);
-  for (auto& th : pool) th.join();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
+// The three ceilings of the run, on the pool's thread count: read-only streaming and copy over
+// kProbeBytes (cpu/membw.hpp), and the FMA rate of every worker.
 Ceiling host_ceiling(int threads) {
-  const std::size_t words = kProbeBytes / sizeof(std::uint64_t);
-  std::vector<std::uint64_t> src(words), dst(words);
-  // First touch from the worker threads, so pages spread the way the probes read them.
-  parallel(threads, [&](int t, int n) {
-    const std::size_t lo = words * t / n, hi = words * (t + 1) / n;
-    for (std::size_t i = lo; i < hi; ++i) src[i] = i * 0x9e3779b97f4a7c15ull;
-    std::memset(dst.data() + lo, 0, (hi - lo) * sizeof(std::uint64_t));
-  });
-  std::vector<std::uint64_t> sink(threads);
-  std::vector<double> read_us, copy_us;
-  for (int r = 0; r < kWarmups + kProbeReps; ++r) {
-    auto t0 = Clock::now();
-    parallel(threads, [&](int t, int n) {
-      const std::size_t lo = words * t / n, hi = words * (t + 1) / n;
-      // Four independent sums keep several loads in flight per thread.
-      std::uint64_t a = 0, b = 0, c = 0, d = 0;
-      std::size_t i = lo;
-      for (; i + 4 <= hi; i += 4) {
-        a += src[i];
-        b += src[i + 1];
-        c += src[i + 2];
-        d += src[i + 3];
-      }
-      for (; i < hi; ++i) a += src[i];
-      sink[t] = a + b + c + d;
-    });
-    if (r >= kWarmups) read_us.push_back(us_since(t0));
-    t0 = Clock::now();
-    parallel(threads, [&](int t, int n) {
-      const std::size_t lo = words * t / n, hi = words * (t + 1) / n;
-      std::memcpy(dst.data() + lo, src.data() + lo, (hi - lo) * sizeof(std::uint64_t));
-    });
-    if (r >= kWarmups) copy_us.push_back(us_since(t0));
-  }
-  volatile std::uint64_t keep = 0;
-  for (auto s : sink) keep = keep + s;
   Ceiling c;
   c.read_bytes = static_cast<std::int64_t>(kProbeBytes);
   c.copy_bytes = 2 * static_cast<std::int64_t>(kProbeBytes);
-  c.read_gbps = static_cast<double>(c.read_bytes) / (median(read_us) * 1e3);
-  c.copy_gbps = static_cast<double>(c.copy_bytes) / (median(copy_us) * 1e3);
+  c.read_gbps = cpu::measure_host_read_bandwidth(kProbeBytes, threads) / 1e9;
+  c.copy_gbps = cpu::measure_host_copy_bandwidth(kProbeBytes, threads) / 1e9;
+  c.fma_per_s = cpu::measure_host_fma_rate(kFmaProbePerThread, threads);
   return c;
 }
 
@@ -146,6 +101,7 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
   row.depth = depth;
   set_timing(row, summarize(std::move(us)));
   row.bytes = layer_bytes(g, depth);
+  row.fmas = layer_fmas(g, depth);
   row.rotation_sets = sets;
   row.rotated_bytes = plane_bytes * sets;
   flag_non_finite(out.data(), out.size(), row.note);
@@ -181,13 +137,16 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
   Report rep;
   rep.device = "cpu";
   rep.threads = cpu::threads();
-  rep.device_name = fmt::format("{} ({} worker threads)", cpu_model(), rep.threads);
+  Result<cpu::CpuProducer> producer = cpu::producer();
+  if (!producer.ok()) return producer.status();
+  rep.device_name =
+      fmt::format("{} ({} worker threads, {} producer)", cpu_model(), rep.threads, cpu::cpu_producer_name(*producer));
   rep.date = utc_now();
   rep.cache_bytes = llc_bytes();
   auto progress = [&](const std::string& s) {
     if (o.progress) o.progress(s);
   };
-  progress(fmt::format("ceiling: host memory read and copy bandwidth on {} threads", rep.threads));
+  progress(fmt::format("ceilings: host memory read and copy bandwidth, FMA rate, on {} threads", rep.threads));
   rep.ceiling = host_ceiling(rep.threads);
 
   int max_depth = 4096;
@@ -222,7 +181,7 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
       rep.rows.push_back(*f);
     }
   }
-  rep.notes.push_back(fmt::format("single layer: attend_layer on the CPU twins, planes rotated beyond the "
+  rep.notes.push_back(fmt::format("single layer: attend_layer on the CPU, planes rotated beyond the "
                                   "last-level cache ({:.0f} MB); rings wrapped with window = capacity = depth",
                                   static_cast<double>(rep.cache_bytes) / 1e6));
   rep.notes.push_back("step: the CPU Engine's encode_token, the last tokens before the depth");

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "commands.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/heuristics.hpp"
 
 namespace ladder::cli {
 
@@ -129,6 +131,30 @@ std::vector<int> parse_int_list(const std::string& text, const char* what, long 
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+void CpuFlags::add_to(CLI::App& app) {
+  app.add_option("--threads", threads,
+                 fmt::format("CPU worker threads, 0..{} (0: all hardware threads)", kMaxCpuThreads))
+      ->check(CLI::Range(0, kMaxCpuThreads))
+      ->capture_default_str();
+  app.add_option("--cpu-producer", producer,
+                 "CPU producer: fast (default) or exact (the twin of the GPU's exact-DAG producer, bit for bit); "
+                 "default from LADDER_CPU_PRODUCER")
+      ->check(CLI::IsMember({"fast", "exact"}));
+}
+
+void CpuFlags::apply() const {
+  if (!producer.empty()) {
+    Result<cpu::CpuProducer> p = cpu::parse_cpu_producer(producer);
+    if (!p.ok()) throw UsageError(p.status().message());
+    cpu::set_producer(*p);
+  } else {
+    Result<cpu::CpuProducer> p = cpu::producer();  // a bad LADDER_CPU_PRODUCER fails here, not mid-run
+    if (!p.ok()) throw UsageError(p.status().message());
+  }
+  const Status st = cpu::set_threads(threads);
+  if (!st.ok()) throw std::runtime_error(st.to_string());
 }
 
 Device resolve_device(const std::string& name) {

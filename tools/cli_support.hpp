@@ -49,6 +49,18 @@ std::string describe_switches(const Switches& s);
 std::vector<int> parse_int_list(const std::string& text, const char* what, long long lo, long long hi,
                                 int all_count = -1);
 
+// --threads N (0: all hardware threads, at most kMaxCpuThreads) and --cpu-producer fast|exact
+// for the commands that run the CPU producers.
+struct CpuFlags {
+  int threads = 0;
+  std::string producer;  // empty: LADDER_CPU_PRODUCER, else fast
+  void add_to(CLI::App& app);
+  // Starts the worker pool with --threads workers and selects the producer. A pool the system
+  // refuses (process or memory limits) throws std::runtime_error with the reason: an error,
+  // never a hang.
+  void apply() const;
+};
+
 // --device cpu|cuda|auto: auto is cuda when a CUDA device is usable, else cpu.
 Device resolve_device(const std::string& name);
 

@@ -1,5 +1,6 @@
 // `ladder bench` (C5): time and bandwidth per route and depth, and the whole step, against the
-// bandwidth ceiling measured in the same process (B1 on the GPU, B3 on the CPU). A table on
+// bandwidth ceiling measured in the same process (B1 on the GPU, B3 on the CPU; on the CPU also
+// the FMA ceiling and each row's roofline time and fraction of it). A table on
 // stdout, JSON with --json (or --output FILE), progress lines on stderr.
 #include <fmt/format.h>
 
@@ -43,7 +44,7 @@ struct Options {
   int reps = 0;
   int batch = 1;
   double rotate = 4.0;
-  int threads = 0;
+  CpuFlags cpu_flags;
   bool no_fallback_step = false;
   bool no_engine = false;
   int engine_max_depth = 32768;
@@ -120,6 +121,13 @@ nlohmann::json to_json(const bench::Report& rep) {
                         {"ratio_to_floor", r.median_us / floor_us},
                         {"rotation_sets", r.rotation_sets},
                         {"rotated_bytes", r.rotated_bytes}};
+    if (rep.ceiling.fma_per_s > 0) {
+      const bench::Roofline roof = bench::roofline(r, rep.ceiling);
+      j["fmas"] = r.fmas;
+      j["roofline_us"] = roof.us;
+      j["roofline_bound"] = roof.bound;
+      j["fraction_of_roofline"] = roof.us / r.median_us;
+    }
     if (!r.route_mix.empty()) j["route_mix"] = r.route_mix;
     if (!r.note.empty()) j["note"] = r.note;
     if (rep.device == "cuda" && target_for(r) > 0) j["spec_target_us"] = target_for(r);
@@ -136,7 +144,8 @@ nlohmann::json to_json(const bench::Report& rep) {
             {"copy_bytes_per_run", rep.ceiling.copy_bytes},
             {"read_bytes_per_run", rep.ceiling.read_bytes},
             {"ceiling_gb_per_s", ceiling},
-            {"source", rep.ceiling.source()}}},
+            {"source", rep.ceiling.source()},
+            {"fma_g_per_s", rep.ceiling.fma_per_s / 1e9}}},
           {"rows", rows},
           {"notes", rep.notes}};
 }
@@ -147,12 +156,22 @@ void print_table(const bench::Report& rep) {
   std::printf("ceiling %.0f GB/s (%s): copy %.0f GB/s (bytes read + written), read-only %.0f GB/s\n", ceiling,
               rep.ceiling.source(), rep.ceiling.copy_gbps, rep.ceiling.read_gbps);
   const bool targets = rep.device == "cuda";
-  std::printf("%-7s %-20s %7s %11s %9s %8s %10s %9s %6s %s\n", "kind", "case", "depth", "median_us", "GB/s",
-              "of_ceil", "floor_us", "x_floor", "sets", targets ? "target_us  route mix / note" : "route mix / note");
+  // The CPU roofline: max(bytes / read bandwidth, FMAs / FMA rate) and the fraction of it reached.
+  const bool roof = rep.ceiling.fma_per_s > 0;
+  if (roof)
+    std::printf("FMA ceiling %.1f GFMA/s on %d threads; roofline = max(bytes / read %.1f GB/s, FMAs / FMA rate)\n",
+                rep.ceiling.fma_per_s / 1e9, rep.threads, rep.ceiling.read_gbps);
+  std::printf("%-7s %-20s %7s %11s %9s %8s %10s %9s %6s %s%s\n", "kind", "case", "depth", "median_us", "GB/s",
+              "of_ceil", "floor_us", "x_floor", "sets", roof ? "   roof_us of_roof bound  " : "",
+              targets ? "target_us  route mix / note" : "route mix / note");
   for (const bench::Row& r : rep.rows) {
     const double floor_us = static_cast<double>(r.bytes) / (ceiling * 1e3);
     std::string tail;
-    if (targets) tail = target_for(r) > 0 ? fmt::format("{:>9.1f}  ", target_for(r)) : fmt::format("{:>9}  ", "-");
+    if (roof) {
+      const bench::Roofline rl = bench::roofline(r, rep.ceiling);
+      tail = fmt::format("{:>10.2f} {:>7.3f} {:<6} ", rl.us, rl.us / r.median_us, rl.bound);
+    }
+    if (targets) tail += target_for(r) > 0 ? fmt::format("{:>9.1f}  ", target_for(r)) : fmt::format("{:>9}  ", "-");
     tail += r.route_mix;
     if (!r.note.empty()) tail += (r.route_mix.empty() ? "" : "; ") + r.note;
     std::printf("%-7s %-20s %7d %11.2f %9.1f %8.3f %10.2f %9.2f %6d %s\n", r.kind.c_str(), r.name.c_str(), r.depth,
@@ -173,7 +192,6 @@ int run(const Options& o) {
   if (!(o.rotate >= 1.0 && o.rotate <= kMaxRotate))
     throw UsageError(fmt::format("--rotate must be in 1..{} (multiples of the last-level cache; got {})", kMaxRotate,
                                  o.rotate));
-  if (o.threads < 0) throw UsageError("--threads must be >= 0 (0: all hardware threads)");
   // A threshold on step depths, which are bounded by the max context already: any value >= 0
   // is meaningful (above the max context it times every step through the engine).
   if (o.engine_max_depth < 0)
@@ -191,7 +209,7 @@ int run(const Options& o) {
   if (!o.quiet) bo.progress = [](const std::string& s) { std::fprintf(stderr, "bench: %s\n", s.c_str()); };
 
   const Device device = resolve_device(o.device);
-  if (device == Device::cpu && o.threads > 0) cpu::set_threads(o.threads);
+  if (device == Device::cpu) o.cpu_flags.apply();
   bo.reps = o.reps > 0 ? o.reps : (device == Device::cuda ? kDefaultGpuReps : kDefaultCpuReps);
   Result<bench::Report> rep = device == Device::cuda ? bench::run_gpu(g, bo) : bench::run_cpu(g, bo);
   if (!rep.ok()) throw std::runtime_error(rep.status().to_string());
@@ -232,7 +250,7 @@ const Register reg{Command{
       app.add_option("--batch", o->batch, "Sequences per call (only 1 is supported)")->capture_default_str();
       app.add_option("--rotate", o->rotate, "Rotated buffers total at least this many x the L2 / last-level cache")
           ->capture_default_str();
-      app.add_option("--threads", o->threads, "CPU worker threads (0: all hardware threads)")->capture_default_str();
+      o->cpu_flags.add_to(app);
       app.add_flag("--no-fallback-step", o->no_fallback_step, "Skip the step timed with the vec family off");
       app.add_flag("--no-engine", o->no_engine, "Skip Engine::encode_token timings on the GPU");
       app.add_option("--engine-max-depth", o->engine_max_depth,

@@ -54,7 +54,7 @@ struct Options {
   int depth = 2048;
   std::uint64_t seed = 1;
   std::string device = "auto";
-  int threads = 0;
+  CpuFlags cpu_flags;
   int check_layers = kDefaultCheckLayers;
   CLI::Option* check_layers_given = nullptr;
   bool json = false;
@@ -124,13 +124,12 @@ int run(const Options& o) {
     throw UsageError(fmt::format("--depth {} + --tokens {} over {} layers holds {} of KV; at most {} (a smaller depth "
                                  "or geometry)",
                                  o.depth, o.tokens, g.n_layers, human_bytes(fill_bytes), human_bytes(kMaxFillBytes)));
-  if (o.threads < 0) throw UsageError(fmt::format("--threads must be >= 0 (got {})", o.threads));
   // The default adapts to a geometry of fewer layers; an explicit value must fit it.
   const bool check_given = o.check_layers_given != nullptr && o.check_layers_given->count() > 0;
   const int check_layers = check_given ? o.check_layers : std::min(kDefaultCheckLayers, g.n_layers);
   if (check_layers < 0 || check_layers > g.n_layers)
     throw UsageError(fmt::format("--check-layers must be in 0..{} (got {})", g.n_layers, check_layers));
-  if (o.threads > 0) cpu::set_threads(o.threads);
+  o.cpu_flags.apply();
 
   EngineOptions eo;
   eo.device = resolve_device(o.device);
@@ -287,7 +286,7 @@ const Register reg{Command{
       app.add_option("--device", o->device, "cpu, cuda, or auto (cuda when a GPU is usable, else cpu)")
           ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
           ->capture_default_str();
-      app.add_option("--threads", o->threads, "CPU worker threads (0: all hardware threads)")->capture_default_str();
+      o->cpu_flags.add_to(app);
       o->check_layers_given =
           app.add_option("--check-layers", o->check_layers,
                          "Layers per token checked against the f64 reference (default: 4, or n_layers when fewer)");

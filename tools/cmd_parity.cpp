@@ -13,6 +13,7 @@
 #include "cli_support.hpp"
 #include "commands.hpp"
 #include "ladder/attention.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
 #include "ladder/reference.hpp"
 
 namespace ladder::cli {
@@ -208,6 +209,11 @@ Comparison compare(const Run& x, const Run& y) {
     if (cuda_default_uses_tensor_cores())
       c.reasons.push_back("tensor-core in-block arithmetic (the GPU's default producer; LADDER_GPU_DAG=exact gives "
                           "the CPU twin's bits)");
+    // The CPU's default producer is the fast one; only the exact twin follows the GPU's DAG.
+    Result<cpu::CpuProducer> cpu_producer = cpu::producer();
+    if (cpu_producer.ok() && *cpu_producer == cpu::CpuProducer::fast)
+      c.reasons.push_back("the CPU's fast producer (its own chunked order; LADDER_CPU_PRODUCER=exact runs the exact "
+                          "twin of the GPU's exact-DAG producer)");
   }
   if (x.bypass != y.bypass) {
     const Run& b = x.bypass ? x : y;

@@ -41,4 +41,32 @@ inline constexpr bool kGpuFusedByDefault = false;
 // (4096 rows x 2 KV heads x 128 dims x 2 B x 2 planes = 4 MiB) before the context grows.
 inline constexpr int kDefaultGrowingCapacity = 4096;
 
+// Fast CPU producer (src/cpu/producer_fast.cpp). Tokens per chunk: the unit of one softmax fold
+// per head, with every head's scores of the chunk held at once (16 heads x 64 x 4 B = 4 KiB).
+// Fixed, so the bits depend on the visible length only, never on the thread count. Sized, not
+// swept: measured with it (docs/perf.md, issue 11) the producer reaches 0.37 of one Xeon core's
+// FMA rate and 0.44-0.55 of the 16-CPU roofline at L >= 8192.
+inline constexpr int kFastChunkTokens = 64;
+// Rows widened (f16 -> f32) at a time and applied to every head of the group while in L1:
+// 16 rows x 128 dims x 4 B = 8 KiB, beside the 8 KiB of q and 8 KiB of o of 16 heads, inside a
+// 32 KiB L1d.
+inline constexpr int kFastSubBlockTokens = 16;
+// Tasks (splits) per KV head: the pinned schedule's workgroup cap, so the fast producer's
+// partials fit the scratch every route already reserves; 2 KV heads x 32 = 64 equal tasks give
+// 16 workers four each at depth.
+inline constexpr int kFastMaxSplits = kMaxWorkgroups;
+
+// How long an idle CPU worker spins for the next job before it sleeps on the condition
+// variable. A decode step posts two jobs per layer (producer, reducer) back to back, a few
+// microseconds apart, and a worker still spinning joins without a futex wake. Chosen, not tuned:
+// 50 us covers the gap between the jobs of consecutive layers and bounds the CPU an idle pool
+// burns after its last job; the 16-CPU run of docs/perf.md (issue 11) was taken with it.
+inline constexpr int kPoolSpinMicroseconds = 50;
+
+// Upper bound on CPU worker threads (set_threads, --threads). Not a tuning point: a bound so an
+// absurd request is a clear error instead of thousands of thread starts. Each worker reserves a
+// stack (8 MiB of address space with glibc's default), so 1024 workers already need 8 GiB of
+// address space, and no host ladder targets has more than a few hundred hardware threads.
+inline constexpr int kMaxCpuThreads = 1024;
+
 }  // namespace ladder

@@ -34,7 +34,7 @@ void store_rows(const StoreParams& p) {
   }
 }
 
-void copy_rows(const RowCopyParams& p) {
+Status copy_rows(const RowCopyParams& p) {
   const int tasks = std::max(1, (p.rows + kCopyRowsPerTask - 1) / kCopyRowsPerTask);
   const auto copy_range = [&](int task) {
     const int begin = task * kCopyRowsPerTask;
@@ -56,9 +56,9 @@ void copy_rows(const RowCopyParams& p) {
   };
   if (tasks == 1) {
     copy_range(0);
-  } else {
-    detail::pool().run(tasks, copy_range);
+    return {};
   }
+  return detail::parallel_for(tasks, copy_range);
 }
 
 }  // namespace ladder::cpu

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -102,7 +103,55 @@ double median_seconds(std::size_t bytes, int threads, Work work) {
   return seconds[seconds.size() / 2];
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+// Independent accumulator chains: with a 4-cycle FMA latency and 2 FMA ports, 8 chains are
+// needed to keep both ports busy; 12 leave slack for a 5-cycle latency.
+constexpr int kFmaChains = 12;
+constexpr int kFmaLanes = 8;
+#else
+constexpr int kFmaChains = 8;
+constexpr int kFmaLanes = 1;
+#endif
+
+// `iterations` x kFmaChains x kFmaLanes fused multiply-adds on registers; the result is
+// published so the chains are not removed.
+void fma_loop(std::int64_t iterations) {
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+  // x * a + b with a just below 1 and b small keeps every value finite and normal for ever.
+  const __m256 a = _mm256_set1_ps(0.999999f);
+  const __m256 b = _mm256_set1_ps(1e-3f);
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  __m256 sum = acc[0];
+  for (int c = 1; c < kFmaChains; ++c) sum = _mm256_add_ps(sum, acc[c]);
+  alignas(32) float lanes[kFmaLanes];
+  _mm256_store_ps(lanes, sum);
+  g_sink.fetch_xor(static_cast<std::uint64_t>(lanes[0]), std::memory_order_relaxed);
+#else
+  float acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = static_cast<float>(c);
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = std::fma(acc[c], 0.999999f, 1e-3f);
+  float sum = 0.0f;
+  for (float x : acc) sum += x;
+  g_sink.fetch_xor(static_cast<std::uint64_t>(sum), std::memory_order_relaxed);
+#endif
+}
+
 }  // namespace
+
+double measure_host_fma_rate(std::int64_t fmas_per_thread, int threads) {
+  const int n = resolve_threads(threads);
+  const std::int64_t per_iteration = static_cast<std::int64_t>(kFmaChains) * kFmaLanes;
+  const std::int64_t iterations = fmas_per_thread / per_iteration;
+  if (iterations <= 0) return 0.0;
+  // median_seconds splits a byte count into slices; here every thread runs the whole loop.
+  const double s = median_seconds(kSliceAlign * static_cast<std::size_t>(n), n,
+                                  [&](int, std::size_t, std::size_t) { fma_loop(iterations); });
+  return s > 0.0 ? static_cast<double>(iterations * per_iteration * n) / s : 0.0;
+}
 
 double measure_host_read_bandwidth(std::size_t bytes, int threads) {
   const int n = resolve_threads(threads);

@@ -357,11 +357,11 @@ class Producer {
   bool use_tail_;
 };
 
-void produce(const ProducerParams& p, Family f) {
-  if (p.visible <= 0 || p.sched.blocks <= 0 || p.q == nullptr || p.partials == nullptr) return;
+Status produce(const ProducerParams& p, Family f) {
+  if (p.visible <= 0 || p.sched.blocks <= 0 || p.q == nullptr || p.partials == nullptr) return {};
   const Producer prod(p, f);
   const int nwg = p.sched.nwg;
-  detail::pool().run(p.shape.n_kv_heads * nwg, [&](int task) { prod.run_task(task / nwg, task % nwg); });
+  return detail::parallel_for(p.shape.n_kv_heads * nwg, [&](int task) { prod.run_task(task / nwg, task % nwg); });
 }
 
 // Reducer work below this many floats runs on the calling thread: waking the pool costs more.
@@ -389,18 +389,18 @@ void reduce_head(const ReduceParams& p, int head) {
 
 }  // namespace
 
-void produce_splitk(const ProducerParams& p) { produce(p, Family::splitk); }
-void produce_vec(const ProducerParams& p) { produce(p, Family::vec); }
-void produce_interleaved(const ProducerParams& p) { produce(p, Family::interleaved); }
+Status produce_splitk(const ProducerParams& p) { return produce(p, Family::splitk); }
+Status produce_vec(const ProducerParams& p) { return produce(p, Family::vec); }
+Status produce_interleaved(const ProducerParams& p) { return produce(p, Family::interleaved); }
 
-void reduce_partials(const ReduceParams& p) {
-  if (p.nwg <= 0 || p.partials == nullptr || p.out == nullptr) return;
+Status reduce_partials(const ReduceParams& p) {
+  if (p.nwg <= 0 || p.partials == nullptr || p.out == nullptr) return {};
   const std::int64_t work = static_cast<std::int64_t>(p.shape.n_heads) * p.nwg * partial_stride(p.shape.head_dim);
   if (work < kParallelReduceFloats) {
     for (int h = 0; h < p.shape.n_heads; ++h) reduce_head(p, h);
-    return;
+    return {};
   }
-  detail::pool().run(p.shape.n_heads, [&](int h) { reduce_head(p, h); });
+  return detail::parallel_for(p.shape.n_heads, [&](int h) { reduce_head(p, h); });
 }
 
 }  // namespace ladder::cpu

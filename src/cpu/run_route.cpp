@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "cpu/thread_pool.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
 
 namespace ladder::cpu {
@@ -101,6 +102,13 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
   LADDER_TRY(check_state(cfg, st, position, slot));
   LADDER_TRY(check_route(r, cfg, st));
 
+  Result<CpuProducer> which = producer();
+  if (!which.ok()) return which.status();
+  const bool fast = *which == CpuProducer::fast;
+  // Start (or find) the worker pool before the row is stored: a pool that cannot start its
+  // threads is refused here with the plane untouched.
+  LADDER_TRY(detail::shared_pool().status());
+
   const int visible = st.len;
   try {
     ws.reserve(scratch_needs(r, shape_geometry(shape), visible));
@@ -140,7 +148,7 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
   switch (r) {
     case Route::splitk:
       pp.rows.order = RowOrder::ring_logical;
-      produce_splitk(pp);
+      LADDER_TRY(fast ? produce_fast(pp) : produce_splitk(pp));
       break;
     case Route::vec: {
       pp.rows.order = RowOrder::contiguous;
@@ -149,11 +157,11 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
       const RowCopyParams pad = pad_copy(pp.rows, cfg.kind, visible, shape,
                                          ws.pad.data(), ws.pad.data() + ws.pad.size() / 2);
       if (pad.rows > 0) {
-        copy_rows(pad);
+        LADDER_TRY(copy_rows(pad));
         pp.tail = copied_rows(pad);
         pp.tail_first = pad.first;
       }
-      produce_vec(pp);
+      LADDER_TRY(fast ? produce_fast(pp) : produce_vec(pp));
       break;
     }
     case Route::staged: {
@@ -161,9 +169,9 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
       const std::size_t plane_halfs = static_cast<std::size_t>(padded_rows) * shape.n_kv_heads * shape.head_dim;
       const RowCopyParams sg = stage_copy(pp.rows, pp.rows.logical_start, visible, padded_rows, shape, ws.stage.data(),
                                           ws.stage.data() + plane_halfs);
-      copy_rows(sg);
+      LADDER_TRY(copy_rows(sg));
       pp.rows = copied_rows(sg);
-      produce_vec(pp);
+      LADDER_TRY(fast ? produce_fast(pp) : produce_vec(pp));
       break;
     }
     case Route::interleaved:
@@ -173,17 +181,16 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
       pp.store_k = plane.k();
       pp.store_v = plane.v();
       pp.store_slot = slot;
-      produce_interleaved(pp);
+      LADDER_TRY(fast ? produce_fast(pp) : produce_interleaved(pp));
       break;
   }
 
   ReduceParams rp;
   rp.shape = shape;
-  rp.nwg = sched.nwg;
+  rp.nwg = fast ? fast_schedule(visible).splits : sched.nwg;
   rp.partials = ws.partials.data();
   rp.out = io.out;
-  reduce_partials(rp);
-  return {};
+  return reduce_partials(rp);
 }
 
 }  // namespace ladder::cpu

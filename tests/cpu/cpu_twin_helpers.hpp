@@ -103,6 +103,17 @@ inline HostPlane build_plane(const PlaneConfig& cfg, int count, std::mt19937& rn
 }
 
 // The result of running one route on a copy of `before` with this token appended at `position`.
+// Selects a CPU producer for a scope and restores the default (fast) after it, so a failing
+// assertion cannot leave a later test on the wrong producer.
+class ProducerScope {
+ public:
+  explicit ProducerScope(cpu::CpuProducer p) { cpu::set_producer(p); }
+  ~ProducerScope() { cpu::set_producer(cpu::CpuProducer::fast); }
+  ProducerScope(const ProducerScope&) = delete;
+  ProducerScope& operator=(const ProducerScope&) = delete;
+};
+inline constexpr cpu::CpuProducer kAllProducers[] = {cpu::CpuProducer::fast, cpu::CpuProducer::exact};
+
 struct RouteRun {
   Status status;
   std::vector<float> out;

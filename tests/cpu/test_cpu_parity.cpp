@@ -1,4 +1,4 @@
-// P1, P2, P6 and E4 on the CPU twins: bits that do not depend on runs or thread counts, wrapped
+// P1, P2, P6 and E4 on both CPU producers (fast and the exact twin): bits that do not depend on runs or thread counts, wrapped
 // rings that reproduce the unwrapped vec bits (staged, and splitk without staging), the
 // tiny-capacity case, and errors as values that leave every buffer untouched.
 #include <gtest/gtest.h>
@@ -51,7 +51,7 @@ HostPlane unwrapped_copy(const PlaneConfig& cfg, const History& h, int first, in
 
 class ThreadCountGuard : public ::testing::Test {
  protected:
-  void TearDown() override { cpu::set_threads(0); }
+  void TearDown() override { ASSERT_TRUE(cpu::set_threads(0).ok()); }
 };
 
 struct DeterminismCase {
@@ -81,19 +81,22 @@ TEST_F(Determinism, BitIdenticalAcrossRunsAndThreadCounts) {
   for (const DeterminismCase& c : cases) {
     const HostPlane plane = test::build_plane(c.cfg, c.position, rng);
     const Token tok = test::random_token(shape, rng);
-    for (Route r : c.routes) {
-      SCOPED_TRACE(fmt::format("{} / {}", c.name, route_name(r)));
-      cpu::set_threads(1);
-      const test::RouteRun first = test::run_on_copy(r, plane, c.position, shape, tok);
-      ASSERT_TRUE(first.status.ok()) << first.status.to_string();
-      for (int threads : kThreadCounts) {
-        cpu::set_threads(threads);
-        ASSERT_EQ(cpu::threads(), threads);
-        for (int rep = 0; rep < kRepeats; ++rep) {
-          const test::RouteRun again = test::run_on_copy(r, plane, c.position, shape, tok);
-          ASSERT_TRUE(again.status.ok());
-          EXPECT_TRUE(test::same_bits(again.out, first.out)) << threads << " threads, repeat " << rep;
-          EXPECT_TRUE(test::same_plane(again.plane, first.plane));
+    for (cpu::CpuProducer producer : test::kAllProducers) {
+      for (Route r : c.routes) {
+        SCOPED_TRACE(fmt::format("{} / {} / producer {}", c.name, route_name(r), cpu::cpu_producer_name(producer)));
+        const test::ProducerScope scope(producer);
+        ASSERT_TRUE(cpu::set_threads(1).ok());
+        const test::RouteRun first = test::run_on_copy(r, plane, c.position, shape, tok);
+        ASSERT_TRUE(first.status.ok()) << first.status.to_string();
+        for (int threads : kThreadCounts) {
+          ASSERT_TRUE(cpu::set_threads(threads).ok());
+          ASSERT_EQ(cpu::threads(), threads);
+          for (int rep = 0; rep < kRepeats; ++rep) {
+            const test::RouteRun again = test::run_on_copy(r, plane, c.position, shape, tok);
+            ASSERT_TRUE(again.status.ok());
+            EXPECT_TRUE(test::same_bits(again.out, first.out)) << threads << " threads, repeat " << rep;
+            EXPECT_TRUE(test::same_plane(again.plane, first.plane));
+          }
         }
       }
     }
@@ -127,24 +130,27 @@ TEST(WrappedParity, StagedAndSplitkMatchUnwrappedVec) {
     History h;
     const HostPlane plane = build_with_history(ring, c.position, rng, h);
     const Token tok = test::random_token(shape, rng);
+    for (cpu::CpuProducer producer : test::kAllProducers) {
+      SCOPED_TRACE(fmt::format("producer {}", cpu::cpu_producer_name(producer)));
+      const test::ProducerScope scope(producer);
+      const test::RouteRun staged = test::run_on_copy(Route::staged, plane, c.position, shape, tok);
+      const test::RouteRun splitk = test::run_on_copy(Route::splitk, plane, c.position, shape, tok);
+      ASSERT_TRUE(staged.status.ok()) << staged.status.to_string();
+      ASSERT_TRUE(splitk.status.ok()) << splitk.status.to_string();
+      ASSERT_NE(staged.plane.state().origin_physical, 0) << "the case must wrap";
 
-    const test::RouteRun staged = test::run_on_copy(Route::staged, plane, c.position, shape, tok);
-    const test::RouteRun splitk = test::run_on_copy(Route::splitk, plane, c.position, shape, tok);
-    ASSERT_TRUE(staged.status.ok()) << staged.status.to_string();
-    ASSERT_TRUE(splitk.status.ok()) << splitk.status.to_string();
-    ASSERT_NE(staged.plane.state().origin_physical, 0) << "the case must wrap";
-
-    const int visible = staged.plane.state().len;
-    const int first = c.position + 1 - visible;
-    const bool aligned = visible % kBlockTokens == 0;
-    const PlaneConfig twin_cfg = aligned ? test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20)
-                                         : test::growing_config(kMuseKvHeads, kMuseHeadDim, visible, visible);
-    const HostPlane twin = unwrapped_copy(twin_cfg, h, first, visible);
-    const test::RouteRun vec = test::run_on_copy(Route::vec, twin, visible - 1, shape, tok);
-    ASSERT_TRUE(vec.status.ok()) << vec.status.to_string();
-    ASSERT_EQ(vec.plane.state().origin_physical, 0);
-    EXPECT_TRUE(test::same_bits(staged.out, vec.out)) << "P2: staged differs from unwrapped vec";
-    EXPECT_TRUE(test::same_bits(splitk.out, vec.out)) << "P6: splitk differs from unwrapped vec";
+      const int visible = staged.plane.state().len;
+      const int first = c.position + 1 - visible;
+      const bool aligned = visible % kBlockTokens == 0;
+      const PlaneConfig twin_cfg = aligned ? test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20)
+                                           : test::growing_config(kMuseKvHeads, kMuseHeadDim, visible, visible);
+      const HostPlane twin = unwrapped_copy(twin_cfg, h, first, visible);
+      const test::RouteRun vec = test::run_on_copy(Route::vec, twin, visible - 1, shape, tok);
+      ASSERT_TRUE(vec.status.ok()) << vec.status.to_string();
+      ASSERT_EQ(vec.plane.state().origin_physical, 0);
+      EXPECT_TRUE(test::same_bits(staged.out, vec.out)) << "P2: staged differs from unwrapped vec";
+      EXPECT_TRUE(test::same_bits(splitk.out, vec.out)) << "P6: splitk differs from unwrapped vec";
+    }
   }
 }
 
@@ -159,11 +165,15 @@ TEST(InterleavedParity, MatchesVecWhenTheCurrentTokenIsExactInF16) {
     Token tok = test::random_token(shape, rng);
     for (float& x : tok.k) x = f16_to_f32(f32_to_f16(x));
     for (float& x : tok.v) x = f16_to_f32(f32_to_f16(x));
-    const test::RouteRun inter = test::run_on_copy(Route::interleaved, plane, position, shape, tok);
-    const test::RouteRun vec = test::run_on_copy(Route::vec, plane, position, shape, tok);
-    ASSERT_TRUE(inter.status.ok() && vec.status.ok());
-    EXPECT_TRUE(test::same_bits(inter.out, vec.out));
-    EXPECT_TRUE(test::same_plane(inter.plane, vec.plane)) << "the fused store must write what store_rows writes";
+    for (cpu::CpuProducer producer : test::kAllProducers) {
+      SCOPED_TRACE(fmt::format("producer {}", cpu::cpu_producer_name(producer)));
+      const test::ProducerScope scope(producer);
+      const test::RouteRun inter = test::run_on_copy(Route::interleaved, plane, position, shape, tok);
+      const test::RouteRun vec = test::run_on_copy(Route::vec, plane, position, shape, tok);
+      ASSERT_TRUE(inter.status.ok() && vec.status.ok());
+      EXPECT_TRUE(test::same_bits(inter.out, vec.out));
+      EXPECT_TRUE(test::same_plane(inter.plane, vec.plane)) << "the fused store must write what store_rows writes";
+    }
   }
 }
 
@@ -330,7 +340,7 @@ TEST(CopyKernels, PadAndStageZeroFillTheirPadding) {
   ASSERT_EQ(pad.count, kVisible - kBlockTokens);
   ASSERT_EQ(pad.rows, kBlockTokens);
   for (const RowCopyParams& c : {stage, pad}) {
-    cpu::copy_rows(c);
+    ASSERT_TRUE(cpu::copy_rows(c).ok());
     for (int t = 0; t < c.rows; ++t)
       for (int h = 0; h < kKv; ++h)
         for (int d = 0; d < kHd; ++d) {

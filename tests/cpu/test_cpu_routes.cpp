@@ -1,5 +1,5 @@
-// Every route of the CPU twins against the f64 reference (P3) and against a literal
-// transcription of THE PRODUCER DAG (bit for bit), over sweeps of plane geometry and wrap
+// Every route of both CPU producers against the f64 reference (P3), and the exact twin also
+// against a literal transcription of THE PRODUCER DAG (bit for bit), over sweeps of plane geometry and wrap
 // state, GQA ratio and head_dim. A route that does not apply to a plane state must be refused
 // with invalid_argument and leave the plane and the output untouched.
 #include <gtest/gtest.h>
@@ -78,33 +78,38 @@ TEST_P(RouteSweep, MatchesReferenceAndDag) {
     const bool test_here = c.positions.empty() || std::find(c.positions.begin(), c.positions.end(), pos) !=
                                                       c.positions.end();
     if (test_here) {
-      for (Route r : {Route::vec, Route::splitk, Route::interleaved, Route::staged}) {
-        SCOPED_TRACE(fmt::format("position {} route {}", pos, route_name(r)));
-        test::RouteRun run = test::run_on_copy(r, plane, pos, shape, tok);
-        HostPlane appended = plane;
-        ASSERT_TRUE(appended.append(pos).ok());
-        if (!route_applies(r, c.cfg.kind, appended.state())) {
-          EXPECT_EQ(run.status.code(), ErrorCode::invalid_argument) << run.status.to_string();
-          EXPECT_TRUE(test::same_plane(run.plane, appended)) << "a refused route touched the plane";
-          EXPECT_TRUE(std::all_of(run.out.begin(), run.out.end(), [](float x) { return std::isnan(x); }))
-              << "a refused route wrote its output";
-          continue;
+      for (cpu::CpuProducer producer : test::kAllProducers) {
+        for (Route r : {Route::vec, Route::splitk, Route::interleaved, Route::staged}) {
+          SCOPED_TRACE(fmt::format("position {} route {} producer {}", pos, route_name(r), cpu::cpu_producer_name(producer)));
+          const test::ProducerScope scope(producer);
+          test::RouteRun run = test::run_on_copy(r, plane, pos, shape, tok);
+          HostPlane appended = plane;
+          ASSERT_TRUE(appended.append(pos).ok());
+          if (!route_applies(r, c.cfg.kind, appended.state())) {
+            EXPECT_EQ(run.status.code(), ErrorCode::invalid_argument) << run.status.to_string();
+            EXPECT_TRUE(test::same_plane(run.plane, appended)) << "a refused route touched the plane";
+            EXPECT_TRUE(std::all_of(run.out.begin(), run.out.end(), [](float x) { return std::isnan(x); }))
+                << "a refused route wrote its output";
+            continue;
+          }
+          ASSERT_TRUE(run.status.ok()) << run.status.to_string();
+          // The current row landed in its slot, rounded once to f16 (on every route, including
+          // the interleaved one whose producer stores it).
+          appended.write_row(run.slot, tok.k.data(), tok.v.data());
+          EXPECT_TRUE(test::same_plane(run.plane, appended)) << "the route wrote the plane somewhere else";
+          const int visible = run.plane.state().len;
+          const test::RowFetch rows = route_rows(r, run.plane, pos, tok);
+          const std::vector<double> ref = test::reference_from(shape, tok.q, visible, rows);
+          const double err = relative_error(run.out.data(), ref.data(), ref.size());
+          EXPECT_LT(err, kSpecTolerance);
+          EXPECT_LT(err, kTightTolerance);
+          worst = std::max(worst, err);
+          if (producer == cpu::CpuProducer::exact) {
+            const std::vector<float> dag = test::dag_oracle(shape, tok.q, visible, rows);
+            EXPECT_TRUE(test::same_bits(run.out, dag)) << "the exact twin departs from THE PRODUCER DAG";
+          }
+          ++tested;
         }
-        ASSERT_TRUE(run.status.ok()) << run.status.to_string();
-        // The current row landed in its slot, rounded once to f16 (on every route, including
-        // the interleaved one whose producer stores it).
-        appended.write_row(run.slot, tok.k.data(), tok.v.data());
-        EXPECT_TRUE(test::same_plane(run.plane, appended)) << "the route wrote the plane somewhere else";
-        const int visible = run.plane.state().len;
-        const test::RowFetch rows = route_rows(r, run.plane, pos, tok);
-        const std::vector<double> ref = test::reference_from(shape, tok.q, visible, rows);
-        const double err = relative_error(run.out.data(), ref.data(), ref.size());
-        EXPECT_LT(err, kSpecTolerance);
-        EXPECT_LT(err, kTightTolerance);
-        worst = std::max(worst, err);
-        const std::vector<float> dag = test::dag_oracle(shape, tok.q, visible, rows);
-        EXPECT_TRUE(test::same_bits(run.out, dag)) << "the twin departs from THE PRODUCER DAG";
-        ++tested;
       }
     }
     ASSERT_TRUE(plane.append_row(pos, tok.k.data(), tok.v.data()).ok());

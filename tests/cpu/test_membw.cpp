@@ -1,8 +1,9 @@
-// B3 helper: the host bandwidth probes return a plausible, positive rate and refuse sizes too
-// small to split.
+// B3 helpers: the host bandwidth probes and the FMA-rate probe return a plausible, positive
+// rate and refuse sizes too small to run.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "ladder/cpu/membw.hpp"
 
@@ -23,6 +24,20 @@ TEST(HostBandwidth, ReadAndCopyArePlausible) {
     EXPECT_GT(copy, kFloor) << threads;
     EXPECT_LT(copy, kCeiling) << threads;
   }
+}
+
+// The FMA ceiling: a plausible rate (any core does more than 100 M and fewer than 1 T
+// single-precision FMAs per second per thread), and 0 for a count too small to run.
+TEST(HostFmaRate, PlausibleAndRefusesNothingToDo) {
+  constexpr std::int64_t kFmas = std::int64_t{1} << 24;
+  constexpr double kPerThreadFloor = 1e8;
+  constexpr double kPerThreadCeiling = 1e12;
+  for (int threads : {1, 2}) {
+    const double rate = cpu::measure_host_fma_rate(kFmas, threads);
+    EXPECT_GT(rate, kPerThreadFloor) << threads;
+    EXPECT_LT(rate, kPerThreadCeiling * threads) << threads;
+  }
+  EXPECT_EQ(cpu::measure_host_fma_rate(0, 2), 0.0);
 }
 
 TEST(HostBandwidth, TooSmallGivesZero) {

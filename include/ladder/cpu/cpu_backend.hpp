@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ladder/attention.hpp"
@@ -13,13 +14,37 @@
 
 namespace ladder::cpu {
 
-// Kernel twins. Each is deterministic: the result never depends on the thread count.
+// Kernel twins. Each is deterministic: the result never depends on the thread count. The
+// producers and the reducer run on the worker pool and fail (a Status) only when it does:
+// a worker that cannot be started or a task that throws (e.g. out of memory).
 void store_rows(const StoreParams& p);
-void copy_rows(const RowCopyParams& p);  // pad and staging
-void produce_splitk(const ProducerParams& p);
-void produce_vec(const ProducerParams& p);
-void produce_interleaved(const ProducerParams& p);
-void reduce_partials(const ReduceParams& p);
+Status copy_rows(const RowCopyParams& p);  // pad and staging
+Status produce_splitk(const ProducerParams& p);
+Status produce_vec(const ProducerParams& p);
+Status produce_interleaved(const ProducerParams& p);
+Status reduce_partials(const ReduceParams& p);
+
+// The fast producer (src/cpu/producer_fast.cpp): the same ProducerParams contract for every
+// family (rows, pad tail, current token), but its own schedule: `chunks` fixed 64-token chunks
+// (kFastChunkTokens), dealt in order to `splits` tasks per KV head. It writes partials
+// [n_heads][splits][2 + head_dim]; reduce them with nwg = splits. splits <= the pinned
+// schedule's nwg, so scratch_needs() covers it.
+struct FastSchedule {
+  int chunks = 0;
+  int splits = 0;
+};
+FastSchedule fast_schedule(int visible);
+Status produce_fast(const ProducerParams& p);
+
+// Which producer run_route uses on the CPU. fast (the default): the blocked producer above,
+// held to the f64 bound. exact: the twin of the GPU's exact-DAG producer, bit for bit (the
+// GPU's oracle). The first use reads LADDER_CPU_PRODUCER=fast|exact from the environment; an
+// unknown value is an error of the call that reads it.
+enum class CpuProducer { fast, exact };
+const char* cpu_producer_name(CpuProducer p);
+Result<CpuProducer> parse_cpu_producer(const std::string& name);
+void set_producer(CpuProducer p);
+Result<CpuProducer> producer();
 
 // Per-layer scratch, sized through scratch_needs()/max_scratch_needs() (R5).
 struct Workspace {
@@ -35,9 +60,11 @@ struct Workspace {
 Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
                  const LayerIO& io, Workspace& ws);
 
-// Worker threads used by the twins (default: hardware concurrency). Not thread-safe to change
-// while kernels run.
-void set_threads(int n);
+// Worker threads used by the producers (0: hardware concurrency; at most kMaxCpuThreads,
+// heuristics.hpp). The new pool is started before the old one is released, so a refused thread
+// (process or memory limits) is an error that leaves the current pool in place. Safe to call
+// while another thread decodes: that decode finishes on the pool it started with.
+Status set_threads(int n);
 int threads();
 
 }  // namespace ladder::cpu

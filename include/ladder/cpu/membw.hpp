@@ -1,11 +1,12 @@
-// Host memory bandwidth measured in the running process (SPEC B3): the ceiling CPU attention
-// timings are compared against. Both functions are multi-threaded, touch their buffers once
-// before timing (so page faults are not measured), and return the median of several
-// repetitions in bytes per second. threads <= 0 uses the hardware concurrency. A buffer too
+// Host ceilings measured in the running process (SPEC B3): memory bandwidth and the FMA rate,
+// the two ceilings of the CPU roofline that attention timings are compared against. The
+// bandwidth probes are multi-threaded, touch their buffers once before timing (so page faults
+// are not measured), and return the median of several repetitions in bytes per second. threads <= 0 uses the hardware concurrency. A buffer too
 // small to measure (or one that cannot be allocated) gives 0.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ladder::cpu {
 
@@ -16,5 +17,10 @@ double measure_host_read_bandwidth(std::size_t bytes, int threads);
 // memcpy of `bytes` into a second buffer: (bytes read + bytes written) per second, the same
 // accounting as SPEC B1's device-to-device copy.
 double measure_host_copy_bandwidth(std::size_t bytes, int threads);
+
+// The arithmetic ceiling: every thread runs `fmas_per_thread` single-precision fused
+// multiply-adds on registers (8-wide vectors when the build has AVX2 + FMA, the width the
+// producers use), all threads released together: FMAs per second over all threads.
+double measure_host_fma_rate(std::int64_t fmas_per_thread, int threads);
 
 }  // namespace ladder::cpu
