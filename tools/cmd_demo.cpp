@@ -225,6 +225,8 @@ int run(const Options& o) {
   }
 #endif
   const bool pass = checked == 0 || max_err <= kRelErrorBound;
+  // N1's counters over every fill and decode of the run (docs/nonfinite.md): never silent.
+  const RangeStats range = engine.range_stats();
 
   if (o.json) {
     nlohmann::json j;
@@ -247,6 +249,7 @@ int run(const Options& o) {
     j["reference_checked_layers"] = checked;
     j["max_relative_error"] = max_err;
     j["relative_error_bound"] = kRelErrorBound;
+    j["range_rule"] = {{"saturated", range.saturated}, {"nonfinite", range.nonfinite}};
     j["pass"] = pass;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -265,6 +268,8 @@ int run(const Options& o) {
       std::printf("%s: %.2f GB/s -> %.2f of ceiling\n", ceiling_what.c_str(), ceiling / 1e9, achieved / ceiling);
     else
       std::printf("memory bandwidth of the %s device: not measured by the demo\n", device_name(engine.device()));
+    std::printf("range rule (docs/nonfinite.md): %llu values saturated to +-65504, %llu non-finite read as NaN\n",
+                static_cast<unsigned long long>(range.saturated), static_cast<unsigned long long>(range.nonfinite));
     if (checked > 0)
       std::printf("reference check: %d layer outputs vs the f64 reference, max relative error %.3g (bound %.0e): "
                   "%s\n",
