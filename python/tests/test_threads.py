@@ -20,6 +20,12 @@ N_POSITIONS = 4096
 MAX_CHECKED = 150
 # An attend must have overlapped the writer this many times, or the test proved nothing.
 MIN_OVERLAPPING = 10
+# Every this many appends the writer waits (at most HANDSHAKE_TIMEOUT_S) until a reader has
+# finished one more attend, so the writer cannot outrun the readers on a fast machine (seen on a
+# 16-core host: 4 overlapping attends in a whole run without it) and at least
+# N_POSITIONS / HANDSHAKE_EVERY attends overlap it.
+HANDSHAKE_EVERY = 64
+HANDSHAKE_TIMEOUT_S = 10.0
 # The GIL is handed between threads every this many seconds (Python's default is 5 ms), so the
 # writer and the readers interleave at almost every call instead of in long turns.
 SWITCH_INTERVAL_S = 1e-6
@@ -50,11 +56,17 @@ def test_attend_while_another_thread_grows_the_same_plane(rng, route):
     results = []  # (position, out, writer still running when the attend returned)
     refused = []
     failures = []
+    attended = threading.Condition()
+    attends_done = [0]
 
     def writer():
         try:
             for pos in range(1, N_POSITIONS):
                 plane.append_row(pos, ks[pos], vs[pos])
+                if pos % HANDSHAKE_EVERY == 0:
+                    with attended:
+                        seen = attends_done[0]
+                        attended.wait_for(lambda: attends_done[0] > seen, timeout=HANDSHAKE_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 -- reported by the main thread
             failures.append(e)
         finally:
@@ -74,6 +86,9 @@ def test_attend_while_another_thread_grows_the_same_plane(rng, route):
                     refused.append(pos)
                     continue
                 results.append((pos, out, not done.is_set()))
+                with attended:
+                    attends_done[0] += 1
+                    attended.notify_all()
         except Exception as e:  # noqa: BLE001
             failures.append(e)
 
