@@ -236,7 +236,6 @@ class FastProducer {
   // Asks for rows t0 .. t0+n-1 (clipped to the plane's rows) to be brought into the cache:
   // issued one phase ahead (the V rows of a sub-block while its K rows are scored, the next
   // chunk's K rows while V is accumulated), so the stream from memory overlaps the arithmetic.
-  template <int kHint>
   void prefetch_rows(int kv_head, int t0, int n, bool key) const {
 #if defined(LADDER_FAST_AVX2)
     constexpr int kLine = 64;
@@ -247,7 +246,9 @@ class FastProducer {
       const RowSource& src = in_tail ? p_.tail : p_.rows;
       const int r = in_tail ? src.row(t - p_.tail_first) : src.row(t);
       const char* at = reinterpret_cast<const char*>((key ? src.k : src.v) + src.strides.offset(r, kv_head));
-      for (int b = 0; b < row_bytes; b += kLine) _mm_prefetch(at + b, static_cast<_mm_hint>(kHint));
+      // A read prefetch into every cache level (locality 3, what _MM_HINT_T0 asks for); the
+      // builtin is spelled the same by GCC and clang, unlike _mm_prefetch's hint type.
+      for (int b = 0; b < row_bytes; b += kLine) __builtin_prefetch(at + b, 0, 3);
     }
 #else
     (void)kv_head, (void)t0, (void)n, (void)key;
@@ -278,7 +279,7 @@ class FastProducer {
     // Scores of every head for the chunk, K widened once per 16-row sub-block.
     for (int b = 0; b < count; b += kFastSubBlockTokens) {
       const int n = std::min(kFastSubBlockTokens, count - b);
-      prefetch_rows<_MM_HINT_T0>(kv_head, first + b, n, false);
+      prefetch_rows(kv_head, first + b, n, false);
       widen_rows(tl, kv_head, first + b, n, true);
       for (int h = 0; h < heads4_; h += kHeadTile)
         for (int i = 0; i < n; i += kTokenTile)
@@ -303,7 +304,7 @@ class FastProducer {
     // o += w . V, V widened once per 16-row sub-block and applied to every head.
     for (int b = 0; b < count; b += kFastSubBlockTokens) {
       const int n = std::min(kFastSubBlockTokens, count - b);
-      prefetch_rows<_MM_HINT_T0>(kv_head, first + kFastChunkTokens + b, n, true);
+      prefetch_rows(kv_head, first + kFastChunkTokens + b, n, true);
       widen_rows(tl, kv_head, first + b, n, false);
       for (int h = 0; h < heads4_; h += kHeadTile)
         accumulate_tile(tl.o.data() + h * hd8, tl.scores.data() + static_cast<std::size_t>(h) * kFastChunkTokens + b,
