@@ -10,6 +10,8 @@
 #   LADDER_STEPS     comma list of steps to run: tests,san,cli,perf (default: all four)
 #   LADDER_SAN_TOOLS comma list of compute-sanitizer tools (default: memcheck,racecheck,
 #                    initcheck,synccheck)
+#   LADDER_SAN_FILTER   gtest filter of the tests run under the sanitizers (default: all but the
+#                    perf tests and the tests that provoke refused allocations on purpose)
 #   LADDER_SAN_TIMEOUT  seconds one sanitizer process (one tool, one test) may run (default 480)
 #   LADDER_SAN_JOBS  sanitizer processes at a time (default: the machine's cores)
 set -uo pipefail
@@ -58,7 +60,7 @@ TESTS="$BIN/ladder_gpu_tests"
 FILTER='-GpuPerf.*'
 # The out-of-memory test asks the driver for 512 GiB, and the stale-error tests provoke refused
 # allocations on purpose; memcheck reports every failed CUDA API call as an error.
-SAN_FILTER='-GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*'
+SAN_FILTER="${LADDER_SAN_FILTER:--GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*}"
 SAN="compute-sanitizer --error-exitcode 1 --print-limit 20"
 
 want tests && step gpu_tests gpu_tests.log "$TESTS" --gtest_filter="$FILTER"
