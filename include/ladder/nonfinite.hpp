@@ -27,12 +27,23 @@ namespace ladder {
 inline constexpr float kKvRangeMax = 65504.0f;
 
 // The range rule above, for one value. Bit-identical to x for every finite |x| <= 65504.
+// On the GPU it is branch-free (a clamp by the NaN-keeping max/min instructions of sm_80 and
+// later, and one select): every thread of a tensor-core producer CTA passes its 64 q values
+// through it in the prologue, where the branchy form below tripled the branches.
 LADDER_HD float kv_range(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float c;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(c) : "f"(x), "f"(-kKvRangeMax));
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(c) : "f"(c), "f"(kKvRangeMax));
+  const float zero_if_finite = x - x;  // NaN for NaN and +-Inf
+  return zero_if_finite == 0.0f ? c : zero_if_finite;
+#else
   if (x != x) return x;                  // NaN stays NaN
   if (x - x != 0.0f) return x - x;       // +-Inf: Inf - Inf is NaN
   if (x > kKvRangeMax) return kKvRangeMax;
   if (x < -kKvRangeMax) return -kKvRangeMax;
   return x;
+#endif
 }
 
 // What the range rule did to the inputs of a plane or an engine: counts of values, summed over

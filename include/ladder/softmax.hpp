@@ -74,10 +74,20 @@ LADDER_HD float softmax_exp(float x) {
 // instead of silently losing a token (N1). Order-free up to two things no output depends on:
 // which NaN survives, and the sign of a zero maximum (every weight is exp(score - max), the
 // same for either zero).
+// On the GPU it is the one instruction max.NaN.f32 (sm_80 and later): the branchy form below
+// doubled the comparisons in the tensor-core producer's block loop and cost 3 us per layer at
+// 2,048 tokens on the H200 (docs/perf.md, N1 outcome). The two forms agree on every input up to
+// the sign of a zero maximum and the payload of a NaN, neither of which reaches an output.
 LADDER_HD float score_max(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+#else
   if (a != a) return a;
   if (b != b) return b;
   return a > b ? a : b;
+#endif
 }
 
 // Running statistics (m, s); the accumulator o lives beside it in whatever shape the
