@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ladder/kernel_params.hpp"
 #include "ladder/nonfinite.hpp"
 #include "ladder/reference.hpp"
 
@@ -56,6 +57,18 @@ inline void floats_to_halfs(const float* src, std::uint16_t* dst, int n) {
 // The range rule on f32 values that are read unrounded (q, the interleaved current token).
 inline void floats_in_range(const float* src, float* dst, int n) {
   for (int i = 0; i < n; ++i) dst[i] = kv_range(src[i]);
+}
+
+// The interleaved route's fused store (kernel_params.hpp): the current token's f32 K/V of one KV
+// head into the plane row at store_slot, as the store kernel writes it. Nothing when the
+// producer has no store target.
+inline void store_current_row(const ProducerParams& p, int kv_head) {
+  if (p.store_k == nullptr || p.store_v == nullptr || p.store_slot < 0) return;
+  const int hd = p.shape.head_dim;
+  const std::int64_t at = p.rows.strides.offset(p.store_slot, kv_head);
+  const std::size_t from = static_cast<std::size_t>(kv_head) * hd;
+  floats_to_halfs(p.cur_k + from, p.store_k + at, hd);
+  floats_to_halfs(p.cur_v + from, p.store_v + at, hd);
 }
 
 }  // namespace ladder::cpu::detail

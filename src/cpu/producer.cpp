@@ -250,7 +250,7 @@ class Producer {
     fit(sc.stats, static_cast<std::size_t>(s.nsg) * hpk_);
     fit(sc.o, static_cast<std::size_t>(s.nsg) * hpk_ * hd);
 
-    if (bypass_ && workgroup == 0) store_current(kv_head);
+    if (bypass_ && workgroup == 0) detail::store_current_row(p_, kv_head);
 
     // q in lanes; padding dims are -0.0 so their products are -0, an exact additive identity.
     const int head0 = kv_head * hpk_;
@@ -286,13 +286,6 @@ class Producer {
     return {base + src.strides.offset(r, kv_head), nullptr};
   }
 
-  void store_current(int kv_head) const {
-    if (p_.store_k == nullptr || p_.store_v == nullptr || p_.store_slot < 0) return;
-    const std::int64_t at = p_.rows.strides.offset(p_.store_slot, kv_head);
-    const std::size_t from = static_cast<std::size_t>(kv_head) * hd_;
-    detail::floats_to_halfs(p_.cur_k + from, p_.store_k + at, hd_);
-    detail::floats_to_halfs(p_.cur_v + from, p_.store_v + at, hd_);
-  }
 
   // DAG step 3 for one 32-token block, every sibling head.
   void run_block(TaskScratch& sc, int kv_head, int block, SoftmaxStats* stats, float* o) const {

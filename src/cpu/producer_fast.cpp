@@ -201,7 +201,7 @@ class FastProducer {
     fit(tl.o, heads4_ * hd8);
     fit(tl.stats, static_cast<std::size_t>(heads4_));
 
-    if (p_.cur_k != nullptr && split == 0) store_current(kv_head);
+    if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
 
     const int head0 = kv_head * hpk_;
     std::fill(tl.q.begin(), tl.q.begin() + heads4_ * hd8, 0.0f);
@@ -263,13 +263,6 @@ class FastProducer {
     if (n % kTokenTile != 0) std::fill(tl.rows.data() + n * hd8, tl.rows.data() + (n + 1) * hd8, 0.0f);
   }
 
-  void store_current(int kv_head) const {
-    if (p_.store_k == nullptr || p_.store_v == nullptr || p_.store_slot < 0) return;
-    const std::int64_t at = p_.rows.strides.offset(p_.store_slot, kv_head);
-    const std::size_t from = static_cast<std::size_t>(kv_head) * hd_;
-    detail::floats_to_halfs(p_.cur_k + from, p_.store_k + at, hd_);
-    detail::floats_to_halfs(p_.cur_v + from, p_.store_v + at, hd_);
-  }
 
   void run_chunk(Tiles& tl, int kv_head, int chunk) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
