@@ -2,21 +2,13 @@
 // and the Python binding use to run one route on one plane, on the CPU or the GPU.
 #pragma once
 
-#include "ladder/engine.hpp"
+#include "ladder/device_api.hpp"
 #include "ladder/errors.hpp"
 #include "ladder/kernel_params.hpp"
 #include "ladder/ladder.hpp"
 #include "ladder/plane.hpp"
 
 namespace ladder {
-
-// One layer's activations, host memory: q and out [n_heads][head_dim]; k, v [n_kv_heads][head_dim].
-struct LayerIO {
-  const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
-  float* out = nullptr;
-};
 
 // Runs route `r` for one layer whose plane already took this token's append (metadata) and
 // returned `slot`: stores the current row (fused into the producer on the interleaved route),

@@ -1,22 +1,24 @@
-// E1: the decode engine. Holds one plane per layer for a geometry on the chosen device; each
-// encode_token appends, asks the ladder for a route per layer, and runs it.
+// E1/E3: the decode engine, one for every device. It holds sequences (each one plane per layer
+// on the chosen device, its own positions and lengths); one call decodes one token for a chosen
+// set of them. Per call it plans every (sequence, layer) append with core's plan_append, asks
+// choose_route once per (sequence, layer), records the trace, and hands the plan to the device
+// (device_api.hpp). An engine starts with one sequence, id 0, which the single-sequence calls
+// (encode_token, fill_token, plane_state(layer)) act on.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "ladder/device_api.hpp"
 #include "ladder/errors.hpp"
 #include "ladder/geometry.hpp"
 #include "ladder/ladder.hpp"
 #include "ladder/nonfinite.hpp"
 
 namespace ladder {
-
-enum class Device { cpu, cuda };
-const char* device_name(Device d);
-// True when a CUDA device is usable by this build (false in builds without CUDA).
-bool cuda_available();
 
 struct EngineOptions {
   Device device = Device::cpu;
@@ -31,13 +33,14 @@ struct EngineOptions {
   bool check_finite = false;
 };
 
-// Per-token activations for all layers, host memory, f32:
-//   q, out: [n_layers][n_heads][head_dim];  k, v: [n_layers][n_kv_heads][head_dim].
-struct TokenIO {
-  const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
-  float* out = nullptr;
+// A sequence of an engine. Ids are never reused within an engine.
+using SequenceId = std::int64_t;
+
+// One sequence's token in a batched call.
+struct SequenceToken {
+  SequenceId sequence = 0;
+  int position = 0;
+  TokenIO io;
 };
 
 // Threads (docs/threads.md): one thread at a time per engine; no member is synchronised, and
@@ -46,29 +49,51 @@ struct TokenIO {
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(const Geometry& g, const EngineOptions& opt);
+  // The same on a device made by the caller (the CUDA device with its own options, a test's
+  // device that injects failures).
+  static Result<std::unique_ptr<Engine>> create(const Geometry& g, const EngineOptions& opt,
+                                                std::unique_ptr<DeviceBackend> device);
   virtual ~Engine() = default;
 
-  // Append `position` to every layer's plane and compute every layer's attention output.
-  // Positions must arrive in order from 0; a refused position leaves every plane untouched.
-  virtual Status encode_token(int position, const TokenIO& io) = 0;
+  // E3: sequences are added and removed between calls. A new sequence's planes are empty
+  // (its first position is 0); out_of_memory leaves the engine as it was.
+  virtual Result<SequenceId> add_sequence() = 0;
+  virtual Status remove_sequence(SequenceId id) = 0;
+  virtual std::vector<SequenceId> sequences() const = 0;
 
-  // A pure KV append: appends `position` to every layer's plane and stores that token's K/V
-  // rows (io.k, io.v; io.q and io.out are ignored), computing no attention and recording no
-  // trace. It brings the planes to a depth quickly (the demo and benchmarks start decoding at
-  // depth 2048+ without teacher-forcing every earlier token through attention). The planes end
-  // exactly as encode_token would leave them; the same ordering and refusal rules apply.
-  virtual Status fill_token(int position, const TokenIO& io) = 0;
+  // One token for every listed sequence (distinct ids, any order, any subset): appends each
+  // sequence's position to every layer's plane and computes every layer's attention output.
+  // All or nothing: every (sequence, layer) append is planned and its rows reserved before any
+  // is committed, so a refused position for one sequence or an allocation failure while a plane
+  // grows leaves every sequence's planes exactly as they were. A device failure while running
+  // leaves the call's sequences unusable (they are refused until removed); the others are kept.
+  // A sequence's output bits do not depend on which other sequences share the call (P4).
+  virtual Status encode(std::span<const SequenceToken> batch) = 0;
+  // The same as a pure KV append (io.q and io.out ignored): no attention, no trace.
+  virtual Status fill(std::span<const SequenceToken> batch) = 0;
+
+  // Sequence 0's forms of encode and fill. Positions must arrive in order from 0; a refused
+  // position leaves every plane untouched.
+  Status encode_token(int position, const TokenIO& io);
+  // A pure KV append brings the planes to a depth quickly (the demo and benchmarks start
+  // decoding at depth 2048+ without teacher-forcing every earlier token through attention).
+  // The planes end exactly as encode_token would leave them.
+  Status fill_token(int position, const TokenIO& io);
 
   virtual const Geometry& geometry() const = 0;
   virtual Device device() const = 0;
   virtual std::string device_description() const = 0;
-  virtual PlaneState plane_state(int layer) const = 0;
+  // A plane's state; a zero state for an unknown sequence or layer.
+  virtual PlaneState plane_state(SequenceId id, int layer) const = 0;
+  PlaneState plane_state(int layer) const { return plane_state(0, layer); }
   // N1's counters over every token since creation: values saturated to +-65504 and NaN/Inf
-  // values read (nonfinite.hpp), summed over all layers' q, k and v.
+  // values read (nonfinite.hpp), summed over all sequences and layers' q, k and v.
   virtual RangeStats range_stats() const = 0;
-  // Trace of every (token, layer) since creation (when record_trace) — R4.
+  // Trace of every (token, sequence, layer) since creation (when record_trace) — R4.
   virtual const std::vector<TraceEntry>& trace() const = 0;
   virtual void clear_trace() = 0;
+  // The device's own counters (the CUDA device's graph cache).
+  virtual DeviceStats device_stats() const = 0;
 };
 
 }  // namespace ladder

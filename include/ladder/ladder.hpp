@@ -34,6 +34,8 @@ struct Switches {
   bool disable_vec = false;        // LADDER_DISABLE_VEC: the vec family is switched off
   bool stage_wrapped_swa = false;  // serving-graph parity: stage wrapped SWA rings (G5)
   static Switches from_env();
+  // What an engine runs with: these switches or the environment's (either one switches on).
+  Switches with_env() const;
 };
 
 // Every predicate's value, recorded for the trace (R4).
@@ -53,8 +55,21 @@ struct RouteDecision {
 // The ladder (§16.0, exactly). `state` is the plane state after this token's append.
 RouteDecision choose_route(LayerClass cls, const PlaneState& state, Capabilities caps, Switches sw);
 
+// R1's admissibility, stated once: why route `r` cannot read plane `cfg` in state `st` (the
+// state after the token's append), or "" when it can. Every caller that runs or offers a
+// route asks this (the engine, attend_layer, both devices, the CLI, Python), so no two places
+// disagree about what a route may read. choose_route never picks a route this refuses.
+std::string route_refusal(Route r, const PlaneConfig& cfg, const PlaneState& st);
+// The same as a Status: invalid_argument "route <name> refused: <why>".
+Status check_route(Route r, const PlaneConfig& cfg, const PlaneState& st);
+// The call contract of one layer's attention, stated once: `st` holds `position` as its last
+// append, `slot` is where it lives and the plane holds exactly the rows `position` sees
+// (invalid_argument naming what is wrong; internal for a state no append can produce).
+Status check_layer_call(const PlaneConfig& cfg, const PlaneState& st, int position, int slot);
+
 // R4: one record per (token, layer).
 struct TraceEntry {
+  std::int64_t sequence = 0;
   int position = 0;
   int layer = 0;
   LayerClass cls = LayerClass::swa;

@@ -11,36 +11,6 @@
 
 namespace ladder::py {
 
-std::string route_refusal(Route r, const PlaneConfig& cfg, const PlaneState& st) {
-  const bool ring = cfg.kind == PlaneKind::ring;
-  const bool contiguous = st.origin_physical == 0 || st.len == st.capacity;
-  switch (r) {
-    case Route::splitk:
-      return {};
-    case Route::vec:
-      if (st.capacity < kBlockTokens)
-        return fmt::format("vec reads 32-row blocks and this plane holds only {} rows (capacity < 32)", st.capacity);
-      if (!contiguous)
-        return fmt::format("vec reads one contiguous span, and this ring is partially wrapped (origin_physical "
-                           "{}, len {} < capacity {}); use splitk or staged",
-                           st.origin_physical, st.len, st.capacity);
-      if (ring && st.len % kBlockTokens != 0)
-        return fmt::format("vec cannot pad a token-major ring row, so a ring needs len % 32 == 0 (len {}); use "
-                           "splitk",
-                           st.len);
-      return {};
-    case Route::interleaved:
-      if (ring) return "interleaved is the growing (NoPE) plane's route; a ring takes splitk, vec or staged";
-      return {};
-    case Route::staged:
-      if (!ring) return "staged reorders a wrapped ring; a growing plane never wraps (use vec or interleaved)";
-      if (st.capacity < kBlockTokens)
-        return fmt::format("staged feeds vec, which reads 32-row blocks; capacity {} < 32", st.capacity);
-      return {};
-  }
-  return "unknown route";
-}
-
 namespace {
 Where parse_where(const std::string& s) {
   if (s == "cpu") return Where::cpu;

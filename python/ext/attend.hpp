@@ -12,11 +12,6 @@
 
 namespace ladder::py {
 
-// Why `r` cannot run on a plane in state `st` (empty when it can). The kernels' contracts:
-// vec reads one contiguous span of >= 32-row blocks and cannot pad a token-major (ring) row;
-// interleaved is for growing head-major planes; staging reorders a ring.
-std::string route_refusal(Route r, const PlaneConfig& cfg, const PlaneState& st);
-
 // position and slot are Python integers, q/k/v/out any array objects: each is converted here so
 // that a bad one raises a typed ladder error (integers.hpp, arrays.hpp). Holds the plane's lock
 // for the whole call, computing with the GIL released (planes.hpp).

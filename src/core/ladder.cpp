@@ -31,6 +31,15 @@ Switches Switches::from_env() {
   return s;
 }
 
+Switches Switches::with_env() const {
+  const Switches env = from_env();
+  Switches s = *this;
+  s.strict = strict || env.strict;
+  s.disable_vec = disable_vec || env.disable_vec;
+  s.stage_wrapped_swa = stage_wrapped_swa || env.stage_wrapped_swa;
+  return s;
+}
+
 RouteDecision choose_route(LayerClass cls, const PlaneState& st, Capabilities caps, Switches sw) {
   RouteDecision d;
   Predicates& p = d.pred;
@@ -51,6 +60,61 @@ RouteDecision choose_route(LayerClass cls, const PlaneState& st, Capabilities ca
     d.route = p.vec_rows ? Route::vec : Route::interleaved;
   }
   return d;
+}
+
+std::string route_refusal(Route r, const PlaneConfig& cfg, const PlaneState& st) {
+  const bool ring = cfg.kind == PlaneKind::ring;
+  switch (r) {
+    case Route::splitk:
+      return {};
+    case Route::vec:
+      // The vec kernel reads whole 32-row blocks of one contiguous span from row 0.
+      if (st.capacity < kBlockTokens)
+        return fmt::format("vec reads {}-row blocks and this plane holds only {} rows (capacity < {}): it would read "
+                           "past the allocation; use {}",
+                           kBlockTokens, st.capacity, kBlockTokens, ring ? "splitk" : "interleaved");
+      if (st.partially_wrapped())
+        return fmt::format("vec reads one contiguous span, and this ring is partially wrapped (origin_physical {}, "
+                           "len {} < capacity {}); use splitk or staged",
+                           st.origin_physical, st.len, st.capacity);
+      if (ring && st.len % kBlockTokens != 0)
+        return fmt::format("vec cannot pad a token-major ring row, so a ring needs len % {} == 0 (len {}); use "
+                           "splitk or staged",
+                           kBlockTokens, st.len);
+      return {};
+    case Route::interleaved:
+      if (ring) return "interleaved reads a growing (NoPE) head-major plane; a ring takes splitk, vec or staged";
+      return {};
+    case Route::staged:
+      // Staging copies into its own buffer of whole 32-row blocks, so any ring capacity works.
+      if (!ring) return "staged reorders a wrapped ring; a growing plane never wraps (use vec or interleaved)";
+      return {};
+  }
+  return fmt::format("unknown route {}", static_cast<int>(r));
+}
+
+Status check_route(Route r, const PlaneConfig& cfg, const PlaneState& st) {
+  const std::string why = route_refusal(r, cfg, st);
+  if (why.empty()) return {};
+  return make_error(ErrorCode::invalid_argument, fmt::format("route {} refused: {}", route_name(r), why));
+}
+
+Status check_layer_call(const PlaneConfig& cfg, const PlaneState& st, int position, int slot) {
+  const auto bad = [](std::string m) { return make_error(ErrorCode::invalid_argument, std::move(m)); };
+  if (position < 0) return bad(fmt::format("position must be >= 0 (got {})", position));
+  if (st.len <= 0 || st.capacity <= 0)
+    return bad("the plane holds no rows: append the token's position before attending");
+  if (st.next_position != position + 1)
+    return bad(fmt::format("the plane's last append was position {}, not {}: append position {} first",
+                           st.next_position - 1, position, position));
+  if (slot < 0 || slot >= st.capacity || slot != st.physical(position))
+    return bad(fmt::format("slot {} is not where position {} lives (physical slot {})", slot, position,
+                           st.physical(position)));
+  const int visible = visible_rows(position, cfg.window);
+  if (visible != st.len)
+    return make_error(ErrorCode::internal,
+                      fmt::format("plane holds {} rows but position {} sees {}", st.len, position, visible));
+  return {};
 }
 
 std::string format_trace_header() {

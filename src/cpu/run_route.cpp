@@ -35,53 +35,6 @@ Status check_io(const HeadShape& shape, const PlaneConfig& cfg, const LayerIO& i
   return {};
 }
 
-Status check_state(const PlaneConfig& cfg, const PlaneState& st, int position, int slot) {
-  if (position < 0) return bad(fmt::format("position must be >= 0 (got {})", position));
-  if (st.len <= 0) return bad("the plane holds no rows: append the token's position before attending");
-  if (st.next_position != position + 1)
-    return bad(fmt::format("the plane's last append was position {}, not {}: append position {} first",
-                           st.next_position - 1, position, position));
-  if (slot < 0 || slot >= st.capacity || slot != st.physical(position))
-    return bad(fmt::format("slot {} is not where position {} lives (physical slot {})", slot, position,
-                           st.physical(position)));
-  const int visible = visible_rows(position, cfg.window);
-  if (visible != st.len)
-    return make_error(ErrorCode::internal,
-                      fmt::format("plane holds {} rows but position {} sees {}", st.len, position, visible));
-  return {};
-}
-
-// Which plane states each route can read without leaving its own addressing contract.
-Status check_route(Route r, const PlaneConfig& cfg, const PlaneState& st) {
-  switch (r) {
-    case Route::vec:
-      if (st.capacity < kBlockTokens)
-        return bad(fmt::format("route vec reads whole {}-row blocks and the plane has only {} rows: it would read "
-                               "past the allocation (the tiny-capacity NaN case); use {}",
-                               kBlockTokens, st.capacity, cfg.kind == PlaneKind::ring ? "splitk" : "interleaved"));
-      if (st.origin_physical != 0 && st.len != st.capacity)
-        return bad(fmt::format("route vec needs one contiguous span of rows, and this ring is partially wrapped "
-                               "(origin_physical {}, len {} < capacity {}); use splitk or staged",
-                               st.origin_physical, st.len, st.capacity));
-      if (cfg.kind == PlaneKind::ring && st.len % kBlockTokens != 0)
-        return bad(fmt::format("route vec on a token-major ring needs len % {} == 0 (len {}): a token row cannot "
-                               "be padded per head; use splitk or staged",
-                               kBlockTokens, st.len));
-      return {};
-    case Route::splitk:
-      return {};
-    case Route::interleaved:
-      if (cfg.kind != PlaneKind::growing)
-        return bad("route interleaved reads a growing head-major plane; this plane is a ring (use splitk)");
-      return {};
-    case Route::staged:
-      if (cfg.kind != PlaneKind::ring)
-        return bad("route staged stages a token-major ring; this plane is a growing plane (use vec or interleaved)");
-      return {};
-  }
-  return bad(fmt::format("unknown route {}", static_cast<int>(r)));
-}
-
 }  // namespace
 
 void Workspace::reserve(const ScratchNeeds& n) {
@@ -99,7 +52,7 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
   const PlaneConfig& cfg = plane.config();
   const PlaneState& st = plane.state();
   LADDER_TRY(check_io(shape, cfg, io));
-  LADDER_TRY(check_state(cfg, st, position, slot));
+  LADDER_TRY(check_layer_call(cfg, st, position, slot));
   LADDER_TRY(check_route(r, cfg, st));
 
   Result<CpuProducer> which = producer();

@@ -12,7 +12,7 @@
 
 #include "cuda/device_memory.hpp"
 #include "cuda/kernels.hpp"
-#include "engine/backends.hpp"
+#include "ladder/attention.hpp"
 
 namespace ladder {
 namespace cuda_detail {
@@ -93,36 +93,10 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   if (st.capacity <= 0 || plane.rows_allocated() < st.capacity)
     return bad(fmt::format("plane rows allocated ({}) below its capacity ({})", plane.rows_allocated(),
                            st.capacity));
-  if (position != st.next_position - 1)
-    return bad(fmt::format("position {} is not the plane's last append (next position {})", position,
-                           st.next_position));
-  if (slot < 0 || slot >= st.capacity || slot != st.physical(position))
-    return bad(fmt::format("slot {} is not where position {} lives in this plane", slot, position));
-  const int visible = visible_rows(position, cfg.window);
-  if (visible <= 0 || visible > st.len)
-    return bad(fmt::format("visible {} rows but the plane holds {}", visible, st.len));
+  LADDER_TRY(check_layer_call(cfg, st, position, slot));
+  LADDER_TRY(check_route(r, cfg, st));
+  const int visible = st.len;
   const bool head_major = cfg.kind == PlaneKind::growing;
-
-  switch (r) {
-    case Route::vec:
-      // R1, fail-closed: one contiguous span from row 0 holding exactly the visible rows, in an
-      // allocation of at least one 32-row block.
-      if (st.capacity < kBlockTokens)
-        return bad(fmt::format("vec route refused: it reads whole {}-row blocks and the plane has {} rows",
-                               kBlockTokens, st.capacity));
-      if (!(st.origin_physical == 0 || st.len == st.capacity) || visible != st.len)
-        return bad("vec route refused: the visible rows are not one contiguous span from row 0");
-      if (!head_major && visible % kBlockTokens != 0)
-        return bad("vec route refused: a token-major ring cannot pad a ragged 32-row tail");
-      break;
-    case Route::interleaved:
-      if (!head_major) return bad("interleaved route refused: it reads growing head-major planes only");
-      break;
-    case Route::staged:
-      if (head_major) return bad("staged route refused: staging copies token-major rings only");
-      break;
-    case Route::splitk: break;
-  }
 
   const ScratchNeeds need = scratch_needs(r, shape_geometry(shape), visible);
   if (ws.partials == nullptr || ws.partial_floats < need.partial_floats)
@@ -329,15 +303,6 @@ void free_workspace(DeviceWorkspace& ws) {
 }
 
 }  // namespace cuda
-
-namespace detail {
-
-Status cuda_attend_layer(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
-                         const LayerIO& io) {
-  return cuda::attend_layer_host(r, plane, position, slot, shape, io);
-}
-
-}  // namespace detail
 
 namespace cuda {
 

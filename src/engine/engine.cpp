@@ -1,9 +1,17 @@
-// Engine::create: validates the geometry once, then hands off to the device's engine.
+// The one decode engine (E1/E3) for every device: sequences, the per-call plan (plan_append and
+// choose_route once per (sequence, layer)), the trace, N1's check and counters, and the
+// all-or-nothing commit. The device (device_api.hpp) only stores rows and runs the routes.
 #include "ladder/engine.hpp"
 
-#include "engine/backends.hpp"
-
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <new>
+#include <utility>
+
+#include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/cuda/cuda_backend.hpp"
 
 namespace ladder {
 
@@ -15,25 +23,32 @@ const char* device_name(Device d) {
   return "?";
 }
 
-Result<std::unique_ptr<Engine>> Engine::create(const Geometry& g, const EngineOptions& opt) {
-  LADDER_TRY(g.validate());
-  if (opt.initial_growing_capacity < 0)
-    return make_error(ErrorCode::invalid_argument, "initial_growing_capacity must be >= 0 (0 picks the default)");
-  switch (opt.device) {
-    case Device::cpu: return detail::create_cpu_engine(g, opt);
-    case Device::cuda: return detail::create_cuda_engine(g, opt);
-  }
-  return make_error(ErrorCode::invalid_argument, "unknown device");
+Status Engine::encode_token(int position, const TokenIO& io) {
+  const SequenceToken t{0, position, io};
+  return encode(std::span<const SequenceToken>(&t, 1));
 }
 
-namespace detail {
+Status Engine::fill_token(int position, const TokenIO& io) {
+  const SequenceToken t{0, position, io};
+  return fill(std::span<const SequenceToken>(&t, 1));
+}
+
 namespace {
-std::size_t q_floats(const Geometry& g) { return static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim; }
-std::size_t kv_floats(const Geometry& g) {
-  return static_cast<std::size_t>(g.n_layers) * g.n_kv_heads * g.head_dim;
-}
-}  // namespace
 
+Status bad(std::string m) { return make_error(ErrorCode::invalid_argument, std::move(m)); }
+
+Status in_sequence(SequenceId id, const Status& st) {
+  return make_error(st.code(), fmt::format("sequence {}: {}", id, st.message()));
+}
+
+Status in_layer(SequenceId id, int layer, const Status& st) {
+  return make_error(st.code(), fmt::format("sequence {}, layer {}: {}", id, layer, st.message()));
+}
+
+std::size_t q_floats(const Geometry& g) { return static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim; }
+std::size_t kv_floats(const Geometry& g) { return static_cast<std::size_t>(g.n_layers) * g.n_kv_heads * g.head_dim; }
+
+// N1's opt-in check over one token of one sequence (TokenIO layout): q when the call attends.
 Status check_token_finite(const Geometry& g, const TokenIO& io, bool with_q) {
   const std::size_t q_layer = static_cast<std::size_t>(g.n_heads) * g.head_dim;
   const std::size_t kv_layer = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
@@ -47,13 +62,209 @@ Status check_token_finite(const Geometry& g, const TokenIO& io, bool with_q) {
   return {};
 }
 
-void count_token_range(const Geometry& g, const TokenIO& io, bool with_q, RangeStats& stats) {
-  if (with_q) count_range(io.q, q_floats(g), stats);
-  count_range(io.k, kv_floats(g), stats);
-  count_range(io.v, kv_floats(g), stats);
+struct Sequence {
+  std::unique_ptr<DeviceSequence> planes;
+  std::vector<PlaneState> states;  // one per layer: the engine's record, committed after a run
+  std::string broken;              // why the sequence is refused (a device failure), or ""
+};
+
+class DecodeEngine final : public Engine {
+ public:
+  DecodeEngine(const Geometry& g, const EngineOptions& opt, std::unique_ptr<DeviceBackend> dev)
+      : g_(g), opt_(opt), sw_(opt.switches.with_env()), check_finite_(opt.check_finite || check_finite_from_env()),
+        dev_(std::move(dev)) {
+    for (int l = 0; l < g_.n_layers; ++l)
+      cfgs_.push_back(PlaneConfig::for_layer(g_, g_.layer_class(l), opt_.initial_growing_capacity));
+  }
+
+  Status init() {
+    for (const PlaneConfig& c : cfgs_) LADDER_TRY(c.validate());
+    Result<SequenceId> first = add_sequence();
+    return first ? Status{} : first.status();
+  }
+
+  Result<SequenceId> add_sequence() override {
+    Result<std::unique_ptr<DeviceSequence>> planes = dev_->create_sequence(cfgs_);
+    if (!planes) return planes.status();
+    Sequence s;
+    s.planes = std::move(planes).value();
+    s.states.resize(cfgs_.size());
+    for (std::size_t l = 0; l < cfgs_.size(); ++l) s.states[l].capacity = cfgs_[l].capacity;
+    try {
+      seqs_.emplace(next_id_, std::move(s));
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::out_of_memory, "cannot record a new sequence");
+    }
+    return next_id_++;
+  }
+
+  Status remove_sequence(SequenceId id) override {
+    if (seqs_.erase(id) == 0) return bad(fmt::format("remove_sequence: no sequence {} in this engine", id));
+    return {};
+  }
+
+  std::vector<SequenceId> sequences() const override {
+    std::vector<SequenceId> ids;
+    for (const auto& [id, s] : seqs_) ids.push_back(id);
+    return ids;
+  }
+
+  Status encode(std::span<const SequenceToken> batch) override { return step(batch, true); }
+  Status fill(std::span<const SequenceToken> batch) override { return step(batch, false); }
+
+  const Geometry& geometry() const override { return g_; }
+  Device device() const override { return dev_->device(); }
+  std::string device_description() const override { return dev_->description(); }
+  PlaneState plane_state(SequenceId id, int layer) const override {
+    const auto it = seqs_.find(id);
+    if (it == seqs_.end() || layer < 0 || layer >= g_.n_layers) return {};
+    return it->second.states[static_cast<std::size_t>(layer)];
+  }
+  RangeStats range_stats() const override { return range_; }
+  const std::vector<TraceEntry>& trace() const override { return trace_; }
+  void clear_trace() override { trace_.clear(); }
+  DeviceStats device_stats() const override { return dev_->stats(); }
+
+ private:
+  // Everything a call is checked against before any plane is planned.
+  Status check_call(std::span<const SequenceToken> batch, bool attend) const {
+    if (batch.empty()) return bad("a call needs at least one sequence");
+    std::vector<SequenceId> ids;
+    for (const SequenceToken& t : batch) {
+      const auto it = seqs_.find(t.sequence);
+      if (it == seqs_.end()) return bad(fmt::format("no sequence {} in this engine", t.sequence));
+      if (!it->second.broken.empty())
+        return make_error(ErrorCode::device_error,
+                          fmt::format("sequence {} is unusable after a failed step ({}); remove it", t.sequence,
+                                      it->second.broken));
+      if (t.io.k == nullptr || t.io.v == nullptr)
+        return in_sequence(t.sequence, bad("TokenIO: k and v must be non-null"));
+      if (attend && (t.io.q == nullptr || t.io.out == nullptr))
+        return in_sequence(t.sequence, bad("TokenIO: encode needs non-null q and out"));
+      if (check_finite_) {
+        const Status s = check_token_finite(g_, t.io, attend);
+        if (!s.ok()) return in_sequence(t.sequence, s);
+      }
+      ids.push_back(t.sequence);
+    }
+    std::sort(ids.begin(), ids.end());
+    if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+      return bad("a call lists a sequence twice; one token per sequence per call");
+    return {};
+  }
+
+  // One sequence's plan: every layer's append and, when attending, its route.
+  Status plan(const SequenceToken& t, bool attend, SequenceStep& out) const {
+    const Sequence& s = seqs_.at(t.sequence);
+    out.position = t.position;
+    out.attend = attend;
+    out.io = t.io;
+    out.layers.resize(cfgs_.size());
+    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
+      const int layer = static_cast<int>(l);
+      Result<AppendPlan> p = plan_append(cfgs_[l], s.states[l], t.position);
+      if (!p) return in_layer(t.sequence, layer, p.status());
+      LayerStep& ls = out.layers[l];
+      ls.slot = p->slot;
+      ls.next = p->next;
+      if (attend) {
+        ls.route = choose_route(g_.layer_class(layer), ls.next, opt_.caps, sw_).route;
+        // choose_route never picks what the admissibility rule refuses; a refusal is a bug.
+        const Status admissible = check_route(ls.route, cfgs_[l], ls.next);
+        if (!admissible.ok()) return in_layer(t.sequence, layer, make_error(ErrorCode::internal, admissible.message()));
+      }
+    }
+    return {};
+  }
+
+  Status step(std::span<const SequenceToken> batch, bool attend) {
+    LADDER_TRY(check_call(batch, attend));
+    std::vector<SequenceStep> steps(batch.size());
+    std::vector<DeviceSequence*> devs(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      LADDER_TRY(plan(batch[i], attend, steps[i]));
+      devs[i] = seqs_.at(batch[i].sequence).planes.get();
+    }
+    // Room for this call's trace first: a trace that cannot grow refuses the call up front.
+    if (attend && opt_.record_trace) {
+      try {
+        trace_.reserve(trace_.size() + batch.size() * cfgs_.size());
+      } catch (const std::bad_alloc&) {
+        return make_error(ErrorCode::out_of_memory, "cannot grow the trace");
+      }
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const Status r = devs[i]->reserve(steps[i]);
+      if (!r.ok()) {
+        for (std::size_t j = 0; j < i; ++j) devs[j]->release();
+        return in_sequence(batch[i].sequence, r);
+      }
+    }
+    const Status ran = dev_->run(devs, steps);
+    if (!ran.ok()) {
+      for (const SequenceToken& t : batch) seqs_.at(t.sequence).broken = ran.message();
+      return ran;
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) commit(batch[i].sequence, steps[i]);
+    return {};
+  }
+
+  // Cannot fail: the trace's room was reserved before the run.
+  void commit(SequenceId id, const SequenceStep& st) {
+    Sequence& s = seqs_.at(id);
+    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
+      s.states[l] = st.layers[l].next;
+      if (!st.attend || !opt_.record_trace) continue;
+      TraceEntry e;
+      e.sequence = id;
+      e.position = st.position;
+      e.layer = static_cast<int>(l);
+      e.cls = g_.layer_class(e.layer);
+      e.decision = choose_route(e.cls, st.layers[l].next, opt_.caps, sw_);
+      e.state = st.layers[l].next;
+      e.visible = g_.visible(e.cls, st.position);
+      e.schedule = pinned_schedule(e.visible);
+      trace_.push_back(e);
+    }
+    if (st.attend) count_range(st.io.q, q_floats(g_), range_);
+    count_range(st.io.k, kv_floats(g_), range_);
+    count_range(st.io.v, kv_floats(g_), range_);
+  }
+
+  Geometry g_;
+  EngineOptions opt_;
+  Switches sw_;
+  bool check_finite_ = false;
+  std::unique_ptr<DeviceBackend> dev_;
+  std::vector<PlaneConfig> cfgs_;
+  std::map<SequenceId, Sequence> seqs_;
+  SequenceId next_id_ = 0;
+  std::vector<TraceEntry> trace_;
+  RangeStats range_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(const Geometry& g, const EngineOptions& opt,
+                                               std::unique_ptr<DeviceBackend> device) {
+  LADDER_TRY(g.validate());
+  if (opt.initial_growing_capacity < 0)
+    return bad("initial_growing_capacity must be >= 0 (0 picks the default)");
+  if (device == nullptr) return bad("Engine::create needs a device");
+  auto e = std::make_unique<DecodeEngine>(g, opt, std::move(device));
+  LADDER_TRY(e->init());
+  return std::unique_ptr<Engine>(std::move(e));
 }
 
-bool finite_check_on(const EngineOptions& opt) { return opt.check_finite || check_finite_from_env(); }
+Result<std::unique_ptr<Engine>> Engine::create(const Geometry& g, const EngineOptions& opt) {
+  LADDER_TRY(g.validate());
+  Result<std::unique_ptr<DeviceBackend>> dev = make_error(ErrorCode::invalid_argument, "unknown device");
+  switch (opt.device) {
+    case Device::cpu: dev = cpu::create_backend(g); break;
+    case Device::cuda: dev = cuda::create_backend(g, cuda::default_engine_options()); break;
+  }
+  if (!dev) return dev.status();
+  return create(g, opt, std::move(dev).value());
+}
 
-}  // namespace detail
 }  // namespace ladder

@@ -1,12 +1,13 @@
-// Built only without CUDA: every GPU entry point answers with a clear no_device error.
-#include "engine/backends.hpp"
+// Built only without CUDA: every GPU entry point the engine reaches answers with a clear
+// no_device error.
+#include "ladder/attention.hpp"
+#include "ladder/cuda/cuda_backend.hpp"
 
 namespace ladder {
 
 bool cuda_available() { return false; }
 bool cuda_default_uses_tensor_cores() { return false; }
 
-namespace detail {
 namespace {
 Error no_cuda() {
   return make_error(ErrorCode::no_device,
@@ -15,8 +16,13 @@ Error no_cuda() {
 }
 }  // namespace
 
-Result<std::unique_ptr<Engine>> create_cuda_engine(const Geometry&, const EngineOptions&) { return no_cuda(); }
-Status cuda_attend_layer(Route, HostPlane&, int, int, const HeadShape&, const LayerIO&) { return no_cuda(); }
+namespace cuda {
 
-}  // namespace detail
+CudaEngineOptions default_engine_options() { return {}; }
+Result<std::unique_ptr<DeviceBackend>> create_backend(const Geometry&, const CudaEngineOptions&) { return no_cuda(); }
+Status attend_layer_host(Route, HostPlane&, int, int, const HeadShape&, const LayerIO&, LaunchTuning) {
+  return no_cuda();
+}
+
+}  // namespace cuda
 }  // namespace ladder

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "ladder/attention.hpp"
+#include "ladder/device_api.hpp"
+#include "ladder/geometry.hpp"
 #include "ladder/errors.hpp"
 #include "ladder/kernel_params.hpp"
 #include "ladder/ladder.hpp"
@@ -59,6 +61,11 @@ struct Workspace {
 // returned `slot`: stores the row (or fuses the store, interleaved), attends, reduces.
 Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
                  const LayerIO& io, Workspace& ws);
+
+// The CPU device for the engine (device_api.hpp): host planes, one workspace sized for the worst
+// route the ladder can pick (R5, out_of_memory when it cannot be allocated), every layer of
+// every sequence of a call run in order, each layer's work spread over the worker pool.
+Result<std::unique_ptr<DeviceBackend>> create_backend(const Geometry& g);
 
 // Worker threads used by the producers (0: hardware concurrency; at most kMaxCpuThreads,
 // heuristics.hpp). The new pool is started before the old one is released, so a refused thread

@@ -10,8 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "ladder/attention.hpp"
-#include "ladder/engine.hpp"
+#include "ladder/device_api.hpp"
 #include "ladder/errors.hpp"
 #include "ladder/kernel_params.hpp"
 #include "ladder/ladder.hpp"
@@ -158,17 +157,13 @@ struct CudaEngineOptions {
   bool use_graph = true;
   LaunchTuning tuning;
 };
-// The GPU engine. Growing planes are allocated at max_context rows up front (no device copy on
-// growth); their PlaneState still grows exactly as on the CPU, so routes match.
-// detail::create_cuda_engine uses the defaults, with LADDER_CUDA_GRAPH=0 selecting eager.
-Result<std::unique_ptr<Engine>> create_engine(const Geometry& g, const EngineOptions& opt,
-                                              const CudaEngineOptions& copt);
-
-// Counters of the GPU engine's graph cache (for tests and benches); zero for other engines.
-struct GraphStats {
-  int captures = 0;  // graphs captured and instantiated (a new route mix)
-  int replays = 0;   // tokens served by replaying a cached graph
-};
-GraphStats graph_stats(const Engine& engine);
+// What Device::cuda engines run with: the defaults, with LADDER_CUDA_GRAPH=0 selecting eager.
+CudaEngineOptions default_engine_options();
+// The CUDA device for the engine (device_api.hpp). Each sequence has its planes, staging,
+// scratch, stream and graph cache; the steps of a call are enqueued on their sequences'
+// streams and then awaited, so sequences overlap on the GPU. Growing planes are allocated at
+// max_context rows up front (no device copy on growth); their PlaneState still grows exactly
+// as on the CPU, so routes match. no_device in a build without CUDA.
+Result<std::unique_ptr<DeviceBackend>> create_backend(const Geometry& g, const CudaEngineOptions& copt);
 
 }  // namespace ladder::cuda

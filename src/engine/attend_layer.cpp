@@ -1,10 +1,10 @@
-// The device-neutral single-layer entry point: the CPU twins here, the CUDA device through the
-// backend seam (src/engine/backends.hpp).
+// The device-neutral single-layer entry point: the CPU twins, or the CUDA device with the plane
+// mirrored to device memory for the call (cuda::attend_layer_host).
 #include <fmt/format.h>
 
-#include "engine/backends.hpp"
 #include "ladder/attention.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/cuda/cuda_backend.hpp"
 
 namespace ladder {
 
@@ -19,7 +19,7 @@ Status run_on(Device device, Route r, HostPlane& plane, int position, int slot, 
       return cpu::run_route(r, plane, position, slot, shape, io, ws);
     }
     case Device::cuda:
-      return detail::cuda_attend_layer(r, plane, position, slot, shape, io);
+      return cuda::attend_layer_host(r, plane, position, slot, shape, io);
   }
   return make_error(ErrorCode::invalid_argument, fmt::format("unknown device {}", static_cast<int>(device)));
 }

@@ -1,0 +1,93 @@
+// The narrow interface between the one engine (src/engine) and a device (src/cpu, src/cuda).
+// Dependencies run one way, core <- devices <- engine <- tools: a device implements these
+// classes and includes nothing from src/engine; the engine plans every (sequence, layer) of a
+// step with core's plan_append and choose_route and hands the device the finished plan.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ladder/errors.hpp"
+#include "ladder/ladder.hpp"
+#include "ladder/nonfinite.hpp"
+#include "ladder/plane.hpp"
+
+namespace ladder {
+
+enum class Device { cpu, cuda };
+const char* device_name(Device d);
+// True when a CUDA device is usable by this build (false in builds without CUDA).
+bool cuda_available();
+
+// One token's activations for every layer of one sequence, host memory, f32:
+//   q, out: [n_layers][n_heads][head_dim];  k, v: [n_layers][n_kv_heads][head_dim].
+struct TokenIO {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+};
+
+// One layer's activations, host memory: q and out [n_heads][head_dim]; k, v [n_kv_heads][head_dim].
+struct LayerIO {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+};
+
+// One layer of one sequence in one step, as the engine planned it: the append puts `position`
+// at physical `slot` and leaves the plane in state `next`; `route` is what choose_route picked
+// for `next` (read only when the step attends).
+struct LayerStep {
+  Route route = Route::splitk;
+  int slot = 0;
+  PlaneState next;
+};
+
+// One sequence's step: every layer in order. attend == false is a pure KV append (fill).
+struct SequenceStep {
+  int position = 0;
+  bool attend = true;
+  TokenIO io;
+  std::vector<LayerStep> layers;
+};
+
+// Counters a device may keep about how it ran steps (the CUDA device's graph cache).
+struct DeviceStats {
+  int captures = 0;  // step graphs captured and instantiated (a new route mix)
+  int replays = 0;   // steps served by replaying a cached graph
+};
+
+// One sequence's planes (one per layer, PlaneConfig::for_layer) on a device. The engine owns
+// the plane states; the device owns the rows.
+class DeviceSequence {
+ public:
+  virtual ~DeviceSequence() = default;
+  // Makes room for `step` (a growing plane's larger rows, allocated and filled) without
+  // changing anything a plane holds: all or nothing, and a failure (out_of_memory) leaves the
+  // sequence as it was. A reservation lasts until run() or release().
+  virtual Status reserve(const SequenceStep& step) = 0;
+  // Drops a reservation that will not run (another sequence of the call failed to reserve).
+  virtual void release() = 0;
+};
+
+// A device: makes sequences and runs the steps of a call. Threads: one call at a time.
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual Device device() const = 0;
+  virtual std::string description() const = 0;
+  // A sequence whose planes are `planes` (every layer of the geometry, in order), each empty.
+  virtual Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& planes) = 0;
+  // Runs every listed step (each one reserved on its sequence; sequences distinct): stores each
+  // layer's row at its slot and, when the step attends, runs the layer's route into io.out. On
+  // success every plane is in its step's `next` state. An error leaves the sequences of the
+  // call in an unknown state (the engine then refuses them until they are removed).
+  virtual Status run(std::span<DeviceSequence* const> sequences, std::span<const SequenceStep> steps) = 0;
+  virtual DeviceStats stats() const { return {}; }
+};
+
+}  // namespace ladder
