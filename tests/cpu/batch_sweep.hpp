@@ -1,0 +1,237 @@
+// E3 and P4, shared by the CPU suite (test_batch.cpp) and its GPU twin (tests/gpu/
+// test_gpu_batch.cpp): one target sequence decoded alone and again inside calls with 1, 7 or 31
+// other sequences, each filled to its own random depth first (so their planes are empty,
+// filling, wrapped, grown: every plane state), every call decoding the whole batch. The target's
+// outputs must be bit-identical across the runs, for each switch setting that steers the ladder
+// onto a different route (all four are visited, the trace proves it), and the outputs are
+// checked against the f64 reference (the target's every 7th token, every sequence's last) so
+// "identical" cannot mean "identically wrong".
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "ladder/engine.hpp"
+#include "ladder/hd.hpp"
+#include "ladder/reference.hpp"
+
+namespace ladder::test {
+
+// P3's bound with f16 KV, as every engine test.
+inline constexpr double kBatchRelTol = 2e-3;
+// Every this many positions the target's outputs are checked against the f64 reference (the
+// other sequences at their last step: their bits are not compared across runs).
+inline constexpr int kBatchReferenceStride = 7;
+
+// SWA window 64 in a 72-row ring (wraps twice in the target's 160 tokens), NoPE layers growing
+// from 8 rows (interleaved below 32 rows, vec above); head_dim 128 so the GPU runs it too.
+inline Geometry batch_geometry() {
+  Geometry g;
+  g.name = "batch-sweep";
+  g.n_layers = 4;
+  g.n_heads = 8;
+  g.n_kv_heads = 2;
+  g.head_dim = 128;
+  g.window = 64;
+  g.ring_slack = 8;
+  g.max_context = 512;
+  g.nope_period = 2;
+  g.nope_phase = 1;
+  return g;
+}
+inline constexpr int kBatchInitialGrowing = 8;
+
+// The activations of token `position` of the sequence with key `key`: a pure function of both
+// (a counter-based hash per element, so one layer's rows are cheap to rebuild for the
+// reference), so a sequence gets the same inputs whichever engine or batch it is decoded in.
+inline float token_value(std::uint64_t key, int position, int layer, int which, std::size_t index) {
+  std::uint64_t x = key * 0x9E3779B97F4A7C15ull ^ (static_cast<std::uint64_t>(position) << 24) ^
+                    (static_cast<std::uint64_t>(layer) << 12) ^ (static_cast<std::uint64_t>(which) << 8) ^
+                    (static_cast<std::uint64_t>(index) << 32);
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<float>(static_cast<double>(x >> 40) / static_cast<double>(1ull << 24) * 2.0 - 1.0);
+}
+enum TokenPart : int { kPartQ = 0, kPartK = 1, kPartV = 2 };
+inline void layer_values(const Geometry& g, std::uint64_t key, int position, int layer, int part, float* out) {
+  const std::size_t n = static_cast<std::size_t>(part == kPartQ ? g.n_heads : g.n_kv_heads) * g.head_dim;
+  for (std::size_t i = 0; i < n; ++i) out[i] = token_value(key, position, layer, part, i);
+}
+struct TokenData {
+  std::vector<float> q, k, v;  // [n_layers][heads][head_dim]
+};
+inline TokenData token_data(const Geometry& g, std::uint64_t key, int position) {
+  const std::size_t qn = static_cast<std::size_t>(g.n_heads) * g.head_dim;
+  const std::size_t kvn = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
+  TokenData t;
+  t.q.resize(qn * g.n_layers);
+  t.k.resize(kvn * g.n_layers);
+  t.v.resize(kvn * g.n_layers);
+  for (int l = 0; l < g.n_layers; ++l) {
+    layer_values(g, key, position, l, kPartQ, t.q.data() + l * qn);
+    layer_values(g, key, position, l, kPartK, t.k.data() + l * kvn);
+    layer_values(g, key, position, l, kPartV, t.v.data() + l * kvn);
+  }
+  return t;
+}
+
+// f64 reference of one layer's output for sequence `key` at `position` (f16-rounded K/V rows,
+// the interleaved route's current row in f32).
+inline double batch_reference_error(const Geometry& g, std::uint64_t key, int position, int layer, Route route,
+                                    const float* out_layer) {
+  const LayerClass cls = g.layer_class(layer);
+  const int visible = g.visible(cls, position);
+  const int first = position + 1 - visible;
+  const std::size_t qn = static_cast<std::size_t>(g.n_heads) * g.head_dim;
+  const std::size_t kvn = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
+  std::vector<double> kr(static_cast<std::size_t>(visible) * kvn), vr(kr.size()), ref(qn);
+  std::vector<float> krow(kvn), vrow(kvn);
+  for (int t = 0; t < visible; ++t) {
+    layer_values(g, key, first + t, layer, kPartK, krow.data());
+    layer_values(g, key, first + t, layer, kPartV, vrow.data());
+    const bool raw = route == Route::interleaved && first + t == position;
+    for (std::size_t e = 0; e < kvn; ++e) {
+      const float kf = krow[e];
+      const float vf = vrow[e];
+      kr[static_cast<std::size_t>(t) * kvn + e] = raw ? kf : f16_to_f32(f32_to_f16(kf));
+      vr[static_cast<std::size_t>(t) * kvn + e] = raw ? vf : f16_to_f32(f32_to_f16(vf));
+    }
+  }
+  std::vector<float> qf(qn);
+  layer_values(g, key, position, layer, kPartQ, qf.data());
+  std::vector<double> qd(qf.begin(), qf.end());
+  const HeadShape shape{g.n_heads, g.n_kv_heads, g.head_dim, g.scale()};
+  reference_attention(shape, qd.data(), kr.data(), vr.data(), visible, ref.data());
+  return relative_error(out_layer, ref.data(), qn);
+}
+
+struct BatchRun {
+  std::vector<std::vector<float>> target_out;  // [step][n_layers * n_heads * head_dim]
+  std::set<Route> routes;                      // every route the target's layers took
+  double worst_error = 0.0;                    // every sequence, sampled positions
+};
+
+// Decodes `steps` tokens of the target (key 0, from position 0) in calls that also decode
+// `others` sequences, each filled first to a random depth in [0, 300). Outputs poisoned before
+// each call.
+inline BatchRun run_batch(Device device, const Switches& sw, int others, int steps, unsigned seed) {
+  const Geometry g = batch_geometry();
+  EngineOptions opt;
+  opt.device = device;
+  opt.switches = sw;
+  opt.record_trace = true;
+  opt.initial_growing_capacity = kBatchInitialGrowing;
+  Result<std::unique_ptr<Engine>> made = Engine::create(g, opt);
+  EXPECT_TRUE(made.ok()) << made.status().to_string();
+  if (!made) return {};
+  Engine& e = **made;
+
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> depth(0, 299);
+  struct Seq {
+    SequenceId id;
+    std::uint64_t key;
+    int next;
+  };
+  std::vector<Seq> seqs{{0, 0, 0}};
+  for (int i = 0; i < others; ++i) {
+    Result<SequenceId> id = e.add_sequence();
+    EXPECT_TRUE(id.ok()) << id.status().to_string();
+    if (!id) return {};
+    seqs.push_back({*id, static_cast<std::uint64_t>(1000 + seed * 100 + i), 0});
+  }
+  // Fill the others to their depths, many sequences per call.
+  std::vector<int> target_depth(seqs.size(), 0);
+  for (std::size_t i = 1; i < seqs.size(); ++i) target_depth[i] = depth(rng);
+  for (;;) {
+    std::vector<SequenceToken> batch;
+    std::vector<TokenData> data;
+    data.reserve(seqs.size());
+    for (std::size_t i = 1; i < seqs.size(); ++i) {
+      if (seqs[i].next >= target_depth[i]) continue;
+      data.push_back(token_data(g, seqs[i].key, seqs[i].next));
+      batch.push_back({seqs[i].id, seqs[i].next, {nullptr, data.back().k.data(), data.back().v.data(), nullptr}});
+    }
+    if (batch.empty()) break;
+    const Status s = e.fill(batch);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    if (!s.ok()) return {};
+    for (std::size_t i = 1; i < seqs.size(); ++i)
+      if (seqs[i].next < target_depth[i]) ++seqs[i].next;
+  }
+
+  const std::size_t out_n = static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim;
+  const std::size_t qn = static_cast<std::size_t>(g.n_heads) * g.head_dim;
+  BatchRun run;
+  for (int step = 0; step < steps; ++step) {
+    // The call's order is shuffled: P4 must not depend on where a sequence sits in it.
+    std::vector<std::size_t> order(seqs.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<TokenData> data(seqs.size());
+    std::vector<std::vector<float>> outs(seqs.size(), std::vector<float>(out_n, std::nanf("")));
+    std::vector<SequenceToken> batch;
+    for (std::size_t i : order) {
+      data[i] = token_data(g, seqs[i].key, seqs[i].next);
+      batch.push_back({seqs[i].id, seqs[i].next, {data[i].q.data(), data[i].k.data(), data[i].v.data(), outs[i].data()}});
+    }
+    const std::size_t trace_before = e.trace().size();
+    const Status s = e.encode(batch);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    if (!s.ok()) return {};
+    std::map<std::pair<SequenceId, int>, Route> route_of;
+    for (std::size_t t = trace_before; t < e.trace().size(); ++t)
+      route_of[{e.trace()[t].sequence, e.trace()[t].layer}] = e.trace()[t].decision.route;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      if (i == 0)
+        for (int l = 0; l < g.n_layers; ++l) run.routes.insert(route_of.at({seqs[0].id, l}));
+      const bool check = i == 0 ? seqs[i].next % kBatchReferenceStride == 0 || step == steps - 1 : step == steps - 1;
+      if (check)
+        for (int l = 0; l < g.n_layers; ++l)
+          run.worst_error = std::max(run.worst_error,
+                                     batch_reference_error(g, seqs[i].key, seqs[i].next, l, route_of.at({seqs[i].id, l}),
+                                                           outs[i].data() + static_cast<std::size_t>(l) * qn));
+      ++seqs[i].next;
+    }
+    run.target_out.push_back(std::move(outs[0]));
+  }
+  return run;
+}
+
+// The first step at which two runs' target outputs differ in any bit, or -1.
+inline int first_difference(const BatchRun& a, const BatchRun& b) {
+  if (a.target_out.size() != b.target_out.size()) return 0;
+  for (std::size_t s = 0; s < a.target_out.size(); ++s)
+    if (std::memcmp(a.target_out[s].data(), b.target_out[s].data(), a.target_out[s].size() * sizeof(float)) != 0)
+      return static_cast<int>(s);
+  return -1;
+}
+
+// The switch settings of the sweep and the routes they reach between them: the default ladder
+// (vec, splitk, interleaved), serving-graph staging (staged), and vec switched off.
+struct BatchSwitchCase {
+  const char* name;
+  Switches sw;
+};
+inline std::vector<BatchSwitchCase> batch_switch_cases() {
+  Switches stage;
+  stage.stage_wrapped_swa = true;
+  Switches no_vec;
+  no_vec.disable_vec = true;
+  return {{"default", Switches{}}, {"staged", stage}, {"no_vec", no_vec}};
+}
+
+}  // namespace ladder::test

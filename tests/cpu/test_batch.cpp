@@ -1,0 +1,266 @@
+// E3 on the CPU: batched decode through the one engine, P4 (a sequence's bits do not depend on
+// the batch it is decoded in or on the worker count), the batch API's refusals, and the
+// all-or-nothing rule under injected failures at each point where a call allocates.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "cpu/batch_sweep.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/engine.hpp"
+
+namespace ladder {
+namespace {
+
+using test::BatchRun;
+using test::batch_geometry;
+using test::first_difference;
+using test::run_batch;
+
+// Restores the worker count a test changed.
+struct ThreadsGuard {
+  int before = cpu::threads();
+  ~ThreadsGuard() { (void)cpu::set_threads(before); }
+};
+
+constexpr int kSteps = 160;
+
+class CpuBatchInvariance : public ::testing::TestWithParam<test::BatchSwitchCase> {};
+
+TEST_P(CpuBatchInvariance, TargetBitsDoNotDependOnTheBatchOrTheThreadCount) {
+  const ThreadsGuard restore;
+  const Switches sw = GetParam().sw;
+  ASSERT_TRUE(cpu::set_threads(1).ok());
+  const BatchRun alone = run_batch(Device::cpu, sw, 0, kSteps, 1);
+  ASSERT_EQ(alone.target_out.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_LE(alone.worst_error, test::kBatchRelTol);
+  const int threads_for[] = {2, 3, 4};
+  const int others_for[] = {1, 7, 31};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(cpu::set_threads(threads_for[i]).ok());
+    const BatchRun batch = run_batch(Device::cpu, sw, others_for[i], kSteps, 2 + static_cast<unsigned>(i));
+    EXPECT_EQ(first_difference(alone, batch), -1)
+        << "with " << others_for[i] << " other sequences on " << threads_for[i] << " threads";
+    EXPECT_LE(batch.worst_error, test::kBatchRelTol) << others_for[i] << " others";
+    EXPECT_EQ(batch.routes, alone.routes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Switches, CpuBatchInvariance, ::testing::ValuesIn(test::batch_switch_cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The three switch settings between them take every route of the ladder.
+TEST(CpuBatch, TheSweepVisitsEveryRoute) {
+  std::set<Route> all;
+  for (const test::BatchSwitchCase& c : test::batch_switch_cases()) {
+    const BatchRun r = run_batch(Device::cpu, c.sw, 0, kSteps, 1);
+    all.insert(r.routes.begin(), r.routes.end());
+  }
+  EXPECT_EQ(all, (std::set<Route>{Route::vec, Route::splitk, Route::interleaved, Route::staged}));
+}
+
+// A small engine and one token's inputs for any of its sequences.
+struct Fixture {
+  Geometry g = batch_geometry();
+  std::vector<test::TokenData> data;
+  std::vector<std::vector<float>> outs;
+
+  SequenceToken token(SequenceId id, std::uint64_t key, int position) {
+    data.push_back(test::token_data(g, key, position));
+    outs.emplace_back(static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim, std::nanf(""));
+    const test::TokenData& d = data.back();
+    return {id, position, {d.q.data(), d.k.data(), d.v.data(), outs.back().data()}};
+  }
+  void reserve(std::size_t n) {
+    data.reserve(n);
+    outs.reserve(n);
+  }
+};
+
+std::vector<std::vector<PlaneState>> all_states(const Engine& e) {
+  std::vector<std::vector<PlaneState>> s;
+  for (SequenceId id : e.sequences()) {
+    s.emplace_back();
+    for (int l = 0; l < e.geometry().n_layers; ++l) s.back().push_back(e.plane_state(id, l));
+  }
+  return s;
+}
+
+TEST(CpuBatch, SequencesAreAddedAndRemovedBetweenCalls) {
+  Fixture f;
+  f.reserve(64);
+  Result<std::unique_ptr<Engine>> made = Engine::create(f.g, EngineOptions{});
+  ASSERT_TRUE(made.ok());
+  Engine& e = **made;
+  EXPECT_EQ(e.sequences(), std::vector<SequenceId>{0});
+  const SequenceId a = e.add_sequence().value();
+  const SequenceId b = e.add_sequence().value();
+  EXPECT_EQ(e.sequences(), (std::vector<SequenceId>{0, a, b}));
+  std::vector<SequenceToken> call{f.token(a, 7, 0), f.token(0, 0, 0)};
+  ASSERT_TRUE(e.encode(call).ok());
+  EXPECT_EQ(e.plane_state(a, 0).next_position, 1);
+  EXPECT_EQ(e.plane_state(b, 0).next_position, 0);
+  ASSERT_TRUE(e.remove_sequence(a).ok());
+  EXPECT_EQ(e.sequences(), (std::vector<SequenceId>{0, b}));
+  const SequenceId c = e.add_sequence().value();
+  EXPECT_NE(c, a) << "ids are never reused";
+  EXPECT_EQ(e.plane_state(c, 0).next_position, 0) << "a new sequence starts empty";
+  // A removed id is refused, as is an id that never existed.
+  std::vector<SequenceToken> stale{f.token(a, 7, 1)};
+  EXPECT_EQ(e.encode(stale).code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(e.remove_sequence(a).code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(e.remove_sequence(12345).code(), ErrorCode::invalid_argument);
+}
+
+TEST(CpuBatch, BadCallsAreRefusedAndLeaveEverySequenceUntouched) {
+  Fixture f;
+  f.reserve(64);
+  Result<std::unique_ptr<Engine>> made = Engine::create(f.g, EngineOptions{});
+  ASSERT_TRUE(made.ok());
+  Engine& e = **made;
+  const SequenceId a = e.add_sequence().value();
+  std::vector<SequenceToken> first{f.token(0, 0, 0), f.token(a, 5, 0)};
+  ASSERT_TRUE(e.encode(first).ok());
+  const auto before = all_states(e);
+
+  EXPECT_EQ(e.encode(std::span<const SequenceToken>{}).code(), ErrorCode::invalid_argument) << "empty call";
+  std::vector<SequenceToken> twice{f.token(a, 5, 1), f.token(a, 5, 1)};
+  EXPECT_EQ(e.encode(twice).code(), ErrorCode::invalid_argument) << "one sequence twice";
+  // Sequence 0 is fine, a's position is skipped: nothing is appended anywhere.
+  std::vector<SequenceToken> skipped{f.token(0, 0, 1), f.token(a, 5, 3)};
+  const Status s = e.encode(skipped);
+  EXPECT_EQ(s.code(), ErrorCode::out_of_order) << s.to_string();
+  EXPECT_NE(s.message().find(fmt::format("sequence {}", a)), std::string::npos) << s.message();
+  SequenceToken no_q = f.token(a, 5, 1);
+  no_q.io.q = nullptr;
+  EXPECT_EQ(e.encode(std::span<const SequenceToken>(&no_q, 1)).code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(all_states(e), before);
+  // The next good call works.
+  std::vector<SequenceToken> next{f.token(a, 5, 1), f.token(0, 0, 1)};
+  EXPECT_TRUE(e.encode(next).ok());
+}
+
+// A device that fails where told: the create_sequence, reserve (a growing plane's rows) or run
+// of a chosen call, around the real CPU device.
+class FaultyDevice final : public DeviceBackend {
+ public:
+  explicit FaultyDevice(std::unique_ptr<DeviceBackend> inner) : inner_(std::move(inner)) {}
+  int fail_reserve_at = -1;  // the n-th reserve from now fails (0 = the next)
+  bool fail_next_run = false;
+  bool fail_next_create = false;
+
+  Device device() const override { return inner_->device(); }
+  std::string description() const override { return "faulty " + inner_->description(); }
+  Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& cfgs) override {
+    if (fail_next_create) {
+      fail_next_create = false;
+      return make_error(ErrorCode::out_of_memory, "injected: no memory for a sequence");
+    }
+    Result<std::unique_ptr<DeviceSequence>> s = inner_->create_sequence(cfgs);
+    if (!s) return s.status();
+    return std::unique_ptr<DeviceSequence>(std::make_unique<Wrapped>(this, std::move(s).value()));
+  }
+  Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+    if (fail_next_run) {
+      fail_next_run = false;
+      return make_error(ErrorCode::device_error, "injected: the device failed");
+    }
+    std::vector<DeviceSequence*> inner;
+    for (DeviceSequence* s : seqs) inner.push_back(static_cast<Wrapped*>(s)->inner.get());
+    return inner_->run(inner, steps);
+  }
+
+ private:
+  struct Wrapped final : DeviceSequence {
+    Wrapped(FaultyDevice* d, std::unique_ptr<DeviceSequence> s) : dev(d), inner(std::move(s)) {}
+    Status reserve(const SequenceStep& step) override {
+      if (dev->fail_reserve_at == 0) {
+        dev->fail_reserve_at = -1;
+        return make_error(ErrorCode::out_of_memory, "injected: a growing plane's rows");
+      }
+      if (dev->fail_reserve_at > 0) --dev->fail_reserve_at;
+      return inner->reserve(step);
+    }
+    void release() override { inner->release(); }
+    FaultyDevice* dev;
+    std::unique_ptr<DeviceSequence> inner;
+  };
+  std::unique_ptr<DeviceBackend> inner_;
+};
+
+TEST(CpuBatch, InjectedFailuresLeaveEverySequenceAsItWas) {
+  const Geometry g = batch_geometry();
+  EngineOptions opt;
+  opt.record_trace = true;
+  opt.initial_growing_capacity = test::kBatchInitialGrowing;
+  auto dev = std::make_unique<FaultyDevice>(cpu::create_backend(g).value());
+  FaultyDevice* faulty = dev.get();
+  Result<std::unique_ptr<Engine>> made = Engine::create(g, opt, std::move(dev));
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  Engine& e = **made;
+  // The same calls on a clean engine: the faulty one must end with the same bits.
+  Result<std::unique_ptr<Engine>> clean_made = Engine::create(g, opt);
+  ASSERT_TRUE(clean_made.ok());
+  Engine& clean = **clean_made;
+
+  faulty->fail_next_create = true;
+  EXPECT_EQ(e.add_sequence().status().code(), ErrorCode::out_of_memory);
+  EXPECT_EQ(e.sequences(), std::vector<SequenceId>{0}) << "a failed add leaves no sequence behind";
+  const SequenceId ids[] = {e.add_sequence().value(), e.add_sequence().value(), e.add_sequence().value()};
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(clean.add_sequence().value(), ids[i]);
+
+  Fixture f;
+  f.reserve(4096);
+  for (int pos = 0; pos < 40; ++pos) {
+    // Position 8, 16 and 32 grow the NoPE planes (initial capacity 8): a failure there is the
+    // out-of-memory-while-growing case. Every few tokens one reserve fails, at a varying
+    // sequence of the call.
+    if (pos % 3 == 1) {
+      const auto states = all_states(e);
+      const std::size_t trace = e.trace().size();
+      faulty->fail_reserve_at = pos % 4;
+      std::vector<SequenceToken> call;
+      for (int i = 0; i < 4; ++i) call.push_back(f.token(i == 0 ? 0 : ids[i - 1], static_cast<std::uint64_t>(i), pos));
+      const Status s = e.encode(call);
+      EXPECT_EQ(s.code(), ErrorCode::out_of_memory) << "position " << pos;
+      EXPECT_EQ(all_states(e), states) << "position " << pos;
+      EXPECT_EQ(e.trace().size(), trace);
+    }
+    std::vector<SequenceToken> call, clean_call;
+    for (int i = 0; i < 4; ++i) {
+      const SequenceId id = i == 0 ? 0 : ids[i - 1];
+      call.push_back(f.token(id, static_cast<std::uint64_t>(i), pos));
+      clean_call.push_back(f.token(id, static_cast<std::uint64_t>(i), pos));
+    }
+    ASSERT_TRUE(e.encode(call).ok()) << "position " << pos;
+    ASSERT_TRUE(clean.encode(clean_call).ok());
+    const std::size_t out_bytes = f.outs.back().size() * sizeof(float);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(std::memcmp(call[static_cast<std::size_t>(i)].io.out, clean_call[static_cast<std::size_t>(i)].io.out,
+                            out_bytes),
+                0)
+          << "sequence " << i << " at position " << pos;
+  }
+  EXPECT_EQ(all_states(e), all_states(clean));
+
+  // A device failure while running: the call's sequences are refused until removed; the
+  // others keep working.
+  faulty->fail_next_run = true;
+  std::vector<SequenceToken> call{f.token(ids[0], 1, 40), f.token(ids[1], 2, 40)};
+  EXPECT_EQ(e.encode(call).code(), ErrorCode::device_error);
+  std::vector<SequenceToken> again{f.token(ids[0], 1, 40)};
+  const Status refused = e.encode(again);
+  EXPECT_EQ(refused.code(), ErrorCode::device_error);
+  EXPECT_NE(refused.message().find("remove it"), std::string::npos) << refused.message();
+  std::vector<SequenceToken> others{f.token(0, 0, 40), f.token(ids[2], 3, 40)};
+  EXPECT_TRUE(e.encode(others).ok());
+  EXPECT_TRUE(e.remove_sequence(ids[0]).ok());
+  EXPECT_TRUE(e.remove_sequence(ids[1]).ok());
+}
+
+}  // namespace
+}  // namespace ladder
