@@ -36,6 +36,8 @@ constexpr double kMaxFillBytes = 8e9;
 // Layers per token checked against the f64 reference unless --check-layers says otherwise
 // (fewer when the geometry has fewer layers).
 constexpr int kDefaultCheckLayers = 4;
+// Sequences one demo call may decode at once (--batch): each holds its own planes.
+constexpr int kMaxBatch = 256;
 // Progress lines while filling: one per this fraction of the depth.
 constexpr int kProgressSteps = 4;
 // Buffer for the host bandwidth measurement: far above any last-level cache, so the number is
@@ -52,6 +54,7 @@ struct Options {
   SwitchFlags switches;
   int tokens = 8;
   int depth = 2048;
+  int batch = 1;
   std::uint64_t seed = 1;
   std::string device = "auto";
   CpuFlags cpu_flags;
@@ -110,20 +113,31 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Sequence i of a batch of n starts decoding at depth - i * depth / n: mixed lengths, the first
+// at the full depth (n == 1: the single sequence of the plain demo).
+int depth_of(const Options& o, int i) {
+  return o.depth - static_cast<int>(static_cast<long long>(o.depth) * i / o.batch);
+}
+
 int run(const Options& o) {
   const Geometry g = o.geometry.resolve();
   if (o.tokens < 1 || o.tokens > kMaxTokens)
     throw UsageError(fmt::format("--tokens must be in 1..{} (got {})", kMaxTokens, o.tokens));
   if (o.depth < 0) throw UsageError(fmt::format("--depth must be >= 0 (got {})", o.depth));
+  if (o.batch < 1 || o.batch > kMaxBatch)
+    throw UsageError(fmt::format("--batch must be in 1..{} (got {})", kMaxBatch, o.batch));
   if (static_cast<long long>(o.depth) + o.tokens > g.max_context)
     throw UsageError(fmt::format("--depth {} + --tokens {} runs past the max context of {} positions", o.depth,
                                  o.tokens, g.max_context));
-  const double fill_bytes = (static_cast<double>(o.depth) + o.tokens) * g.n_layers *
-                            static_cast<double>(g.kv_bytes_per_token_layer());
+  double fill_bytes = 0.0;
+  for (int i = 0; i < o.batch; ++i)
+    fill_bytes += (static_cast<double>(depth_of(o, i)) + o.tokens) * g.n_layers *
+                  static_cast<double>(g.kv_bytes_per_token_layer());
   if (fill_bytes > kMaxFillBytes)
-    throw UsageError(fmt::format("--depth {} + --tokens {} over {} layers holds {} of KV; at most {} (a smaller depth "
-                                 "or geometry)",
-                                 o.depth, o.tokens, g.n_layers, human_bytes(fill_bytes), human_bytes(kMaxFillBytes)));
+    throw UsageError(fmt::format("--depth {} + --tokens {} over {} layers and {} sequences holds {} of KV; at most {} "
+                                 "(a smaller depth, batch or geometry)",
+                                 o.depth, o.tokens, g.n_layers, o.batch, human_bytes(fill_bytes),
+                                 human_bytes(kMaxFillBytes)));
   // The default adapts to a geometry of fewer layers; an explicit value must fit it.
   const bool check_given = o.check_layers_given != nullptr && o.check_layers_given->count() > 0;
   const int check_layers = check_given ? o.check_layers : std::min(kDefaultCheckLayers, g.n_layers);
@@ -142,6 +156,17 @@ int run(const Options& o) {
     return kExitFailure;
   }
   Engine& engine = *created.value();
+  // Sequence i: engine id ids[i], activations from seed + i, decoding from depth_of(i).
+  std::vector<SequenceId> ids{0};
+  for (int i = 1; i < o.batch; ++i) {
+    Result<SequenceId> id = engine.add_sequence();
+    if (!id) {
+      std::fprintf(stderr, "ladder demo: cannot add sequence %d: %s\n", i, id.status().to_string().c_str());
+      return kExitFailure;
+    }
+    ids.push_back(*id);
+  }
+  const auto seed_of = [&](int i) { return o.seed + static_cast<std::uint64_t>(i); };
 
   if (!o.json) {
     std::printf("geometry: %s\n", g.describe().c_str());
@@ -149,15 +174,24 @@ int run(const Options& o) {
     std::printf("settings: depth %d, tokens %d, seed %llu, reference check on %d layers per token, switches: %s\n",
                 o.depth, o.tokens, static_cast<unsigned long long>(o.seed), check_layers,
                 describe_switches(eo.switches).c_str());
+    if (o.batch > 1)
+      std::printf("batch:    %d sequences decoded per call, depths %d down to %d (sequence i: seed %llu + i)\n", o.batch,
+                  depth_of(o, 0), depth_of(o, o.batch - 1), static_cast<unsigned long long>(o.seed));
     std::fflush(stdout);
   }
 
-  LayerBuffers buf(g);
+  std::vector<LayerBuffers> bufs(static_cast<std::size_t>(o.batch), LayerBuffers(g));
   const auto fill_start = std::chrono::steady_clock::now();
   const int progress_every = std::max(1, o.depth / kProgressSteps);
   for (int pos = 0; pos < o.depth; ++pos) {
-    buf.generate(g, o.seed, pos, false);
-    const Status st = engine.fill_token(pos, buf.io());
+    std::vector<SequenceToken> call;
+    for (int i = 0; i < o.batch; ++i) {
+      if (pos >= depth_of(o, i)) continue;
+      LayerBuffers& b = bufs[static_cast<std::size_t>(i)];
+      b.generate(g, seed_of(i), pos, false);
+      call.push_back({ids[static_cast<std::size_t>(i)], pos, b.io()});
+    }
+    const Status st = engine.fill(call);
     if (!st.ok()) {
       std::fprintf(stderr, "ladder demo: filling position %d failed: %s\n", pos, st.to_string().c_str());
       return kExitFailure;
@@ -172,16 +206,21 @@ int run(const Options& o) {
   double max_err = 0.0;
   int checked = 0;
   std::vector<double> token_bytes;
-  for (int i = 0; i < o.tokens; ++i) {
-    const int pos = o.depth + i;
-    buf.generate(g, o.seed, pos, true);
-    std::fill(buf.out.begin(), buf.out.end(), std::numeric_limits<float>::quiet_NaN());
+  for (int t = 0; t < o.tokens; ++t) {
+    std::vector<SequenceToken> call;
+    for (int i = 0; i < o.batch; ++i) {
+      LayerBuffers& b = bufs[static_cast<std::size_t>(i)];
+      b.generate(g, seed_of(i), depth_of(o, i) + t, true);
+      std::fill(b.out.begin(), b.out.end(), std::numeric_limits<float>::quiet_NaN());
+      call.push_back({ids[static_cast<std::size_t>(i)], depth_of(o, i) + t, b.io()});
+    }
     engine.clear_trace();
     const auto t0 = std::chrono::steady_clock::now();
-    const Status st = engine.encode_token(pos, buf.io());
+    const Status st = engine.encode(call);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!st.ok()) {
-      std::fprintf(stderr, "ladder demo: decoding position %d failed: %s\n", pos, st.to_string().c_str());
+      std::fprintf(stderr, "ladder demo: decoding token %d (sequence 0 at position %d) failed: %s\n", t,
+                   depth_of(o, 0) + t, st.to_string().c_str());
       return kExitFailure;
     }
     times.push_back(dt);
@@ -191,12 +230,16 @@ int run(const Options& o) {
       bytes += static_cast<double>(e.visible) * static_cast<double>(g.kv_bytes_per_token_layer());
     }
     token_bytes.push_back(bytes);
-    // Rotate the checked layers so that successive tokens cover different layers.
+    // Rotate the checked (sequence, layer) pairs so that successive tokens cover different ones.
     for (int j = 0; j < check_layers; ++j) {
-      const int layer = (i * check_layers + j) % g.n_layers;
-      const Route route = engine.trace()[static_cast<std::size_t>(layer)].decision.route;
+      const int layer = (t * check_layers + j) % g.n_layers;
+      const int i = (t * check_layers + j) / g.n_layers % o.batch;
+      const std::size_t entry = static_cast<std::size_t>(i) * g.n_layers + static_cast<std::size_t>(layer);
+      const Route route = engine.trace()[entry].decision.route;
+      const LayerBuffers& b = bufs[static_cast<std::size_t>(i)];
       const std::size_t qoff = static_cast<std::size_t>(layer) * g.n_heads * g.head_dim;
-      const double err = check_layer(g, o.seed, pos, layer, route, buf.q.data() + qoff, buf.out.data() + qoff);
+      const double err =
+          check_layer(g, seed_of(i), depth_of(o, i) + t, layer, route, b.q.data() + qoff, b.out.data() + qoff);
       max_err = std::max(max_err, std::isnan(err) ? std::numeric_limits<double>::infinity() : err);
       ++checked;
     }
@@ -234,6 +277,8 @@ int run(const Options& o) {
     j["device"] = engine.device_description();
     j["depth"] = o.depth;
     j["tokens"] = o.tokens;
+    j["batch"] = o.batch;
+    for (int i = 0; i < o.batch; ++i) j["depths"].push_back(depth_of(o, i));
     j["seed"] = o.seed;
     j["switches"] = describe_switches(eo.switches);
     for (int r = 0; r < kRouteCount; ++r) j["route_mix"][route_name(static_cast<Route>(r))] = mix[r];
@@ -260,10 +305,11 @@ int run(const Options& o) {
     for (int r = 0; r < kRouteCount; ++r) std::printf(" %s %lld", route_name(static_cast<Route>(r)), mix[r]);
     std::printf("\n");
     const auto [tmin, tmax] = std::minmax_element(times.begin(), times.end());
-    std::printf("time per token: median %.2f ms (min %.2f, max %.2f) over %d tokens, %d layers each\n",
-                t_med * 1e3, *tmin * 1e3, *tmax * 1e3, o.tokens, g.n_layers);
-    std::printf("KV read per token: %s (sum over layers of visible rows x %lld B) -> achieved %.2f GB/s\n",
-                human_bytes(bytes_med).c_str(), static_cast<long long>(g.kv_bytes_per_token_layer()), achieved / 1e9);
+    std::printf("time per %s: median %.2f ms (min %.2f, max %.2f) over %d tokens, %d layers each\n",
+                o.batch > 1 ? fmt::format("call of {} sequences", o.batch).c_str() : "token", t_med * 1e3, *tmin * 1e3,
+                *tmax * 1e3, o.tokens, g.n_layers);
+    std::printf("KV read per %s: %s (sum over layers of visible rows x %lld B) -> achieved %.2f GB/s\n",
+                o.batch > 1 ? "call" : "token", human_bytes(bytes_med).c_str(), static_cast<long long>(g.kv_bytes_per_token_layer()), achieved / 1e9);
     if (ceiling > 0)
       std::printf("%s: %.2f GB/s -> %.2f of ceiling\n", ceiling_what.c_str(), ceiling / 1e9, achieved / ceiling);
     else
@@ -288,6 +334,9 @@ const Register reg{Command{
       app.add_option("--depth", o->depth, "Position of the first decoded token (the planes are filled to it)")
           ->capture_default_str();
       app.add_option("--seed", o->seed, "Seed of the synthetic activations")->capture_default_str();
+      app.add_option("--batch", o->batch,
+                     "Sequences decoded per call (mixed lengths: sequence i starts at depth - i*depth/batch)")
+          ->capture_default_str();
       app.add_option("--device", o->device, "cpu, cuda, or auto (cuda when a GPU is usable, else cpu)")
           ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
           ->capture_default_str();

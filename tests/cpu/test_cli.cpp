@@ -77,6 +77,18 @@ TEST_F(Cli, DemoRunsAndChecksTheReference) {
   EXPECT_RUN("demo --depth 100 --tokens 2 --device cpu --threads 1" + kSmall, kOk, "1 worker threads");
 }
 
+// E3's main job: --batch N decodes N sequences of mixed lengths per call, every layer of every
+// sequence (4 layers x 3 sequences x 2 tokens = 24 layer-steps), references checked across them.
+TEST_F(Cli, DemoDecodesABatchOfMixedLengths) {
+  EXPECT_RUN("demo --depth 100 --tokens 2 --batch 3" + kSmall, kOk, "route mix (24 layer-steps over 2 tokens)");
+  EXPECT_RUN("demo --depth 100 --tokens 2 --batch 3" + kSmall, kOk, "depths 100 down to 34");
+  EXPECT_RUN("demo --depth 100 --tokens 2 --batch 3 --check-layers 4" + kSmall, kOk, "PASS");
+  EXPECT_RUN("demo --depth 100 --tokens 1 --batch 3 --json" + kSmall, kOk, "\"batch\": 3");
+  EXPECT_RUN("demo --batch 0", kUsage, "--batch must be in 1..256");
+  EXPECT_RUN("demo --batch 257", kUsage, "--batch must be in 1..256");
+  EXPECT_RUN("demo --depth 131000 --batch 64 --tokens 1", kUsage, "sequences holds");
+}
+
 TEST_F(Cli, DemoRejectsBadArguments) {
   EXPECT_RUN("demo --tokens 0", kUsage, "--tokens must be in 1..1024");
   EXPECT_RUN("demo --tokens many", kUsage, "--tokens");
