@@ -30,7 +30,10 @@ struct Options {
   std::vector<int> step_depths;        // 52-layer step depths
   std::vector<LayerCase> cases;
   int reps = 0;                        // timed repetitions; the median is reported
-  int batch = 1;
+  // E3: batch sizes (> 1) timed through Engine::encode at each step depth up to
+  // batch_max_depth, with every sequence at the step depth and with mixed lengths.
+  std::vector<int> batches;
+  int batch_max_depth = 8192;
   double rotate_factor = 4.0;          // rotated buffers total >= rotate_factor x last-level cache
   bool step_fallbacks = true;          // also time the step with the vec family switched off
   bool engine_step = true;             // also time Engine::encode_token (host I/O included)
@@ -126,6 +129,19 @@ std::int64_t step_bytes(const Geometry& g, int position);
 // (at least one). The row has the timing, step_bytes, the route mix the ladder picks with `sw`
 // for the last token, "positions a..b" in the note and the non-finite flag; the caller names it.
 Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed);
+
+// E3: Engine::encode on the host clock over one call of depths.size() sequences, sequence i
+// decoding up to position depths[i] - 1 (batched fills bring each to its depth first). The row
+// has the timing per call, the bytes and FMAs of every sequence's step, "batch" and a note; the
+// caller names it.
+Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed);
+// The two batch shapes measured for batch size b at depth d: every sequence at d, and mixed
+// lengths d - i*d/b (sequence 0 at d).
+std::vector<int> same_depths(int b, int d);
+std::vector<int> mixed_depths(int b, int d);
+// The batch rows of a report on `device` (each batch size of o.batches at each step depth up to
+// o.batch_max_depth, both shapes), appended to `rows`.
+Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows);
 
 // A single-layer case's plane, the same on both devices: a ring has window = capacity = depth
 // and is timed wrapped (origin_physical != 0, len == capacity), the state every ring route can

@@ -92,6 +92,85 @@ Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const
   return row;
 }
 
+std::vector<int> same_depths(int b, int d) { return std::vector<int>(static_cast<std::size_t>(b), d); }
+
+std::vector<int> mixed_depths(int b, int d) {
+  std::vector<int> out;
+  for (int i = 0; i < b; ++i) out.push_back(d - static_cast<int>(static_cast<long long>(d) * i / b));
+  return out;
+}
+
+Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed) {
+  const Geometry& g = e.geometry();
+  const std::size_t b = depths.size();
+  const std::size_t layers = static_cast<std::size_t>(g.n_layers);
+  const std::vector<float> q = random_floats(layers * g.n_heads * g.head_dim, seed + 1);
+  const std::vector<float> k = random_floats(layers * g.n_kv_heads * g.head_dim, seed + 2);
+  const std::vector<float> v = random_floats(layers * g.n_kv_heads * g.head_dim, seed + 3);
+  std::vector<std::vector<float>> outs(b, std::vector<float>(q.size()));
+  std::vector<SequenceId> ids{0};
+  while (ids.size() < b) {
+    Result<SequenceId> id = e.add_sequence();
+    if (!id) return id.status();
+    ids.push_back(*id);
+  }
+  const int shallowest = *std::min_element(depths.begin(), depths.end());
+  const int timed = std::max(1, std::min(reps, shallowest / 2));
+  const int warm = std::min(warmups, shallowest / 4);
+  // Call c (0-based) decodes position depths[i] - (timed + warm) + c of sequence i; the fills
+  // before it bring every sequence to that position, the deepest first.
+  const int deepest = *std::max_element(depths.begin(), depths.end());
+  for (int p = 0; p < deepest - timed - warm; ++p) {
+    std::vector<SequenceToken> call;
+    for (std::size_t i = 0; i < b; ++i)
+      if (p < depths[i] - timed - warm) call.push_back({ids[i], p, {nullptr, k.data(), v.data(), nullptr}});
+    LADDER_TRY(e.fill(call));
+  }
+  std::vector<double> us;
+  for (int c = 0; c < timed + warm; ++c) {
+    std::vector<SequenceToken> call;
+    for (std::size_t i = 0; i < b; ++i)
+      call.push_back({ids[i], depths[i] - timed - warm + c, {q.data(), k.data(), v.data(), outs[i].data()}});
+    const auto t0 = std::chrono::steady_clock::now();
+    LADDER_TRY(e.encode(call));
+    const double dt = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (c >= warm) us.push_back(dt);
+  }
+  Row row;
+  row.depth = deepest;
+  row.batch = static_cast<int>(b);
+  set_timing(row, summarize(std::move(us)));
+  for (int d : depths) {
+    row.bytes += step_bytes(g, d - 1);
+    row.fmas += step_fmas(g, d - 1);
+  }
+  row.note = fmt::format("{} sequences per call, depths {}..{}", b, shallowest, deepest);
+  for (const std::vector<float>& out : outs) flag_non_finite(out.data(), out.size(), row.note);
+  return row;
+}
+
+Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows) {
+  for (int d : o.step_depths) {
+    if (d > o.batch_max_depth) continue;
+    for (int b : o.batches) {
+      for (const bool mixed : {false, true}) {
+        if (o.progress)
+          o.progress(fmt::format("engine encode, batch {} ({}) at depth {}", b, mixed ? "mixed lengths" : "same depth", d));
+        EngineOptions eo;
+        eo.device = device;
+        Result<std::unique_ptr<Engine>> made = Engine::create(g, eo);
+        if (!made) return made.status();
+        Result<Row> r = time_encode_batch(**made, mixed ? mixed_depths(b, d) : same_depths(b, d), o.reps, 2, 17);
+        if (!r) return r.status();
+        r->kind = "engine";
+        r->name = fmt::format("encode, batch {}{}", b, mixed ? " mixed" : "");
+        rows.push_back(*r);
+      }
+    }
+  }
+  return {};
+}
+
 std::int64_t layer_bytes(const Geometry& g, int visible) {
   const std::int64_t row = g.kv_bytes_per_token_layer();  // K and V, f16, all KV heads
   const std::int64_t q_out = std::int64_t{2} * g.n_heads * g.head_dim * 4;

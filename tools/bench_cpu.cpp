@@ -185,7 +185,10 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
                                   "last-level cache ({:.0f} MB); rings wrapped with window = capacity = depth",
                                   static_cast<double>(rep.cache_bytes) / 1e6));
   rep.notes.push_back("step: the CPU Engine's encode_token, the last tokens before the depth");
-  rep.notes.push_back("batch 16: not measured; batched decode (E3) is not implemented");
+  LADDER_TRY(add_batch_rows(g, Device::cpu, o, rep.rows));
+  if (!o.batches.empty())
+    rep.notes.push_back("batch rows: Engine::encode, one call per token for every sequence (each its own planes), "
+                        "sequences in turn, each layer's work spread over the workers");
   return rep;
 }
 

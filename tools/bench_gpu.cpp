@@ -419,6 +419,7 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
   }
   cudaStreamDestroy(s);
   LADDER_TRY(st);
+  LADDER_TRY(add_batch_rows(g, Device::cuda, o, rep.rows));
   rep.notes.push_back(fmt::format(
       "single layer: {} KV heads x head_dim {} f16, {} query heads; a graph of one run_route per rotated buffer "
       "set, time per layer = replay time / sets; rings wrapped with window = capacity = depth",
@@ -431,8 +432,9 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
     rep.notes.push_back(fmt::format("engine: Engine::encode_token on the host clock (its cached step graph plus "
                                     "activation copies in and out), depths <= {}",
                                     o.engine_max_depth));
-  rep.notes.push_back("batch 16: not measured; the engine and the raw-pointer API decode one sequence per call "
-                      "(batched decode, E3, is not implemented)");
+  if (!o.batches.empty())
+    rep.notes.push_back("batch rows: Engine::encode on the host clock, one call per token for every sequence "
+                        "(each its own planes and step graph on its own stream), host I/O included");
   return rep;
 }
 

@@ -23,8 +23,8 @@ namespace {
 // streams 128 MB per call.
 constexpr int kDefaultGpuReps = 50;
 constexpr int kDefaultCpuReps = 10;
-// The only batch the engine and the raw-pointer API decode (batched decode, E3, is not there).
-constexpr int kSupportedBatch = 1;
+// Sequences per call one batch row may hold (each has its own planes, filled first).
+constexpr int kMaxBatch = 256;
 // Upper bounds of the numeric flags, so that every accepted value finishes in minutes: 1000
 // repetitions of a CPU layer at depth 131072 (about 40 ms each here) is under a minute per case.
 constexpr int kMaxReps = 1000;
@@ -42,7 +42,8 @@ struct Options {
   std::string step_depths = "2048,32768,131072";
   std::string routes = "all";
   int reps = 0;
-  int batch = 1;
+  std::string batch = "1";
+  int batch_max_depth = 8192;
   double rotate = 4.0;
   CpuFlags cpu_flags;
   bool no_fallback_step = false;
@@ -183,10 +184,12 @@ void print_table(const bench::Report& rep) {
 
 int run(const Options& o) {
   const Geometry g = o.geometry.resolve();
-  if (o.batch != kSupportedBatch)
-    throw UsageError(fmt::format("--batch {}: only batch 1 can be measured; the engine and the raw-pointer API "
-                                 "decode one sequence per call (batched decode, E3, is not implemented yet)",
-                                 o.batch));
+  // Batch 1 is every other row; larger sizes add the engine's batched rows (E3).
+  std::vector<int> batches;
+  for (int b : parse_int_list(o.batch, "--batch", 1, kMaxBatch))
+    if (b > 1) batches.push_back(b);
+  if (o.batch_max_depth < 0)
+    throw UsageError(fmt::format("--batch-max-depth must be >= 0 (got {})", o.batch_max_depth));
   if (o.reps < 0 || o.reps > kMaxReps)
     throw UsageError(fmt::format("--reps must be in 1..{} (0 picks the default; got {})", kMaxReps, o.reps));
   if (!(o.rotate >= 1.0 && o.rotate <= kMaxRotate))
@@ -206,6 +209,8 @@ int run(const Options& o) {
   bo.step_fallbacks = !o.no_fallback_step;
   bo.engine_step = !o.no_engine;
   bo.engine_max_depth = o.engine_max_depth;
+  bo.batches = batches;
+  bo.batch_max_depth = o.batch_max_depth;
   if (!o.quiet) bo.progress = [](const std::string& s) { std::fprintf(stderr, "bench: %s\n", s.c_str()); };
 
   const Device device = resolve_device(o.device);
@@ -247,7 +252,13 @@ const Register reg{Command{
           ->capture_default_str();
       app.add_option("--reps", o->reps, "Timed repetitions per measurement (0: 50 on the GPU, 10 on the CPU)")
           ->capture_default_str();
-      app.add_option("--batch", o->batch, "Sequences per call (only 1 is supported)")->capture_default_str();
+      app.add_option("--batch", o->batch,
+                     "Sequences per call, comma list (e.g. 1,4,16,64): sizes above 1 add Engine::encode rows at each "
+                     "step depth up to --batch-max-depth, all sequences at that depth and mixed lengths")
+          ->capture_default_str();
+      app.add_option("--batch-max-depth", o->batch_max_depth,
+                     "Deepest step depth of the batch rows (each sequence is filled to it first)")
+          ->capture_default_str();
       app.add_option("--rotate", o->rotate, "Rotated buffers total at least this many x the L2 / last-level cache")
           ->capture_default_str();
       o->cpu_flags.add_to(app);

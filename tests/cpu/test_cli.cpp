@@ -89,6 +89,14 @@ TEST_F(Cli, DemoDecodesABatchOfMixedLengths) {
   EXPECT_RUN("demo --depth 131000 --batch 64 --tokens 1", kUsage, "sequences holds");
 }
 
+// E3 rows: each batch size at each step depth, every sequence at the depth and mixed lengths.
+TEST_F(Cli, BenchTimesBatchedCalls) {
+  EXPECT_RUN("bench --device cpu --depths none --step-depths 96 --no-fallback-step --batch 1,3 --reps 2" + kSmall,
+             kOk, "encode, batch 3 mixed");
+  EXPECT_RUN("bench --device cpu --depths none --step-depths 96 --no-fallback-step --batch 3 --reps 2 --json" + kSmall,
+             kOk, "\"batch\": 3");
+}
+
 TEST_F(Cli, DemoRejectsBadArguments) {
   EXPECT_RUN("demo --tokens 0", kUsage, "--tokens must be in 1..1024");
   EXPECT_RUN("demo --tokens many", kUsage, "--tokens");
@@ -207,7 +215,9 @@ TEST_F(Cli, BenchRefusesUpFront) {
   EXPECT_QUICK("bench --rotate nan", kUsage, "--rotate");
   EXPECT_QUICK("bench --rotate 0.5", kUsage, "--rotate must be in 1..64");
   EXPECT_QUICK("bench --engine-max-depth -1", kUsage, "--engine-max-depth must be >= 0");
-  EXPECT_QUICK("bench --batch 16", kUsage, "only batch 1");
+  EXPECT_QUICK("bench --batch 300", kUsage, "--batch: 300 is outside the allowed range 1..256");
+  EXPECT_QUICK("bench --batch 0", kUsage, "--batch");
+  EXPECT_QUICK("bench --batch-max-depth -1", kUsage, "--batch-max-depth must be >= 0");
   EXPECT_QUICK("bench --routes warp", kUsage, "unknown route 'warp'");
 }
 
