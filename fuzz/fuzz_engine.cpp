@@ -1,5 +1,6 @@
 // libFuzzer target fuzz_engine: a CPU Engine over a small geometry of several layers (SWA rings
-// and NoPE growing planes mixed), decoded one sequence through many positions with the ladder's
+// and NoPE growing planes mixed), decoded through many positions, up to four sequences at once
+// (sequences added and removed, batched calls, a batch refused for one bad position), with the ladder's
 // switches set from options and from the environment (LADDER_DISABLE_VEC,
 // LADDER_STRICT_ATTENTION). Every layer's output is compared with an f64 reference computed
 // here from the token history alone (no route, no plane state: the K and V values are f16-exact,
@@ -13,13 +14,18 @@
 //  * encode_token at the next position below max context succeeds; every layer's plane state is
 //    what K3 says, one trace entry per layer with the right position, layer and visible rows and a
 //    route that exists for the layer's class; every layer's output matches the f64 reference
-//    (NaN pattern, then relative error < 2e-3).
+//    (NaN pattern, then relative error < 2e-3);
+//  * the same for every sequence of a batched encode (each sequence's tokens come from the same
+//    generator shifted by its own offset, so sequences differ); a batch with one bad position is
+//    refused and leaves every sequence's planes, the trace and every output as they were; a
+//    removed sequence is refused; an added one starts empty.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "fuzz_support.hpp"
@@ -50,6 +56,14 @@ constexpr float kQAmplitude[] = {0.25f, 0.5f, 1.0f, 2.0f};  // |q| <= 2: the bou
 constexpr float kVAmplitude[] = {1.0f, 0.5f, 16.0f, 1024.0f};
 constexpr std::uint32_t kPoisonBits = 0x7fc0dead;  // a NaN no kernel computes
 constexpr int kOpCount = 8;
+// Operation bytes at or above this act on sequences (the bytes below keep their meaning of
+// before sequences existed, so older seeds replay as they did): add a sequence, remove the
+// newest, a batched encode of every sequence, the same with the newest sequence's position skipped.
+constexpr int kSequenceOps = 240;
+constexpr int kSequenceOpCount = 4;
+constexpr int kMaxTracks = 4;
+// Sequence i's token p is the generator's token p + i * kTrackSalt.
+constexpr int kTrackSalt = 7919;
 constexpr int kExplicitClasses = 200;  // NoPE byte at or above this: per-layer classes from a mask
 
 struct Setup {
@@ -121,44 +135,74 @@ void set_env(const char* name, bool on) {
   }
 }
 
+// One sequence of the engine as the harness sees it: its id, its next position, its buffers
+// and every K/V row it was given (the reference reads them).
+struct Track {
+  SequenceId id = 0;
+  int salt = 0;
+  int next = 0;
+  std::vector<float> q, k, v, out;
+  std::vector<float> hk, hv;  // [position][layer][n_kv_heads][head_dim]
+};
+
 class EngineFuzz {
  public:
   EngineFuzz(const Setup& s, std::unique_ptr<Engine> engine) : s_(s), engine_(std::move(engine)) {
     const Geometry& g = s_.g;
     q_layer_ = static_cast<std::size_t>(g.n_heads) * g.head_dim;
     kv_layer_ = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
-    q_.resize(q_layer_ * g.n_layers);
-    out_.resize(q_.size());
-    k_.resize(kv_layer_ * g.n_layers);
-    v_.resize(k_.size());
+    tracks_.push_back(new_track(0, 0));
   }
 
   void run(Bytes& in) {
     while (!in.empty() && work_ < kInputWork) {
-      const int op = in.next() % kOpCount;
-      switch (op) {
-        case 0: refused(next_ - 1, false); break;
-        case 1: refused(next_ + in.range(1, 3), false); break;
+      const int b = in.next();
+      if (b >= kSequenceOps) {
+        switch ((b - kSequenceOps) % kSequenceOpCount) {
+          case 0: add_track(); break;
+          case 1: remove_track(); break;
+          case 2: encode_batch(false); break;
+          default: encode_batch(true); break;
+        }
+        continue;
+      }
+      switch (b % kOpCount) {
+        case 0: refused(next() - 1, false); break;
+        case 1: refused(next() + in.range(1, 3), false); break;
         case 2: {
           const int kind = in.next() % 3;
           refused(kind == 0 ? s_.g.max_context + in.next() : kind == 1 ? -1 - in.next() : INT32_MAX, false);
           break;
         }
-        case 3: refused(next_, true); break;
+        case 3: refused(next(), true); break;
         case 4: {
-          const int b = in.next();
-          const int count = b < kShortFill ? 1 + b : 1 + in.u16() % (kMaxContext + 1);
+          const int c = in.next();
+          const int count = c < kShortFill ? 1 + c : 1 + in.u16() % (kMaxContext + 1);
           for (int i = 0; i < count && fill(); ++i) {
           }
           break;
         }
         case 5: fill(); break;
-        default: encode(); break;
+        default: encode_batch_of({0}); break;
       }
     }
   }
 
  private:
+  Track new_track(SequenceId id, int index) const {
+    Track t;
+    t.id = id;
+    t.salt = index * kTrackSalt;
+    t.q.resize(q_layer_ * s_.g.n_layers);
+    t.out.resize(t.q.size());
+    t.k.resize(kv_layer_ * s_.g.n_layers);
+    t.v.resize(t.k.size());
+    return t;
+  }
+
+  // Sequence 0's next position: the single-sequence operations act on it.
+  int next() const { return tracks_[0].next; }
+
   float value(int position, int layer, int e, Stream stream) const {
     const float amp = stream == Stream::q ? s_.q_amp : stream == Stream::v ? s_.v_amp : 1.0f;
     const float x = poked_value(s_.poke, position, e, stream, layer, amp);
@@ -167,38 +211,43 @@ class EngineFuzz {
     return stream == Stream::q ? x : static_cast<float>(f16_rounded(x));
   }
 
-  // This token's q, k, v for every layer, its K and V also kept in the history the checkers read.
-  void token(int position) {
+  // Track t's q, k, v for every layer at `position`, its K and V also kept in its history.
+  void token(Track& t, int position) {
     const std::size_t per_token = kv_layer_ * s_.g.n_layers;
     const std::size_t at = static_cast<std::size_t>(position) * per_token;
-    if (hk_.size() < at + per_token) {
-      hk_.resize(at + per_token);
-      hv_.resize(at + per_token);
+    if (t.hk.size() < at + per_token) {
+      t.hk.resize(at + per_token);
+      t.hv.resize(at + per_token);
     }
+    const int p = position + t.salt;
     for (int layer = 0; layer < s_.g.n_layers; ++layer) {
       for (std::size_t e = 0; e < kv_layer_; ++e) {
-        k_[layer * kv_layer_ + e] = value(position, layer, static_cast<int>(e), Stream::k);
-        v_[layer * kv_layer_ + e] = value(position, layer, static_cast<int>(e), Stream::v);
+        t.k[layer * kv_layer_ + e] = value(p, layer, static_cast<int>(e), Stream::k);
+        t.v[layer * kv_layer_ + e] = value(p, layer, static_cast<int>(e), Stream::v);
       }
-      for (std::size_t e = 0; e < q_layer_; ++e)
-        q_[layer * q_layer_ + e] = value(position, layer, static_cast<int>(e), Stream::q);
+      for (std::size_t e = 0; e < q_layer_; ++e) t.q[layer * q_layer_ + e] = value(p, layer, static_cast<int>(e), Stream::q);
     }
-    std::copy(k_.begin(), k_.end(), hk_.begin() + at);
-    std::copy(v_.begin(), v_.end(), hv_.begin() + at);
+    std::copy(t.k.begin(), t.k.end(), t.hk.begin() + static_cast<std::ptrdiff_t>(at));
+    std::copy(t.v.begin(), t.v.end(), t.hv.begin() + static_cast<std::ptrdiff_t>(at));
   }
 
-  std::vector<PlaneState> states() const {
+  std::vector<PlaneState> states(const Track& t) const {
     std::vector<PlaneState> s;
-    for (int layer = 0; layer < s_.g.n_layers; ++layer) s.push_back(engine_->plane_state(layer));
+    for (int layer = 0; layer < s_.g.n_layers; ++layer) s.push_back(engine_->plane_state(t.id, layer));
+    return s;
+  }
+  std::vector<std::vector<PlaneState>> all_states() const {
+    std::vector<std::vector<PlaneState>> s;
+    for (const Track& t : tracks_) s.push_back(states(t));
     return s;
   }
 
-  void poison() {
-    for (float& o : out_) std::memcpy(&o, &kPoisonBits, sizeof o);
+  static void poison(Track& t) {
+    for (float& o : t.out) std::memcpy(&o, &kPoisonBits, sizeof o);
   }
 
-  bool poisoned() const {
-    for (const float& o : out_) {
+  static bool poisoned(const Track& t) {
+    for (const float& o : t.out) {
       std::uint32_t bits;
       std::memcpy(&bits, &o, sizeof bits);
       if (bits != kPoisonBits) return false;
@@ -209,75 +258,140 @@ class EngineFuzz {
   // A call that must be refused: position out of order or range, or (null_q) the next position
   // with a null q buffer.
   void refused(int position, bool null_q) {
-    const std::vector<PlaneState> before = states();
+    Track& t = tracks_[0];
+    const auto before = all_states();
     const std::size_t trace_before = engine_->trace().size();
-    if (position >= 0 && position < s_.g.max_context) token(position);
-    poison();
-    const Status st = engine_->encode_token(position, {null_q ? nullptr : q_.data(), k_.data(), v_.data(), out_.data()});
-    const bool must_refuse = null_q || position != next_ || position >= s_.g.max_context;
+    if (position >= 0 && position < s_.g.max_context) token(t, position);
+    poison(t);
+    const Status st = engine_->encode_token(position, {null_q ? nullptr : t.q.data(), t.k.data(), t.v.data(), t.out.data()});
+    const bool must_refuse = null_q || position != t.next || position >= s_.g.max_context;
     if (!must_refuse) fail("refused() called for an acceptable position %d", position);
-    if (st.ok()) fail("encode_token(%d) accepted (next position %d, max context %d, null q %d)", position, next_,
+    if (st.ok()) fail("encode_token(%d) accepted (next position %d, max context %d, null q %d)", position, t.next,
                       s_.g.max_context, null_q);
     if (st.code() == ErrorCode::internal) fail("a refused encode_token reported an internal error: %s", st.to_string().c_str());
-    if (states() != before) fail("a refused encode_token(%d) changed a plane state", position);
+    if (all_states() != before) fail("a refused encode_token(%d) changed a plane state", position);
     if (engine_->trace().size() != trace_before) fail("a refused encode_token(%d) recorded a trace", position);
-    if (!poisoned()) fail("a refused encode_token(%d) wrote the output", position);
+    if (!poisoned(t)) fail("a refused encode_token(%d) wrote the output", position);
   }
 
   bool fill() {
-    if (next_ >= s_.g.max_context) {
-      const std::vector<PlaneState> before = states();
-      if (engine_->fill_token(next_, {nullptr, k_.data(), v_.data(), nullptr}).ok()) fail("fill past max context accepted");
-      if (states() != before) fail("a refused fill_token changed a plane state");
+    Track& t = tracks_[0];
+    if (t.next >= s_.g.max_context) {
+      const auto before = all_states();
+      if (engine_->fill_token(t.next, {nullptr, t.k.data(), t.v.data(), nullptr}).ok()) fail("fill past max context accepted");
+      if (all_states() != before) fail("a refused fill_token changed a plane state");
       return false;
     }
-    token(next_);
-    const Status st = engine_->fill_token(next_, {nullptr, k_.data(), v_.data(), nullptr});
-    if (!st.ok()) fail("fill_token(%d) refused: %s", next_, st.to_string().c_str());
-    ++next_;
+    token(t, t.next);
+    const Status st = engine_->fill_token(t.next, {nullptr, t.k.data(), t.v.data(), nullptr});
+    if (!st.ok()) fail("fill_token(%d) refused: %s", t.next, st.to_string().c_str());
+    ++t.next;
     return true;
   }
 
-  void encode() {
-    if (next_ >= s_.g.max_context) {
-      refused(next_, false);
+  void add_track() {
+    if (tracks_.size() >= static_cast<std::size_t>(kMaxTracks)) return;
+    Result<SequenceId> id = engine_->add_sequence();
+    if (!id) fail("add_sequence refused: %s", id.status().to_string().c_str());
+    tracks_.push_back(new_track(*id, static_cast<int>(tracks_.size())));
+    for (const PlaneState& ps : states(tracks_.back()))
+      if (ps.len != 0 || ps.next_position != 0) fail("a new sequence's plane is not empty");
+  }
+
+  void remove_track() {
+    if (tracks_.size() < 2) return;
+    const SequenceId id = tracks_.back().id;
+    if (!engine_->remove_sequence(id).ok()) fail("remove_sequence(%lld) refused", static_cast<long long>(id));
+    tracks_.pop_back();
+    Track probe = new_track(id, 0);
+    token(probe, 0);
+    const SequenceToken gone{id, 0, {probe.q.data(), probe.k.data(), probe.v.data(), probe.out.data()}};
+    const Status st = engine_->encode(std::span<const SequenceToken>(&gone, 1));
+    if (st.code() != ErrorCode::invalid_argument) fail("encode of a removed sequence: %s", st.to_string().c_str());
+  }
+
+  // Every sequence below max context in one call; with `skip`, the newest sequence's position is
+  // one too far, and the whole call must be refused with nothing changed.
+  void encode_batch(bool skip) {
+    std::vector<std::size_t> which;
+    for (std::size_t i = 0; i < tracks_.size(); ++i)
+      if (tracks_[i].next < s_.g.max_context) which.push_back(i);
+    if (which.empty()) return;
+    if (!skip) {
+      encode_batch_of(which);
       return;
     }
-    const int position = next_;
-    token(position);
-    poison();
+    const auto before = all_states();
     const std::size_t trace_before = engine_->trace().size();
-    const Status st = engine_->encode_token(position, {q_.data(), k_.data(), v_.data(), out_.data()});
-    if (!st.ok()) fail("encode_token(%d) refused: %s", position, st.to_string().c_str());
-    ++next_;
+    std::vector<SequenceToken> call;
+    for (std::size_t i : which) {
+      Track& t = tracks_[i];
+      const int position = i == which.back() ? t.next + 1 : t.next;
+      if (position < s_.g.max_context) token(t, position);
+      poison(t);
+      call.push_back({t.id, position, {t.q.data(), t.k.data(), t.v.data(), t.out.data()}});
+    }
+    const Status st = engine_->encode(call);
+    if (st.ok()) fail("a batch with a skipped position was accepted");
+    if (st.code() == ErrorCode::internal) fail("a refused batch reported an internal error: %s", st.to_string().c_str());
+    if (all_states() != before) fail("a refused batch changed a plane state");
+    if (engine_->trace().size() != trace_before) fail("a refused batch recorded a trace");
+    for (std::size_t i : which)
+      if (!poisoned(tracks_[i])) fail("a refused batch wrote an output");
+  }
+
+  // One call decoding the next position of every listed track (sequence 0 alone goes through
+  // encode_token), then every layer of every track checked.
+  void encode_batch_of(const std::vector<std::size_t>& which) {
+    if (which.size() == 1 && which[0] == 0 && tracks_[0].next >= s_.g.max_context) {
+      refused(tracks_[0].next, false);
+      return;
+    }
+    std::vector<SequenceToken> call;
+    for (std::size_t i : which) {
+      Track& t = tracks_[i];
+      token(t, t.next);
+      poison(t);
+      call.push_back({t.id, t.next, {t.q.data(), t.k.data(), t.v.data(), t.out.data()}});
+    }
+    const std::size_t trace_before = engine_->trace().size();
+    const Status st = which.size() == 1 && which[0] == 0 ? engine_->encode_token(call[0].position, call[0].io)
+                                                          : engine_->encode(call);
+    if (!st.ok()) fail("encode of %zu sequences refused: %s", which.size(), st.to_string().c_str());
     const std::vector<TraceEntry>& trace = engine_->trace();
-    if (trace.size() != trace_before + static_cast<std::size_t>(s_.g.n_layers)) fail("trace did not grow by one entry per layer");
-    for (int layer = 0; layer < s_.g.n_layers; ++layer) {
-      const LayerClass cls = s_.g.layer_class(layer);
-      const int window = cls == LayerClass::swa ? s_.g.window : 0;
-      const int visible = visible_rows(position, window);
-      const PlaneState ps = engine_->plane_state(layer);
-      if (ps.len != visible || ps.origin_logical != position + 1 - visible || ps.next_position != position + 1)
-        fail("layer %d after position %d: len %d origin_logical %d next %d (visible %d)", layer, position, ps.len,
-             ps.origin_logical, ps.next_position, visible);
-      const TraceEntry& e = trace[trace_before + static_cast<std::size_t>(layer)];
-      const bool route_fits = cls == LayerClass::swa ? e.decision.route != Route::interleaved : e.decision.route != Route::staged;
-      if (e.position != position || e.layer != layer || e.visible != visible || !route_fits)
-        fail("trace entry of layer %d at %d: position %d layer %d visible %d route %s", layer, position, e.position,
-             e.layer, e.visible, route_name(e.decision.route));
-      check_layer(layer, position, visible);
-      work_ += static_cast<std::int64_t>(visible) * q_layer_;
+    const std::size_t n_layers = static_cast<std::size_t>(s_.g.n_layers);
+    if (trace.size() != trace_before + which.size() * n_layers) fail("trace did not grow by one entry per layer");
+    for (std::size_t c = 0; c < which.size(); ++c) {
+      Track& t = tracks_[which[c]];
+      const int position = t.next++;
+      for (int layer = 0; layer < s_.g.n_layers; ++layer) {
+        const LayerClass cls = s_.g.layer_class(layer);
+        const int window = cls == LayerClass::swa ? s_.g.window : 0;
+        const int visible = visible_rows(position, window);
+        const PlaneState ps = engine_->plane_state(t.id, layer);
+        if (ps.len != visible || ps.origin_logical != position + 1 - visible || ps.next_position != position + 1)
+          fail("layer %d after position %d: len %d origin_logical %d next %d (visible %d)", layer, position, ps.len,
+               ps.origin_logical, ps.next_position, visible);
+        const TraceEntry& e = trace[trace_before + c * n_layers + static_cast<std::size_t>(layer)];
+        const bool route_fits =
+            cls == LayerClass::swa ? e.decision.route != Route::interleaved : e.decision.route != Route::staged;
+        if (e.sequence != t.id || e.position != position || e.layer != layer || e.visible != visible || !route_fits)
+          fail("trace entry of layer %d at %d: sequence %lld position %d layer %d visible %d route %s", layer, position,
+               static_cast<long long>(e.sequence), e.position, e.layer, e.visible, route_name(e.decision.route));
+        check_layer(t, layer, position, visible);
+        work_ += static_cast<std::int64_t>(visible) * static_cast<std::int64_t>(q_layer_);
+      }
     }
   }
 
-  void check_layer(int layer, int position, int visible) const {
+  void check_layer(const Track& t, int layer, int position, int visible) const {
     const int first = position + 1 - visible;
     std::vector<double> kr(static_cast<std::size_t>(visible) * kv_layer_), vr(kr.size());
-    for (int t = 0; t < visible; ++t) {
+    for (int r = 0; r < visible; ++r) {
       for (std::size_t e = 0; e < kv_layer_; ++e) {
-        const std::size_t at = (static_cast<std::size_t>(first + t) * s_.g.n_layers + layer) * kv_layer_ + e;
-        kr[t * kv_layer_ + e] = hk_[at];
-        vr[t * kv_layer_ + e] = hv_[at];
+        const std::size_t at = (static_cast<std::size_t>(first + r) * s_.g.n_layers + layer) * kv_layer_ + e;
+        kr[r * kv_layer_ + e] = t.hk[at];
+        vr[r * kv_layer_ + e] = t.hv[at];
       }
     }
     HeadShape shape;
@@ -285,18 +399,16 @@ class EngineFuzz {
     shape.n_kv_heads = s_.g.n_kv_heads;
     shape.head_dim = s_.g.head_dim;
     shape.scale = s_.g.scale();
-    const std::vector<double> qd(q_.begin() + layer * q_layer_, q_.begin() + (layer + 1) * q_layer_);
+    const std::vector<double> qd(t.q.begin() + layer * q_layer_, t.q.begin() + (layer + 1) * q_layer_);
     std::vector<double> ref(q_layer_);
     reference_attention(shape, qd.data(), kr.data(), vr.data(), visible, ref.data());
-    expect_matches(out_.data() + layer * q_layer_, ref.data(), q_layer_, "engine layer output");
+    expect_matches(t.out.data() + layer * q_layer_, ref.data(), q_layer_, "engine layer output");
   }
 
   const Setup s_;
   std::unique_ptr<Engine> engine_;
   std::size_t q_layer_ = 0, kv_layer_ = 0;
-  std::vector<float> q_, k_, v_, out_;
-  std::vector<float> hk_, hv_;  // [position][layer][n_kv_heads][head_dim]: every token given so far
-  int next_ = 0;
+  std::vector<Track> tracks_;
   std::int64_t work_ = 0;
 };
 

@@ -137,8 +137,17 @@ def encode(n=1):
 
 
 ENGINE_REFUSALS = bytes([0, 1, 0, 2, 0, 3, 2, 1, 9, 2, 2, 3])
+# Sequence operations (fuzz_engine.cpp, kSequenceOps): add a sequence, remove the newest, a
+# batched encode of every sequence, the same with the newest sequence's position skipped.
+ADD_SEQ, REMOVE_SEQ, BATCH, BATCH_SKIPPED = bytes([240]), bytes([241]), bytes([242]), bytes([243])
 
 ENGINE_SEEDS = {
+    "batched_sequences_wrap": engine_header(3, 2, 4, 16, window=40, max_context=300, slack=5, period=3, phase=2,
+                                            growing_capacity=4)
+    + encode(2) + ADD_SEQ * 3 + BATCH * 20 + BATCH_SKIPPED + engine_fill(30) + BATCH * 50 + REMOVE_SEQ + BATCH * 10
+    + ADD_SEQ + BATCH * 45 + BATCH_SKIPPED + encode(2),
+    "batched_staged_no_vec": engine_header(2, 1, 8, 8, window=32, max_context=200, slack=3, period=2, stage=True)
+    + ADD_SEQ + engine_fill(40) + BATCH * 40 + REMOVE_SEQ + REMOVE_SEQ + ADD_SEQ * 4 + BATCH * 35,
     "glimmer_like_4_layers": engine_header(4, 2, 4, 32, window=48, max_context=280, slack=8, period=4, phase=3)
     + encode(3) + engine_fill(100) + encode(4) + ENGINE_REFUSALS + engine_fill(60) + encode(3),
     "deep_nsg4_window0": engine_header(2, 1, 1, 4, unbounded=True, deep=True, max_context=4400,
