@@ -19,9 +19,5 @@ namespace ladder {
 Status attend_layer(Device device, Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
                     const LayerIO& io);
 
-// Whether Device::cuda runs the tensor-core producer by default (its in-block arithmetic differs
-// from the CPU twins'; LADDER_GPU_DAG=exact selects the exact-DAG producer with the CPU's bits).
-// false in a build without CUDA.
-bool cuda_default_uses_tensor_cores();
 
 }  // namespace ladder

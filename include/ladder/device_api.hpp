@@ -20,6 +20,10 @@ enum class Device { cpu, cuda };
 const char* device_name(Device d);
 // True when a CUDA device is usable by this build (false in builds without CUDA).
 bool cuda_available();
+// Whether Device::cuda runs the tensor-core producer by default (its in-block arithmetic differs
+// from the CPU twins'; LADDER_GPU_DAG=exact selects the exact-DAG producer with the CPU's bits).
+// false in a build without CUDA.
+bool cuda_default_uses_tensor_cores();
 
 // One token's activations for every layer of one sequence, host memory, f32:
 //   q, out: [n_layers][n_heads][head_dim];  k, v: [n_layers][n_kv_heads][head_dim].

@@ -12,7 +12,6 @@
 
 #include "cuda/device_memory.hpp"
 #include "cuda/kernels.hpp"
-#include "ladder/attention.hpp"
 
 namespace ladder {
 namespace cuda_detail {

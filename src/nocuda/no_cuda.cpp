@@ -1,6 +1,5 @@
 // Built only without CUDA: every GPU entry point the engine reaches answers with a clear
 // no_device error.
-#include "ladder/attention.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
 
 namespace ladder {
