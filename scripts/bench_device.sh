@@ -58,7 +58,9 @@ run() {
   local build_pid=$!
   local t0=$SECONDS
 
-  timeout "${BENCH_TIMEOUT:-240}" "$CARRY/bin/ladder" bench --device cuda --output "$OUT/bench.json" 2>"$scratch/bench.progress" \
+  # LADDER_BENCH_ARGS: extra `ladder bench` flags (e.g. --batch 1,4,16 --step-depths 2048,8192).
+  # shellcheck disable=SC2086
+  timeout "${BENCH_TIMEOUT:-240}" "$CARRY/bin/ladder" bench --device cuda ${LADDER_BENCH_ARGS:-} --output "$OUT/bench.json" 2>"$scratch/bench.progress" \
     | tee "$OUT/bench.txt" || echo "ladder bench failed (exit $?)"
   { echo "== ladder bench progress ($((SECONDS - t0)) s)"; cat "$scratch/bench.progress"; } >>"$log"
   t0=$SECONDS

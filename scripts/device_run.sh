@@ -14,6 +14,11 @@
 #                    perf tests and the tests that provoke refused allocations on purpose)
 #   LADDER_SAN_TIMEOUT  seconds one sanitizer process (one tool, one test) may run (default 480)
 #   LADDER_SAN_JOBS  sanitizer processes at a time (default: the machine's cores)
+#   LADDER_FUZZ_BIN  a directory holding fuzz_engine (built here by scripts/fuzz.sh's recipe with
+#                    static libstdc++): when set, it fuzzes on the host's spare cores while the
+#                    GPU steps run, LADDER_FUZZ_JOBS processes (default 6) of LADDER_FUZZ_RUNS
+#                    executions each (default 170000), from fuzz/corpus/fuzz_engine; the
+#                    executions and findings of every job go to $OUT/fuzz.log
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -63,6 +68,19 @@ FILTER='-GpuPerf.*'
 SAN_FILTER="${LADDER_SAN_FILTER:--GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*}"
 SAN="compute-sanitizer --error-exitcode 1 --print-limit 20"
 
+FUZZ_PID=
+if [ -n "${LADDER_FUZZ_BIN:-}" ] && [ -x "$LADDER_FUZZ_BIN/fuzz_engine" ]; then
+  mkdir -p "$LOG/fuzz/corpus" "$LOG/fuzz/artifacts"
+  fuzz_start=$SECONDS
+  fuzz_bin=$(cd "$LADDER_FUZZ_BIN" && pwd)
+  repo=$PWD
+  (cd "$LOG/fuzz" && "$fuzz_bin/fuzz_engine" -jobs="${LADDER_FUZZ_JOBS:-6}" -workers="${LADDER_FUZZ_JOBS:-6}" \
+     -runs="${LADDER_FUZZ_RUNS:-170000}" -max_total_time="${LADDER_FUZZ_SECONDS:-500}" -max_len=1024 \
+     -print_final_stats=1 -artifact_prefix="$LOG/fuzz/artifacts/" corpus "$repo/fuzz/corpus/fuzz_engine" \
+     >"$LOG/fuzz/driver.log" 2>&1) &
+  FUZZ_PID=$!
+fi
+
 want tests && step gpu_tests gpu_tests.log "$TESTS" --gtest_filter="$FILTER"
 # Every (tool, test) pair is its own compute-sanitizer process and they run side by side
 # (separate processes on one GPU): a sanitizer's cost is mostly per launch on the host, so one
@@ -107,6 +125,25 @@ fi
 
 if want perf; then
   step perf perf.log env LADDER_GPU_PERF=1 "$TESTS" --gtest_filter='GpuPerf.*'
+fi
+
+if [ -n "$FUZZ_PID" ]; then
+  wait "$FUZZ_PID"
+  fuzz_rc=$?
+  {
+    echo "fuzz_engine: ${LADDER_FUZZ_JOBS:-6} jobs x ${LADDER_FUZZ_RUNS:-170000} runs, $((SECONDS - fuzz_start)) s, rc $fuzz_rc"
+    total=0
+    for f in "$LOG"/fuzz/fuzz-*.log; do
+      n=$(grep -E '^stat::number_of_executed_units' "$f" | awk '{print $2}' | tail -1)
+      echo "$(basename "$f"): ${n:-?} executions; $(grep -cE 'ERROR|BINGO|crash|deadly signal' "$f") error lines; $(grep -E '^#[0-9]+' "$f" | tail -1)"
+      total=$((total + ${n:-0}))
+    done
+    echo "total executions: $total; artifacts: $(ls "$LOG/fuzz/artifacts" | wc -l)"
+    ls "$LOG/fuzz/artifacts"
+    for f in "$LOG"/fuzz/fuzz-*.log; do grep -B2 -A30 -E 'ERROR|deadly signal' "$f" | head -60; done
+  } >"$OUT/fuzz.log" 2>&1
+  SUMMARY+=("$(printf '%-26s rc=%-3s %4ss  %s' "fuzz_engine" "$fuzz_rc" "$((SECONDS - fuzz_start))" "fuzz.log")")
+  [ "$fuzz_rc" -eq 0 ] || FAILED=1
 fi
 
 for tool in ${SAN_TOOLS//,/ }; do
