@@ -127,6 +127,8 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
     LADDER_TRY(e.fill(call));
   }
   std::vector<double> us;
+  double first_us = 0.0;
+  const DeviceStats before = e.device_stats();
   for (int c = 0; c < timed + warm; ++c) {
     std::vector<SequenceToken> call;
     for (std::size_t i = 0; i < b; ++i)
@@ -134,8 +136,10 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
     const auto t0 = std::chrono::steady_clock::now();
     LADDER_TRY(e.encode(call));
     const double dt = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (c == 0) first_us = dt;
     if (c >= warm) us.push_back(dt);
   }
+  const int captures = e.device_stats().captures - before.captures;
   Row row;
   row.depth = deepest;
   row.batch = static_cast<int>(b);
@@ -145,6 +149,8 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
     row.fmas += step_fmas(g, d - 1);
   }
   row.note = fmt::format("{} sequences per call, depths {}..{}", b, shallowest, deepest);
+  // What a recapture per call would cost: the first call of a new shape captures its step graph.
+  if (captures > 0) row.note += fmt::format("; first call {:.0f} us ({} graph capture{})", first_us, captures, captures > 1 ? "s" : "");
   for (const std::vector<float>& out : outs) flag_non_finite(out.data(), out.size(), row.note);
   return row;
 }

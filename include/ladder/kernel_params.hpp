@@ -75,7 +75,13 @@ struct RowSource {
 //  * interleaved: rows.order = contiguous (a growing plane never wraps); token visible-1 is
 //                 read from cur_k/cur_v in f32 and also stored (f16) into store_k/store_v at
 //                 store_slot by exactly one worker.
+// Which producer kernel a ProducerParams is for. A batched launch (one launch per layer and
+// kernel family for every sequence of a call) reads one struct per sequence and skips those of
+// another family; the direct form ignores it.
+enum class KernelFamily : std::uint8_t { none, splitk, vec, interleaved, splitk_fused, vec_fused };
+
 struct ProducerParams {
+  KernelFamily family = KernelFamily::none;
   HeadShape shape;
   int visible = 0;
   Schedule sched;

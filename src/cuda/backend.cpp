@@ -1,14 +1,17 @@
-// The CUDA device behind the engine (device_api.hpp): per-sequence planes in device memory, and
-// each sequence's per-token step captured once per route mix as a CUDA graph.
+// The CUDA device behind the engine (device_api.hpp). Each sequence owns its planes and its
+// scratch; the backend owns one stream, the batch's staging buffers and the step graphs.
 //
-// Step state: every kernel of a captured step reads its parameter struct from the sequence's
-// `d_steps_` (one RouteLaunch per layer, device memory). Each token the host fills the pinned
-// mirror `h_steps_` (positions, origins, slot, visible, schedule — everything that varies) and
-// the graph's first node copies it to the device; grids are sized for the worst case and idle
-// blocks exit. So a cached graph serves every token whose per-layer routes are the same; a new
-// route mix is captured once and cached (SWA layers switch between splitk and vec as the ring
-// fills, so a handful of graphs covers a whole run). The sequences of a call run on their own
-// streams: all are enqueued, then all are awaited.
+// E3, one launch per layer and kernel family for the whole call: the sequences of a call are
+// slots z = 0..B-1 of a batch padded to a power-of-two bucket. The host plans every (slot,
+// layer) into a pinned RouteLaunch array [bucket][n_layers] (planes, positions, routes, slot
+// activations: everything that varies), and each layer's kernels run with grid z = bucket,
+// slice z reading slot z's struct (kernels.hpp, BatchSpan); an entry of another route, or an
+// empty slot, skips the kernel. Which kernels a layer launches depends on the routes in it
+// (dispatch.hpp, LayerKernels), not on the sequences or their positions, so a step graph is
+// captured once per (bucket, per-layer kernel set) and replayed for every later call with that
+// shape, whatever sequences fill the slots and however deep they are: a change of batch
+// composition needs no recapture. Each sequence's bits depend only on its own plane and
+// visible length (P4): slots never share partials, rows or counters.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,8 +30,10 @@ namespace ladder {
 namespace cuda {
 namespace {
 
+using cuda_detail::BatchSpan;
 using cuda_detail::cuda_status;
 using cuda_detail::DeviceArray;
+using cuda_detail::LayerKernels;
 using cuda_detail::RouteLaunch;
 
 // Pinned host memory (the graph's copy nodes read and write it at replay time).
@@ -38,10 +43,14 @@ class PinnedArray {
   PinnedArray() = default;
   PinnedArray(const PinnedArray&) = delete;
   PinnedArray& operator=(const PinnedArray&) = delete;
-  ~PinnedArray() {
+  ~PinnedArray() { reset(); }
+  void reset() {
     if (p_ != nullptr) cudaFreeHost(p_);
+    p_ = nullptr;
+    n_ = 0;
   }
   Status allocate(std::size_t n, const char* what) {
+    reset();
     void* raw = nullptr;
     LADDER_TRY(cuda_status(cudaMallocHost(&raw, std::max<std::size_t>(n, 1) * sizeof(T)),
                            fmt::format("allocating pinned host memory for {}", what)));
@@ -63,22 +72,23 @@ struct DeviceContext {
   HeadShape shape;
   CudaEngineOptions copt;
   cuda_detail::ProducerChoice producer;
-  DeviceStats* stats = nullptr;
+};
+
+// One batch slot's activations in device memory, every layer: q and out [n_layers][n_heads][128],
+// k and v [n_layers][n_kv_heads][128].
+struct SlotIO {
+  float* q = nullptr;
+  float* k = nullptr;
+  float* v = nullptr;
+  float* out = nullptr;
 };
 
 class CudaSequence final : public DeviceSequence {
  public:
-  explicit CudaSequence(const DeviceContext& ctx) : ctx_(ctx) {}
+  ~CudaSequence() override { free_workspace(ws_); }
 
-  ~CudaSequence() override {
-    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-    free_workspace(ws_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
-  Status init(const std::vector<PlaneConfig>& cfgs) {
-    const Geometry& g = ctx_.g;
-    LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream"));
+  Status init(const DeviceContext& ctx, const std::vector<PlaneConfig>& cfgs, cudaStream_t stream) {
+    const Geometry& g = ctx.g;
     cfgs_ = cfgs;
     const std::size_t n = cfgs_.size();
     rows_.resize(n);
@@ -91,27 +101,15 @@ class CudaSequence final : public DeviceSequence {
       LADDER_TRY(k_[l].allocate(elems, "a plane's K rows"));
       LADDER_TRY(v_[l].allocate(elems, "a plane's V rows"));
       cuda_detail::clear_stale_error();
-      LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(k_[l].get(), static_cast<std::int64_t>(elems), stream_),
+      LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(k_[l].get(), static_cast<std::int64_t>(elems), stream),
                              "poisoning a plane"));
-      LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(v_[l].get(), static_cast<std::int64_t>(elems), stream_),
+      LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(v_[l].get(), static_cast<std::int64_t>(elems), stream),
                              "poisoning a plane"));
     }
-    q_elems_ = static_cast<std::size_t>(g.n_heads) * g.head_dim;
-    kv_elems_ = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
-    LADDER_TRY(dq_.allocate(n * q_elems_, "q"));
-    LADDER_TRY(dk_.allocate(n * kv_elems_, "k"));
-    LADDER_TRY(dv_.allocate(n * kv_elems_, "v"));
-    LADDER_TRY(dout_.allocate(n * q_elems_, "out"));
-    LADDER_TRY(hq_.allocate(n * q_elems_, "q"));
-    LADDER_TRY(hk_.allocate(n * kv_elems_, "k"));
-    LADDER_TRY(hv_.allocate(n * kv_elems_, "v"));
-    LADDER_TRY(hout_.allocate(n * q_elems_, "out"));
-    LADDER_TRY(h_steps_.allocate(n, "step state"));
-    LADDER_TRY(d_steps_.allocate(n, "step state"));
     Result<DeviceWorkspace> ws = allocate_workspace(max_scratch_needs(g));
     if (!ws) return ws.status();
     ws_ = *ws;
-    return cuda_status(cudaStreamSynchronize(stream_), "initialising a sequence's planes");
+    return cuda_status(cudaStreamSynchronize(stream), "initialising a sequence's planes");
   }
 
   // Nothing to allocate (growing planes hold max_context rows); the plan must fit the rows.
@@ -123,137 +121,76 @@ class CudaSequence final : public DeviceSequence {
   }
   void release() override {}
 
-  // Enqueues the step on this sequence's stream (the outputs land in pinned memory).
-  Status enqueue(const SequenceStep& step) {
-    take_inputs(step.io);
-    if (!step.attend) return enqueue_fill(step);
-    const std::size_t n = cfgs_.size();
-    std::vector<Route> routes(n);
-    for (std::size_t l = 0; l < n; ++l) {
+  // Every layer's launch structs for `step` with its activations in slot `io`: out[0..n_layers).
+  Status plan(const DeviceContext& ctx, const SequenceStep& step, const SlotIO& io, RouteLaunch* out) const {
+    const std::size_t q_elems = static_cast<std::size_t>(ctx.g.n_heads) * ctx.g.head_dim;
+    const std::size_t kv_elems = static_cast<std::size_t>(ctx.g.n_kv_heads) * ctx.g.head_dim;
+    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
       const LayerStep& ls = step.layers[l];
-      routes[l] = ls.route;
-      DevicePlane plane{cfgs_[l], ls.next, k_[l].get(), v_[l].get(), rows_[l]};
-      DeviceLayerIO lio{dq_.get() + l * q_elems_, dk_.get() + l * kv_elems_, dv_.get() + l * kv_elems_,
-                        dout_.get() + l * q_elems_};
-      const Status planned = cuda_detail::plan_route(ls.route, plane, step.position, ls.slot, ctx_.shape, lio, ws_,
-                                                     ctx_.producer, h_steps_.get()[l]);
+      const DevicePlane plane{cfgs_[l], ls.next, k_[l].get(), v_[l].get(), rows_[l]};
+      const DeviceLayerIO lio{io.q + l * q_elems, io.k + l * kv_elems, io.v + l * kv_elems, io.out + l * q_elems};
+      const Status planned =
+          cuda_detail::plan_route(ls.route, plane, step.position, ls.slot, ctx.shape, lio, ws_, ctx.producer, out[l]);
       if (!planned.ok()) return make_error(planned.code(), fmt::format("layer {}: {}", l, planned.message()));
     }
-    if (ctx_.copt.use_graph) {
-      cudaGraphExec_t exec = nullptr;
-      LADDER_TRY(graph_for(routes, exec));
-      return cuda_status(cudaGraphLaunch(exec, stream_), "replaying the step graph");
-    }
-    return enqueue_step(nullptr);
+    return {};
   }
 
-  // Waits for the step and hands its outputs over.
-  Status finish(const SequenceStep& step) {
-    LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), step.attend ? "running the step" : "storing the rows"));
-    if (step.attend) std::memcpy(step.io.out, hout_.get(), cfgs_.size() * q_elems_ * sizeof(float));
-    return {};
+  // A fill's launch structs: only the store of each layer's row.
+  void plan_fill(const DeviceContext& ctx, const SequenceStep& step, const SlotIO& io, RouteLaunch* out) const {
+    const std::size_t kv_elems = static_cast<std::size_t>(ctx.g.n_kv_heads) * ctx.g.head_dim;
+    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
+      RouteLaunch e = cuda_detail::empty_launch(ctx.shape);
+      StoreParams& sp = e.store;
+      sp.n_kv_heads = ctx.g.n_kv_heads;
+      sp.head_dim = ctx.g.head_dim;
+      sp.k = io.k + l * kv_elems;
+      sp.v = io.v + l * kv_elems;
+      sp.plane_k = k_[l].get();
+      sp.plane_v = v_[l].get();
+      sp.strides = plane_strides(cfgs_[l].kind, rows_[l], ctx.g.n_kv_heads, ctx.g.head_dim);
+      sp.slot = step.layers[l].slot;
+      out[l] = e;
+    }
+  }
+
+  // The largest padded row count a staging copy of layer l may write (the capture's grid bound).
+  int max_padded_rows(std::size_t l) const {
+    return (cfgs_[l].capacity + kBlockTokens - 1) / kBlockTokens * kBlockTokens;
   }
 
  private:
-  Status enqueue_fill(const SequenceStep& step) {
-    LADDER_TRY(upload_kv());
-    cuda_detail::clear_stale_error();
-    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
-      StoreParams sp;
-      sp.n_kv_heads = ctx_.g.n_kv_heads;
-      sp.head_dim = ctx_.g.head_dim;
-      sp.k = dk_.get() + l * kv_elems_;
-      sp.v = dv_.get() + l * kv_elems_;
-      sp.plane_k = k_[l].get();
-      sp.plane_v = v_[l].get();
-      sp.strides = plane_strides(cfgs_[l].kind, rows_[l], ctx_.g.n_kv_heads, ctx_.g.head_dim);
-      sp.slot = step.layers[l].slot;
-      LADDER_TRY(cuda_status(cuda_detail::launch_store(sp, nullptr, stream_), "launching a store"));
-    }
-    return {};
-  }
-
-  // Copies the token's activations into the pinned staging buffers (q only when given: a fill
-  // has none). Every layer's rows, layer-major.
-  void take_inputs(const TokenIO& io) {
-    const std::size_t n = cfgs_.size();
-    if (io.q != nullptr) std::memcpy(hq_.get(), io.q, n * q_elems_ * sizeof(float));
-    std::memcpy(hk_.get(), io.k, n * kv_elems_ * sizeof(float));
-    std::memcpy(hv_.get(), io.v, n * kv_elems_ * sizeof(float));
-  }
-
-  Status upload_kv() {
-    const std::size_t kv = cfgs_.size() * kv_elems_ * sizeof(float);
-    LADDER_TRY(cuda_status(cudaMemcpyAsync(dk_.get(), hk_.get(), kv, cudaMemcpyHostToDevice, stream_), "copying k"));
-    return cuda_status(cudaMemcpyAsync(dv_.get(), hv_.get(), kv, cudaMemcpyHostToDevice, stream_), "copying v");
-  }
-
-  // The whole step on stream_: inputs in, every layer's route, outputs out. Indirect (graph)
-  // form when `dev` is the device step array.
-  Status enqueue_step(const RouteLaunch* dev) {
-    const std::size_t n = cfgs_.size();
-    if (dev != nullptr)
-      LADDER_TRY(cuda_status(cudaMemcpyAsync(d_steps_.get(), h_steps_.get(), n * sizeof(RouteLaunch),
-                                             cudaMemcpyHostToDevice, stream_),
-                             "copying the step state"));
-    LADDER_TRY(cuda_status(
-        cudaMemcpyAsync(dq_.get(), hq_.get(), n * q_elems_ * sizeof(float), cudaMemcpyHostToDevice, stream_),
-        "copying q"));
-    LADDER_TRY(upload_kv());
-    for (std::size_t l = 0; l < n; ++l) {
-      const int max_padded = (cfgs_[l].capacity + kBlockTokens - 1) / kBlockTokens * kBlockTokens;
-      LADDER_TRY(cuda_detail::enqueue_route(h_steps_.get()[l], dev != nullptr ? dev + l : nullptr, ctx_.producer,
-                                            max_padded, stream_));
-    }
-    return cuda_status(
-        cudaMemcpyAsync(hout_.get(), dout_.get(), n * q_elems_ * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-        "copying the outputs");
-  }
-
-  Status graph_for(const std::vector<Route>& routes, cudaGraphExec_t& exec) {
-    auto it = graphs_.find(routes);
-    if (it != graphs_.end()) {
-      ++ctx_.stats->replays;
-      exec = it->second;
-      return {};
-    }
-    cudaGraph_t graph = nullptr;
-    LADDER_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "beginning a capture"));
-    const Status enq = enqueue_step(d_steps_.get());
-    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    if (!enq.ok()) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      return enq;
-    }
-    LADDER_TRY(cuda_status(end, "ending the capture"));
-    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    LADDER_TRY(cuda_status(inst, "instantiating the step graph"));
-    graphs_.emplace(routes, exec);
-    ++ctx_.stats->captures;
-    return {};
-  }
-
-  const DeviceContext& ctx_;
-  cudaStream_t stream_ = nullptr;
   std::vector<PlaneConfig> cfgs_;
   std::vector<int> rows_;
   std::vector<DeviceArray<std::uint16_t>> k_, v_;
-  std::size_t q_elems_ = 0, kv_elems_ = 0;
-  DeviceArray<float> dq_, dk_, dv_, dout_;
-  PinnedArray<float> hq_, hk_, hv_, hout_;
-  PinnedArray<RouteLaunch> h_steps_;
-  DeviceArray<RouteLaunch> d_steps_;
   DeviceWorkspace ws_;
-  std::map<std::vector<Route>, cudaGraphExec_t> graphs_;
 };
+
+// The shape of a captured step: the bucket and each layer's kernel set.
+struct StepKey {
+  int bucket = 0;
+  std::vector<LayerKernels> layers;
+  auto operator<=>(const StepKey&) const = default;
+};
+
+// Slots a call of `n` sequences runs in: the next power of two, so a handful of buckets (and
+// graphs) covers every batch size.
+int bucket_for(int n) {
+  int b = 1;
+  while (b < n) b *= 2;
+  return b;
+}
 
 class CudaBackend final : public DeviceBackend {
  public:
   CudaBackend(const Geometry& g, const CudaEngineOptions& copt) {
     ctx_.g = g;
     ctx_.copt = copt;
-    ctx_.stats = &stats_;
+  }
+
+  ~CudaBackend() override {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
   Status init() {
@@ -268,7 +205,9 @@ class CudaBackend final : public DeviceBackend {
     Result<DeviceInfo> info = device_info();
     if (!info) return info.status();
     info_ = *info;
-    return {};
+    q_elems_ = static_cast<std::size_t>(ctx_.g.n_layers) * ctx_.g.n_heads * ctx_.g.head_dim;
+    kv_elems_ = static_cast<std::size_t>(ctx_.g.n_layers) * ctx_.g.n_kv_heads * ctx_.g.head_dim;
+    return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
   }
 
   Device device() const override { return Device::cuda; }
@@ -281,30 +220,174 @@ class CudaBackend final : public DeviceBackend {
   DeviceStats stats() const override { return stats_; }
 
   Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& cfgs) override {
-    auto s = std::make_unique<CudaSequence>(ctx_);
-    LADDER_TRY(s->init(cfgs));
+    auto s = std::make_unique<CudaSequence>();
+    LADDER_TRY(s->init(ctx_, cfgs, stream_));
     return std::unique_ptr<DeviceSequence>(std::move(s));
   }
 
   Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
-    Status first;
-    std::size_t enqueued = 0;
-    for (; enqueued < seqs.size(); ++enqueued) {
-      first = static_cast<CudaSequence&>(*seqs[enqueued]).enqueue(steps[enqueued]);
-      if (!first.ok()) break;
+    const int n = static_cast<int>(steps.size());
+    const bool attend = steps[0].attend;
+    const int bucket = bucket_for(n);
+    LADDER_TRY(ensure_slots(bucket));
+    const std::size_t layers = static_cast<std::size_t>(ctx_.g.n_layers);
+    StepKey key;
+    key.bucket = bucket;
+    key.layers.resize(layers);
+    for (int z = 0; z < bucket; ++z) {
+      RouteLaunch* entries = h_steps_.get() + static_cast<std::size_t>(z) * layers;
+      if (z >= n) {
+        for (std::size_t l = 0; l < layers; ++l) entries[l] = cuda_detail::empty_launch(ctx_.shape);
+        continue;
+      }
+      const SequenceStep& st = steps[static_cast<std::size_t>(z)];
+      const auto& seq = static_cast<const CudaSequence&>(*seqs[static_cast<std::size_t>(z)]);
+      take_inputs(z, st.io);
+      if (!attend) {
+        seq.plan_fill(ctx_, st, slot_io(z), entries);
+        continue;
+      }
+      LADDER_TRY(seq.plan(ctx_, st, slot_io(z), entries));
+      for (std::size_t l = 0; l < layers; ++l)
+        key.layers[l] =
+            cuda_detail::merge(key.layers[l], cuda_detail::layer_kernels(entries[l], ctx_.producer, seq.max_padded_rows(l)));
     }
-    // Every enqueued step is awaited, even after a failure, so no work outlives the call.
-    for (std::size_t i = 0; i < enqueued; ++i) {
-      const Status done = static_cast<CudaSequence&>(*seqs[i]).finish(steps[i]);
-      if (first.ok() && !done.ok()) first = done;
+    if (!attend) {
+      LADDER_TRY(enqueue_fill(bucket));
+    } else if (ctx_.copt.use_graph) {
+      cudaGraphExec_t exec = nullptr;
+      LADDER_TRY(graph_for(key, exec));
+      LADDER_TRY(cuda_status(cudaGraphLaunch(exec, stream_), "replaying the step graph"));
+    } else {
+      LADDER_TRY(enqueue_step(key));
     }
-    return first;
+    LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), attend ? "running the step" : "storing the rows"));
+    if (attend)
+      for (int z = 0; z < n; ++z)
+        std::memcpy(steps[static_cast<std::size_t>(z)].io.out, h_out_.get() + static_cast<std::size_t>(z) * q_elems_,
+                    q_elems_ * sizeof(float));
+    return {};
   }
 
  private:
+  SlotIO slot_io(int z) const {
+    const std::size_t zq = static_cast<std::size_t>(z) * q_elems_, zkv = static_cast<std::size_t>(z) * kv_elems_;
+    return {d_q_.get() + zq, d_k_.get() + zkv, d_v_.get() + zkv, d_out_.get() + zq};
+  }
+
+  // Staging for `bucket` slots. Growing it moves every buffer a captured graph names, so the
+  // graphs go with the old buffers.
+  Status ensure_slots(int bucket) {
+    if (bucket <= slots_) return {};
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
+    slots_ = 0;
+    const std::size_t b = static_cast<std::size_t>(bucket);
+    LADDER_TRY(h_q_.allocate(b * q_elems_, "q"));
+    LADDER_TRY(h_k_.allocate(b * kv_elems_, "k"));
+    LADDER_TRY(h_v_.allocate(b * kv_elems_, "v"));
+    LADDER_TRY(h_out_.allocate(b * q_elems_, "out"));
+    LADDER_TRY(d_q_.allocate(b * q_elems_, "q"));
+    LADDER_TRY(d_k_.allocate(b * kv_elems_, "k"));
+    LADDER_TRY(d_v_.allocate(b * kv_elems_, "v"));
+    LADDER_TRY(d_out_.allocate(b * q_elems_, "out"));
+    const std::size_t entries = b * static_cast<std::size_t>(ctx_.g.n_layers);
+    LADDER_TRY(h_steps_.allocate(entries, "step state"));
+    LADDER_TRY(d_steps_.allocate(entries, "step state"));
+    slots_ = bucket;
+    return {};
+  }
+
+  // Slot z's activations into the pinned staging (q only when given: a fill has none).
+  void take_inputs(int z, const TokenIO& io) {
+    const std::size_t zq = static_cast<std::size_t>(z) * q_elems_, zkv = static_cast<std::size_t>(z) * kv_elems_;
+    if (io.q != nullptr) std::memcpy(h_q_.get() + zq, io.q, q_elems_ * sizeof(float));
+    std::memcpy(h_k_.get() + zkv, io.k, kv_elems_ * sizeof(float));
+    std::memcpy(h_v_.get() + zkv, io.v, kv_elems_ * sizeof(float));
+  }
+
+  BatchSpan span(int bucket) const {
+    return BatchSpan{static_cast<std::size_t>(ctx_.g.n_layers) * sizeof(RouteLaunch), bucket};
+  }
+
+  Status copy_in(int bucket, bool with_q) {
+    const std::size_t b = static_cast<std::size_t>(bucket);
+    const std::size_t entries = b * static_cast<std::size_t>(ctx_.g.n_layers);
+    LADDER_TRY(cuda_status(
+        cudaMemcpyAsync(d_steps_.get(), h_steps_.get(), entries * sizeof(RouteLaunch), cudaMemcpyHostToDevice, stream_),
+        "copying the step state"));
+    if (with_q)
+      LADDER_TRY(cuda_status(
+          cudaMemcpyAsync(d_q_.get(), h_q_.get(), b * q_elems_ * sizeof(float), cudaMemcpyHostToDevice, stream_),
+          "copying q"));
+    LADDER_TRY(cuda_status(
+        cudaMemcpyAsync(d_k_.get(), h_k_.get(), b * kv_elems_ * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        "copying k"));
+    return cuda_status(
+        cudaMemcpyAsync(d_v_.get(), h_v_.get(), b * kv_elems_ * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        "copying v");
+  }
+
+  // A fill: every slot's row stored, one store launch per layer.
+  Status enqueue_fill(int bucket) {
+    LADDER_TRY(copy_in(bucket, false));
+    cuda_detail::clear_stale_error();
+    StoreParams grid;
+    grid.n_kv_heads = ctx_.g.n_kv_heads;
+    grid.head_dim = ctx_.g.head_dim;
+    for (int l = 0; l < ctx_.g.n_layers; ++l)
+      LADDER_TRY(cuda_status(cuda_detail::launch_store(grid, &d_steps_.get()[l].store, stream_, span(bucket)),
+                             "launching a store"));
+    return {};
+  }
+
+  // The whole step on stream_: inputs in, every layer's kernels over the bucket, outputs out.
+  Status enqueue_step(const StepKey& key) {
+    LADDER_TRY(copy_in(key.bucket, true));
+    for (std::size_t l = 0; l < key.layers.size(); ++l)
+      LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps_.get() + l, span(key.bucket),
+                                                  ctx_.producer, stream_));
+    const std::size_t b = static_cast<std::size_t>(key.bucket);
+    return cuda_status(
+        cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_elems_ * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+        "copying the outputs");
+  }
+
+  Status graph_for(const StepKey& key, cudaGraphExec_t& exec) {
+    auto it = graphs_.find(key);
+    if (it != graphs_.end()) {
+      ++stats_.replays;
+      exec = it->second;
+      return {};
+    }
+    cudaGraph_t graph = nullptr;
+    LADDER_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "beginning a capture"));
+    const Status enq = enqueue_step(key);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    if (!enq.ok()) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return enq;
+    }
+    LADDER_TRY(cuda_status(end, "ending the capture"));
+    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    LADDER_TRY(cuda_status(inst, "instantiating the step graph"));
+    graphs_.emplace(key, exec);
+    ++stats_.captures;
+    return {};
+  }
+
   DeviceContext ctx_;
   DeviceInfo info_;
   DeviceStats stats_;
+  cudaStream_t stream_ = nullptr;
+  std::size_t q_elems_ = 0, kv_elems_ = 0;  // one slot, every layer
+  int slots_ = 0;
+  PinnedArray<float> h_q_, h_k_, h_v_, h_out_;
+  DeviceArray<float> d_q_, d_k_, d_v_, d_out_;
+  PinnedArray<RouteLaunch> h_steps_;  // [slots][n_layers]
+  DeviceArray<RouteLaunch> d_steps_;
+  std::map<StepKey, cudaGraphExec_t> graphs_;
 };
 
 bool env_off(const char* name) {

@@ -21,6 +21,13 @@ inline constexpr int kHeadDim = 128;
 inline constexpr int kDimsPerLane = kHeadDim / kWarpSize;
 static_assert(kDimsPerLane == 4, "each lane owns one 4-dim chunk of a 128-dim row");
 
+// The batched indirect form (kernels.hpp, BatchSpan): the parameter struct of grid slice z is
+// `stride` bytes after slice z - 1's.
+template <class T>
+__device__ __forceinline__ const T& batch_entry(const T* first, std::size_t stride) {
+  return *reinterpret_cast<const T*>(reinterpret_cast<const char*>(first) + blockIdx.z * stride);
+}
+
 struct Float4 {
   float x[kDimsPerLane];
 };

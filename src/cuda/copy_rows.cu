@@ -35,8 +35,8 @@ __device__ void copy_rows(const RowCopyParams& p) {
 
 __global__ void __launch_bounds__(kCopyThreads) copy_rows_kernel(RowCopyParams p) { copy_rows(p); }
 // Indirect form: a token without a copy (rows == 0: no ragged tail) exits at once.
-__global__ void __launch_bounds__(kCopyThreads) copy_rows_kernel_indirect(const RowCopyParams* pp) {
-  const RowCopyParams p = *pp;
+__global__ void __launch_bounds__(kCopyThreads) copy_rows_kernel_indirect(const RowCopyParams* pp, std::size_t stride) {
+  const RowCopyParams p = batch_entry(pp, stride);
   copy_rows(p);
 }
 
@@ -48,12 +48,14 @@ unsigned copy_blocks(int rows, int n_kv_heads) {
 
 }  // namespace
 
-cudaError_t launch_copy_rows(const RowCopyParams& p, const RowCopyParams* dp, int max_rows, cudaStream_t stream) {
+cudaError_t launch_copy_rows(const RowCopyParams& p, const RowCopyParams* dp, int max_rows, cudaStream_t stream,
+                             BatchSpan batch) {
   if (dp == nullptr) {
     if (p.rows <= 0) return cudaSuccess;
     copy_rows_kernel<<<copy_blocks(p.rows, p.n_kv_heads), kCopyThreads, 0, stream>>>(p);
   } else {
-    copy_rows_kernel_indirect<<<copy_blocks(max_rows, p.n_kv_heads), kCopyThreads, 0, stream>>>(dp);
+    const dim3 grid(copy_blocks(max_rows, p.n_kv_heads), 1, static_cast<unsigned>(batch.count));
+    copy_rows_kernel_indirect<<<grid, kCopyThreads, 0, stream>>>(dp, batch.stride);
   }
   return cudaGetLastError();
 }

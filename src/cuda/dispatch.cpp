@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -168,6 +169,16 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
       break;
   }
 
+  switch (r) {
+    case Route::splitk: p.family = fused ? KernelFamily::splitk_fused : KernelFamily::splitk; break;
+    case Route::vec: p.family = fused ? KernelFamily::vec_fused : KernelFamily::vec; break;
+    case Route::staged: p.family = KernelFamily::vec; break;
+    case Route::interleaved: p.family = KernelFamily::interleaved; break;
+  }
+  // Routes that store inside the producer have no store launch; in a batch their store entry
+  // must do nothing (kernels.hpp, BatchSpan).
+  if (fused || r == Route::interleaved) l.store.n_kv_heads = 0;
+
   if (fused) {
     // The fused kernel stores the current row itself (and reads it from the activations) and
     // writes the output: no store and no reduce launch.
@@ -188,7 +199,87 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   l.reduce.parts = producer.tensor_core ? p.sched.nsg : 1;
   l.reduce.partials = ws.partials;
   l.reduce.out = io.out;
+  if (fused) l.reduce.nwg = 0;  // the fused kernel merges itself: no reduce entry
   out = l;
+  return {};
+}
+
+LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer, int max_padded_rows) {
+  LayerKernels k;
+  const bool fused = (l.route == Route::splitk || l.route == Route::vec) && producer.fused;
+  if (fused) {
+    k.bits = LayerKernels::fused;
+    return k;
+  }
+  k.bits = LayerKernels::reduce;
+  switch (l.route) {
+    case Route::splitk: k.bits |= LayerKernels::store | LayerKernels::splitk; break;
+    case Route::vec:
+      k.bits |= LayerKernels::store | LayerKernels::vec;
+      if (l.head_major) {
+        k.bits |= LayerKernels::copy;
+        k.copy_rows = kBlockTokens;
+      }
+      break;
+    case Route::staged:
+      k.bits |= LayerKernels::store | LayerKernels::copy | LayerKernels::vec;
+      k.copy_rows = max_padded_rows;
+      break;
+    case Route::interleaved: k.bits |= LayerKernels::interleaved; break;
+  }
+  return k;
+}
+
+LayerKernels merge(LayerKernels a, const LayerKernels& b) {
+  a.bits = static_cast<std::uint8_t>(a.bits | b.bits);
+  a.copy_rows = std::max(a.copy_rows, b.copy_rows);
+  return a;
+}
+
+RouteLaunch empty_launch(const HeadShape& shape) {
+  RouteLaunch l;
+  l.store.n_kv_heads = 0;
+  l.copy.rows = 0;
+  l.producer.family = KernelFamily::none;
+  l.producer.shape = shape;
+  l.reduce.shape = shape;
+  l.reduce.nwg = 0;
+  return l;
+}
+
+Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const RouteLaunch* first, BatchSpan batch,
+                           const ProducerChoice& producer, cudaStream_t stream) {
+  clear_stale_error();
+  const auto step = [&](cudaError_t r, const char* what) -> Status {
+    return cuda_status(r, fmt::format("launching the batched {} kernel", what));
+  };
+  // Grid sizes come from the shape, never from an entry (which may be an empty slot).
+  StoreParams store;
+  store.n_kv_heads = shape.n_kv_heads;
+  store.head_dim = shape.head_dim;
+  RowCopyParams copy;
+  copy.n_kv_heads = shape.n_kv_heads;
+  copy.head_dim = shape.head_dim;
+  ProducerParams prod;
+  prod.shape = shape;
+  ReduceParams reduce;
+  reduce.shape = shape;
+  if (k.bits & LayerKernels::fused) {
+    ProducerChoice c = producer;
+    LADDER_TRY(step(launch_splitk_fused(prod, &first->producer, FusedTail{}, &first->tail, c.programmatic, stream, batch),
+                    "fused splitk"));
+    LADDER_TRY(step(launch_vec_fused(prod, &first->producer, FusedTail{}, &first->tail, c.programmatic, stream, batch),
+                    "fused vec"));
+  }
+  if (k.bits & LayerKernels::store) LADDER_TRY(step(launch_store(store, &first->store, stream, batch), "store"));
+  if (k.bits & LayerKernels::copy)
+    LADDER_TRY(step(launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch), "pad or stage"));
+  if (k.bits & LayerKernels::splitk)
+    LADDER_TRY(step(launch_splitk(prod, &first->producer, producer, stream, batch), "splitk producer"));
+  if (k.bits & LayerKernels::vec) LADDER_TRY(step(launch_vec(prod, &first->producer, producer, stream, batch), "vec producer"));
+  if (k.bits & LayerKernels::interleaved)
+    LADDER_TRY(step(launch_interleaved(prod, &first->producer, producer, stream, batch), "interleaved producer"));
+  if (k.bits & LayerKernels::reduce) LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch), "reduce"));
   return {};
 }
 

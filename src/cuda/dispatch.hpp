@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <compare>
+#include <cstdint>
 #include <string>
 
 #include "cuda/kernels.hpp"
@@ -48,6 +50,36 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 // plane layout only, so the same capture serves every token with this route.
 Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const ProducerChoice& producer,
                      int max_padded_rows, cudaStream_t stream);
+
+// E3: which kernels one layer of a batched step launches, over every sequence of the call.
+// Decided by the entries' routes and plane kinds, never by per-token data, so one captured
+// graph serves every token with the same route mix; an entry of another route skips the
+// kernels it does not use (kernels.hpp, BatchSpan).
+struct LayerKernels {
+  enum Bit : std::uint8_t {
+    store = 1,          // the separate store (every route but interleaved and the fused ones)
+    copy = 2,           // pad (vec on a growing plane) or staging
+    splitk = 4,
+    vec = 8,            // vec and staged
+    interleaved = 16,
+    fused = 32,         // splitk_fused and vec_fused
+    reduce = 64,
+  };
+  std::uint8_t bits = 0;
+  int copy_rows = 0;  // the most rows a copy of this layer may write (bounds its grid)
+  bool operator==(const LayerKernels&) const = default;
+  auto operator<=>(const LayerKernels&) const = default;
+};
+// What entry `l` (planned by plan_route) needs; `max_padded_rows` as in enqueue_route.
+LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer, int max_padded_rows);
+// The union of two entries' needs.
+LayerKernels merge(LayerKernels a, const LayerKernels& b);
+// An entry that launches nothing (an empty slot of a batch): every kernel skips it.
+RouteLaunch empty_launch(const HeadShape& shape);
+// Enqueues one layer of a batched step: each kernel of `k`, grid z over `batch.count` entries,
+// entry z's RouteLaunch at `first` + z * batch.stride bytes (device memory).
+Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const RouteLaunch* first, BatchSpan batch,
+                           const ProducerChoice& producer, cudaStream_t stream);
 
 // The producer (and, for the exact DAG, the heads per warp) a shape runs with for a tuning.
 ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::LaunchTuning& t);

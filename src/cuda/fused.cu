@@ -12,6 +12,7 @@ namespace {
 // plane through p.rows (ring_logical for splitk, contiguous for vec).
 template <class Order>
 struct FusedRows {
+  static constexpr KernelFamily kFamily = Order::kFamily;
   static constexpr int kCurrent = -1;
   __device__ static int current(const ProducerParams& p) { return Order::current(p); }
   __device__ static int locate(const ProducerParams& p, int t) {
@@ -28,11 +29,13 @@ struct FusedRows {
 
 // splitk: the current token is the last visible one in logical order.
 struct LogicalOrder {
+  static constexpr KernelFamily kFamily = KernelFamily::splitk_fused;
   __device__ static int current(const ProducerParams& p) { return p.visible - 1; }
 };
 // vec: the span is physical rows 0 .. visible-1 and the current token sits at its slot (a full
 // ring that has wrapped holds it anywhere; a growing plane at visible - 1).
 struct PhysicalOrder {
+  static constexpr KernelFamily kFamily = KernelFamily::vec_fused;
   __device__ static int current(const ProducerParams& p) { return p.store_slot; }
 };
 
@@ -43,13 +46,13 @@ int fused_groups(const HeadShape& shape) {
 }
 
 cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                                const FusedTail* dtail, bool programmatic, cudaStream_t stream) {
-  return launch_fused_tc<FusedRows<LogicalOrder>>(p, dp, tail, dtail, programmatic, stream);
+                                const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
+  return launch_fused_tc<FusedRows<LogicalOrder>>(p, dp, tail, dtail, programmatic, stream, batch);
 }
 
 cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                             const FusedTail* dtail, bool programmatic, cudaStream_t stream) {
-  return launch_fused_tc<FusedRows<PhysicalOrder>>(p, dp, tail, dtail, programmatic, stream);
+                             const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
+  return launch_fused_tc<FusedRows<PhysicalOrder>>(p, dp, tail, dtail, programmatic, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

@@ -482,11 +482,13 @@ __global__ void __launch_bounds__(kTcThreads) fused_tc_kernel(ProducerParams p, 
 // Graph form: the per-token structs come from device memory (copied before the first kernel of
 // the step, so reading them before the PDL wait is safe).
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) fused_tc_kernel_indirect(const ProducerParams* pp, const FusedTail* tp) {
+__global__ void __launch_bounds__(kTcThreads) fused_tc_kernel_indirect(const ProducerParams* pp, const FusedTail* tp,
+                                                                      std::size_t stride) {
   extern __shared__ __align__(16) std::uint16_t fused_smem[];
   __shared__ unsigned flag;
-  const ProducerParams p = *pp;
-  const FusedTail tail = *tp;
+  const ProducerParams p = batch_entry(pp, stride);
+  if (p.family != Family::kFamily) return;  // another family's entry of a batch
+  const FusedTail tail = batch_entry(tp, stride);
   produce_fused<Family>(p, tail, fused_smem, &flag);
 }
 
@@ -494,7 +496,7 @@ __global__ void __launch_bounds__(kTcThreads) fused_tc_kernel_indirect(const Pro
 // previous kernel in the stream (PDL; captured as a programmatic edge in a graph).
 template <class Family>
 cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                            const FusedTail* dtail, bool programmatic, cudaStream_t stream) {
+                            const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
   static const cudaError_t opt_in = [] {
     const int bytes = static_cast<int>(kTcSmemBytes);
     const cudaError_t a =
@@ -520,8 +522,8 @@ cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, c
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
     return cudaLaunchKernelEx(&cfg, fused_tc_kernel<Family>, p, tail);
   }
-  cfg.gridDim = dim3(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup));
-  return cudaLaunchKernelEx(&cfg, fused_tc_kernel_indirect<Family>, dp, dtail);
+  cfg.gridDim = dim3(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup), static_cast<unsigned>(batch.count));
+  return cudaLaunchKernelEx(&cfg, fused_tc_kernel_indirect<Family>, dp, dtail, batch.stride);
 }
 
 }  // namespace ladder::cuda_detail

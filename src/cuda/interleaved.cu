@@ -11,6 +11,7 @@ namespace {
 
 // A token's location: its plane row, or kCurrent for the current token.
 struct InterleavedRows {
+  static constexpr KernelFamily kFamily = KernelFamily::interleaved;
   static constexpr bool kFusedStore = true;
   static constexpr int kCurrent = -1;
   __device__ static int locate(const ProducerParams& p, int t) {
@@ -42,8 +43,8 @@ struct InterleavedRows {
 }  // namespace
 
 cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                               cudaStream_t stream) {
-  return launch_producer_family<InterleavedRows>(p, dp, c, stream);
+                               cudaStream_t stream, BatchSpan batch) {
+  return launch_producer_family<InterleavedRows>(p, dp, c, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

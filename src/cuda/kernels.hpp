@@ -45,24 +45,35 @@ struct FusedTail {
   const unsigned* delay_ns = nullptr;
 };
 
-cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream);
+// The indirect form over a batch: `count` parameter structs, the first at `dp` and each next one
+// `stride` bytes further (grid z = count). An entry with nothing to do exits at once: a store
+// with n_kv_heads 0, a copy with rows 0, a reduce with nwg 0, a producer struct of another
+// KernelFamily. The default is one struct.
+struct BatchSpan {
+  std::size_t stride = 0;
+  int count = 1;
+};
+
+cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream, BatchSpan batch = {});
 // Pad and staging. max_rows bounds the indirect grid (the largest `rows` any token may need).
-cudaError_t launch_copy_rows(const RowCopyParams& p, const RowCopyParams* dp, int max_rows, cudaStream_t stream);
+cudaError_t launch_copy_rows(const RowCopyParams& p, const RowCopyParams* dp, int max_rows, cudaStream_t stream,
+                             BatchSpan batch = {});
 cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                          cudaStream_t stream);
+                          cudaStream_t stream, BatchSpan batch = {});
 cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                       cudaStream_t stream);
+                       cudaStream_t stream, BatchSpan batch = {});
 cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                               cudaStream_t stream);
+                               cudaStream_t stream, BatchSpan batch = {});
 // Groups (KV head x 16-head tile: one arrival counter set each) of the fused kernel.
 int fused_groups(const HeadShape& shape);
 // Store + splitk (or vec, pad included) producer + reduce as one kernel (tensor-core arithmetic;
 // the same bits as the separate kernels).
+// Batched: the producer and tail structs of entry z are both `batch.stride` bytes apart.
 cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                                const FusedTail* dtail, bool programmatic, cudaStream_t stream);
+                                const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch = {});
 cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                             const FusedTail* dtail, bool programmatic, cudaStream_t stream);
-cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream);
+                             const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch = {});
+cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {});
 // Fills n halfs with the f16 NaN pattern (unwritten rows poison whoever reads them).
 cudaError_t launch_poison_halfs(std::uint16_t* dst, std::int64_t n, cudaStream_t stream);
 

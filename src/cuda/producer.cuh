@@ -220,22 +220,25 @@ __global__ void __launch_bounds__(kProducerMaxThreads) producer_kernel(ProducerP
 // Graph-replay form: the same DAG, its one parameter struct read from device memory that a
 // captured copy refreshes every token; launched with the worst-case grid.
 template <class Family, int G>
-__global__ void __launch_bounds__(kProducerMaxThreads) producer_kernel_indirect(const ProducerParams* pp) {
-  const ProducerParams p = *pp;
+__global__ void __launch_bounds__(kProducerMaxThreads) producer_kernel_indirect(const ProducerParams* pp,
+                                                                               std::size_t stride) {
+  const ProducerParams p = batch_entry(pp, stride);
+  if (p.family != Family::kFamily) return;  // another family's entry of a batch
   produce<Family, G>(p);
 }
 
 template <class Family, int G>
 cudaError_t launch_producer_g(const ProducerParams& p, const ProducerParams* dp, const HeadShape& shape,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, BatchSpan batch) {
   const unsigned chunks = static_cast<unsigned>(shape.n_kv_heads * (shape.heads_per_kv() / G));
   if (dp == nullptr) {
     if (p.sched.nwg <= 0) return cudaSuccess;
     const dim3 grid(chunks, static_cast<unsigned>(p.sched.nwg));
     producer_kernel<Family, G><<<grid, static_cast<unsigned>(p.sched.nsg * kWarpSize), 0, stream>>>(p);
   } else {
-    const dim3 grid(chunks, static_cast<unsigned>(kMaxWorkgroups));
-    producer_kernel_indirect<Family, G><<<grid, static_cast<unsigned>(kProducerMaxThreads), 0, stream>>>(dp);
+    const dim3 grid(chunks, static_cast<unsigned>(kMaxWorkgroups), static_cast<unsigned>(batch.count));
+    producer_kernel_indirect<Family, G><<<grid, static_cast<unsigned>(kProducerMaxThreads), 0, stream>>>(dp,
+                                                                                                      batch.stride);
   }
   return cudaGetLastError();
 }
@@ -243,13 +246,13 @@ cudaError_t launch_producer_g(const ProducerParams& p, const ProducerParams* dp,
 // heads_per_warp is already a power of two dividing heads_per_kv (see dispatch).
 template <class Family>
 cudaError_t launch_producer(const ProducerParams& p, const ProducerParams* dp, const HeadShape& shape,
-                            int heads_per_warp, cudaStream_t stream) {
+                            int heads_per_warp, cudaStream_t stream, BatchSpan batch) {
   switch (heads_per_warp) {
-    case 1: return launch_producer_g<Family, 1>(p, dp, shape, stream);
-    case 2: return launch_producer_g<Family, 2>(p, dp, shape, stream);
-    case 4: return launch_producer_g<Family, 4>(p, dp, shape, stream);
-    case 8: return launch_producer_g<Family, 8>(p, dp, shape, stream);
-    case 16: return launch_producer_g<Family, 16>(p, dp, shape, stream);
+    case 1: return launch_producer_g<Family, 1>(p, dp, shape, stream, batch);
+    case 2: return launch_producer_g<Family, 2>(p, dp, shape, stream, batch);
+    case 4: return launch_producer_g<Family, 4>(p, dp, shape, stream, batch);
+    case 8: return launch_producer_g<Family, 8>(p, dp, shape, stream, batch);
+    case 16: return launch_producer_g<Family, 16>(p, dp, shape, stream, batch);
     default: return cudaErrorInvalidValue;
   }
 }

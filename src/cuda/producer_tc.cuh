@@ -496,15 +496,16 @@ __global__ void __launch_bounds__(kTcThreads) producer_tc_kernel(ProducerParams 
 }
 
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const ProducerParams* pp) {
+__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride) {
   extern __shared__ __align__(16) std::uint16_t tc_smem[];
-  const ProducerParams p = *pp;
+  const ProducerParams p = batch_entry(pp, stride);
+  if (p.family != Family::kFamily) return;  // another family's entry of a batch
   produce_tc<Family>(p, tc_smem);
 }
 
 template <class Family>
 cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const HeadShape& shape,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, BatchSpan batch) {
   // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel.
   static const cudaError_t opt_in = [] {
     const int bytes = static_cast<int>(kTcSmemBytes);
@@ -523,8 +524,8 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
     producer_tc_kernel<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(p);
   } else {
     // The worst case over every schedule; CTAs past this token's slots exit at once.
-    const dim3 grid(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup));
-    producer_tc_kernel_indirect<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(dp);
+    const dim3 grid(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup), static_cast<unsigned>(batch.count));
+    producer_tc_kernel_indirect<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(dp, batch.stride);
   }
   return cudaGetLastError();
 }

@@ -10,9 +10,9 @@ namespace ladder::cuda_detail {
 
 template <class Rows>
 cudaError_t launch_producer_family(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                                   cudaStream_t stream) {
-  if (c.tensor_core) return launch_producer_tc<Rows>(p, dp, p.shape, stream);
-  return launch_producer<Rows>(p, dp, p.shape, c.heads_per_warp, stream);
+                                   cudaStream_t stream, BatchSpan batch) {
+  if (c.tensor_core) return launch_producer_tc<Rows>(p, dp, p.shape, stream, batch);
+  return launch_producer<Rows>(p, dp, p.shape, c.heads_per_warp, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

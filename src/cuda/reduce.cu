@@ -92,19 +92,21 @@ __device__ void reduce(const ReduceParams& p) {
 }
 
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) { reduce(p); }
-__global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp) {
-  const ReduceParams p = *pp;
+__global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp, std::size_t stride) {
+  const ReduceParams p = batch_entry(pp, stride);
+  if (p.nwg <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
   reduce(p);
 }
 
 }  // namespace
 
-cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream) {
+cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch) {
   const unsigned heads = static_cast<unsigned>(p.shape.n_heads);
   if (dp == nullptr)
     reduce_kernel<<<heads, kReduceThreads, 0, stream>>>(p);
   else
-    reduce_kernel_indirect<<<heads, kReduceThreads, 0, stream>>>(dp);
+    reduce_kernel_indirect<<<dim3(heads, 1, static_cast<unsigned>(batch.count)), kReduceThreads, 0, stream>>>(
+        dp, batch.stride);
   return cudaGetLastError();
 }
 

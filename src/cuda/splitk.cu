@@ -7,6 +7,7 @@ namespace ladder::cuda_detail {
 namespace {
 
 struct SplitKRows {
+  static constexpr KernelFamily kFamily = KernelFamily::splitk;
   static constexpr bool kFusedStore = false;
   __device__ static int locate(const ProducerParams& p, int t) { return p.rows.row(t); }
   __device__ static RawRow load_k_raw(const ProducerParams& p, int row, int kvh, int d0) {
@@ -28,8 +29,8 @@ struct SplitKRows {
 }  // namespace
 
 cudaError_t launch_splitk(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                          cudaStream_t stream) {
-  return launch_producer_family<SplitKRows>(p, dp, c, stream);
+                          cudaStream_t stream, BatchSpan batch) {
+  return launch_producer_family<SplitKRows>(p, dp, c, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

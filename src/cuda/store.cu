@@ -27,9 +27,9 @@ __device__ void store_rows(const StoreParams& p) {
 }
 
 __global__ void __launch_bounds__(kStoreThreads) store_kernel(StoreParams p) { store_rows(p); }
-__global__ void __launch_bounds__(kStoreThreads) store_kernel_indirect(const StoreParams* pp) {
-  const StoreParams p = *pp;
-  store_rows(p);
+__global__ void __launch_bounds__(kStoreThreads) store_kernel_indirect(const StoreParams* pp, std::size_t stride) {
+  const StoreParams p = batch_entry(pp, stride);
+  store_rows(p);  // n_kv_heads 0 (an entry without a store): no items
 }
 
 __global__ void __launch_bounds__(kPoisonThreads) poison_kernel(std::uint16_t* dst, std::int64_t n) {
@@ -40,13 +40,14 @@ __global__ void __launch_bounds__(kPoisonThreads) poison_kernel(std::uint16_t* d
 
 }  // namespace
 
-cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream) {
+cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream, BatchSpan batch) {
   const int items = p.n_kv_heads * kWarpSize;
   const unsigned blocks = static_cast<unsigned>((items + kStoreThreads - 1) / kStoreThreads);
   if (dp == nullptr)
     store_kernel<<<blocks, kStoreThreads, 0, stream>>>(p);
   else
-    store_kernel_indirect<<<blocks, kStoreThreads, 0, stream>>>(dp);
+    store_kernel_indirect<<<dim3(blocks, 1, static_cast<unsigned>(batch.count)), kStoreThreads, 0, stream>>>(dp,
+                                                                                                        batch.stride);
   return cudaGetLastError();
 }
 

@@ -10,6 +10,7 @@ namespace {
 
 // A token's location: row * 2 + source, source 0 = the span, 1 = the pad block.
 struct VecRows {
+  static constexpr KernelFamily kFamily = KernelFamily::vec;
   static constexpr bool kFusedStore = false;
   static constexpr int kFromTail = 1;
   __device__ static int locate(const ProducerParams& p, int t) {
@@ -39,8 +40,8 @@ struct VecRows {
 }  // namespace
 
 cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                       cudaStream_t stream) {
-  return launch_producer_family<VecRows>(p, dp, c, stream);
+                       cudaStream_t stream, BatchSpan batch) {
+  return launch_producer_family<VecRows>(p, dp, c, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

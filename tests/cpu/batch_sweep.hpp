@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -124,17 +125,22 @@ struct BatchRun {
   double worst_error = 0.0;                    // every sequence, sampled positions
 };
 
+// How a run makes its engine (the GPU suite passes its own CUDA device options); empty:
+// Engine::create.
+using MakeEngine = std::function<Result<std::unique_ptr<Engine>>(const Geometry&, const EngineOptions&)>;
+
 // Decodes `steps` tokens of the target (key 0, from position 0) in calls that also decode
 // `others` sequences, each filled first to a random depth in [0, 300). Outputs poisoned before
 // each call.
-inline BatchRun run_batch(Device device, const Switches& sw, int others, int steps, unsigned seed) {
+inline BatchRun run_batch(Device device, const Switches& sw, int others, int steps, unsigned seed,
+                          const MakeEngine& make = {}) {
   const Geometry g = batch_geometry();
   EngineOptions opt;
   opt.device = device;
   opt.switches = sw;
   opt.record_trace = true;
   opt.initial_growing_capacity = kBatchInitialGrowing;
-  Result<std::unique_ptr<Engine>> made = Engine::create(g, opt);
+  Result<std::unique_ptr<Engine>> made = make ? make(g, opt) : Engine::create(g, opt);
   EXPECT_TRUE(made.ok()) << made.status().to_string();
   if (!made) return {};
   Engine& e = **made;

@@ -1,11 +1,15 @@
 // E3/P4 on the GPU: the CPU suite's batch sweep (tests/cpu/batch_sweep.hpp) through the CUDA
-// device. A target sequence decoded alone and in calls with 1, 7 and 31 other sequences of
-// random depths gives the same bits, for each switch setting (every route; graph replay, the
-// default); the outputs hold P3 against the f64 reference.
+// device, whose calls run every sequence in one launch per layer and kernel family (slots of a
+// power-of-two bucket). A target sequence decoded alone and in calls with 1, 7 and 31 other
+// sequences of random depths gives the same bits, for each switch setting (every route), with
+// the separate kernels and with the fused one-kernel-per-layer route, in graph replay and in
+// eager launches; the outputs hold P3 against the f64 reference. A change of batch composition
+// replays the captured graph (no recapture).
 #include <gtest/gtest.h>
 
 #include "cpu/batch_sweep.hpp"
 #include "gpu/gpu_test_support.hpp"
+#include "ladder/cuda/cuda_engine.hpp"
 
 namespace ladder {
 namespace {
@@ -14,27 +18,109 @@ using test::BatchRun;
 using test::first_difference;
 using test::run_batch;
 
-class GpuBatchInvariance : public ::testing::TestWithParam<test::BatchSwitchCase> {};
+struct GpuBatchCase {
+  const char* name;
+  test::BatchSwitchCase switches;
+  bool graph;
+  cuda::GpuFusion fusion;
+};
+
+std::vector<GpuBatchCase> gpu_batch_cases() {
+  std::vector<GpuBatchCase> out;
+  for (const test::BatchSwitchCase& c : test::batch_switch_cases()) {
+    out.push_back({c.name, c, true, cuda::GpuFusion::separate});
+  }
+  const test::BatchSwitchCase def = test::batch_switch_cases()[0];
+  out.push_back({"default_eager", def, false, cuda::GpuFusion::separate});
+  out.push_back({"default_fused", def, true, cuda::GpuFusion::fused});
+  return out;
+}
+
+class GpuBatchInvariance : public ::testing::TestWithParam<GpuBatchCase> {};
 
 TEST_P(GpuBatchInvariance, TargetBitsDoNotDependOnTheBatch) {
   LADDER_REQUIRE_GPU();
+  const GpuBatchCase& c = GetParam();
+  const test::MakeEngine make = [&](const Geometry& g, const EngineOptions& opt) {
+    cuda::CudaEngineOptions copt;
+    copt.use_graph = c.graph;
+    copt.tuning.fusion = c.fusion;
+    return cuda::create_engine(g, opt, copt);
+  };
   const int steps = test::small_sweep() ? 72 : 160;
-  const Switches sw = GetParam().sw;
-  const BatchRun alone = run_batch(Device::cuda, sw, 0, steps, 1);
+  const BatchRun alone = run_batch(Device::cuda, c.switches.sw, 0, steps, 1, make);
   ASSERT_EQ(alone.target_out.size(), static_cast<std::size_t>(steps));
   EXPECT_LE(alone.worst_error, test::kBatchRelTol);
   const int others_for[] = {1, 7, 31};
   for (int i = 0; i < 3; ++i) {
     if (test::small_sweep() && others_for[i] > 7) continue;
-    const BatchRun batch = run_batch(Device::cuda, sw, others_for[i], steps, 2 + static_cast<unsigned>(i));
+    const BatchRun batch = run_batch(Device::cuda, c.switches.sw, others_for[i], steps, 2 + static_cast<unsigned>(i), make);
     EXPECT_EQ(first_difference(alone, batch), -1) << "with " << others_for[i] << " other sequences";
     EXPECT_LE(batch.worst_error, test::kBatchRelTol) << others_for[i] << " others";
     EXPECT_EQ(batch.routes, alone.routes);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Switches, GpuBatchInvariance, ::testing::ValuesIn(test::batch_switch_cases()),
+INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchInvariance, ::testing::ValuesIn(gpu_batch_cases()),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Eight sequences past their rings' wrap, then calls of different subsets of 5 to 8 of them
+// (one bucket of 8): the first call captures the step graph, every later one replays it, however
+// the slots are filled. Rings without slack (capacity = window = 64) keep every layer on vec once
+// full, so the route mix, and with it the graph, stays the same from call to call.
+TEST(GpuBatch, CompositionChangesReplayTheCapturedGraph) {
+  LADDER_REQUIRE_GPU();
+  Geometry g = test::batch_geometry();
+  g.ring_slack = 0;
+  EngineOptions opt;
+  opt.device = Device::cuda;
+  opt.record_trace = true;
+  Result<std::unique_ptr<Engine>> made = Engine::create(g, opt);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  Engine& e = **made;
+  std::vector<SequenceId> ids{0};
+  for (int i = 1; i < 8; ++i) ids.push_back(e.add_sequence().value());
+  constexpr int kDepth = 200;
+  for (int p = 0; p < kDepth; ++p) {
+    std::vector<test::TokenData> data;
+    data.reserve(ids.size());
+    std::vector<SequenceToken> call;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      data.push_back(test::token_data(g, i, p));
+      call.push_back({ids[i], p, {nullptr, data.back().k.data(), data.back().v.data(), nullptr}});
+    }
+    ASSERT_TRUE(e.fill(call).ok());
+  }
+  std::vector<int> next(ids.size(), kDepth);
+  const auto decode = [&](const std::vector<std::size_t>& which) {
+    std::vector<test::TokenData> d;
+    d.reserve(which.size());
+    std::vector<std::vector<float>> outs(which.size());
+    std::vector<SequenceToken> call;
+    for (std::size_t j = 0; j < which.size(); ++j) {
+      const std::size_t i = which[j];
+      d.push_back(test::token_data(g, i, next[i]));
+      outs[j].assign(d.back().q.size(), 0.0f);
+      call.push_back({ids[i], next[i]++, {d.back().q.data(), d.back().k.data(), d.back().v.data(), outs[j].data()}});
+    }
+    const Status s = e.encode(call);
+    for (std::size_t j = 0; s.ok() && j < which.size(); ++j)
+      for (int l = 0; l < g.n_layers; ++l)
+        EXPECT_LE(test::batch_reference_error(g, which[j], next[which[j]] - 1, l, Route::vec,
+                                              outs[j].data() + static_cast<std::size_t>(l) * g.n_heads * g.head_dim),
+                  test::kBatchRelTol);
+    return s;
+  };
+  ASSERT_TRUE(decode({0, 1, 2, 3, 4, 5, 6, 7}).ok());
+  for (const TraceEntry& t : e.trace()) ASSERT_EQ(t.decision.route, Route::vec) << "layer " << t.layer;
+  const DeviceStats first = e.device_stats();
+  EXPECT_EQ(first.captures, 1);
+  const std::vector<std::vector<std::size_t>> subsets = {{7, 6, 5, 4, 3}, {1, 3, 5, 7, 0, 2}, {2, 4, 6, 0, 1, 3, 5},
+                                                         {0, 1, 2, 3, 4, 5, 6, 7}};
+  for (const auto& subset : subsets) ASSERT_TRUE(decode(subset).ok());
+  EXPECT_EQ(e.device_stats().captures, first.captures) << "a change of batch composition recaptured the graph";
+  EXPECT_EQ(e.device_stats().replays, first.replays + static_cast<int>(subsets.size()));
+}
 
 }  // namespace
 }  // namespace ladder
