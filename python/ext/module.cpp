@@ -24,6 +24,7 @@
 #include "ladder/schedule.hpp"
 #include "names.hpp"
 #include "planes.hpp"
+#include "step_checks.hpp"
 #include "tensors.hpp"
 
 namespace nb = nanobind;
@@ -603,6 +604,9 @@ NB_MODULE(_ladder, m) {
   m.def("_attend", &attend, "route"_a, "plane"_a, "position"_a.none(), "slot"_a.none(), "q"_a.none(), "k"_a.none(),
         "v"_a.none(), "out"_a.none(),
         "device"_a = nb::none(), "stream"_a = 0);
+
+  m.def("_check_step", &check_step, "plane"_a, "q"_a.none(), "k"_a.none(), "v"_a.none(), "out"_a.none(),
+        "Raises what attend(plane.next_position) with these arrays would raise; changes nothing.");
 
   m.def("cuda_available", &device_available, "True when this build has CUDA and a usable GPU is present.");
   m.def("cuda_description", &device_description);

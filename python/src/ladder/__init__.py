@@ -35,7 +35,8 @@ from ._ladder import (  # noqa: F401  (the public API)
     trace_header,
 )
 
-__all__ = [name for name in dir(_ladder) if not name.startswith("_")] + ["attend"]
+__all__ = [name for name in dir(_ladder) if not name.startswith("_")] + [
+    "attend", "ModelCache", "geometry_from_config"]
 
 
 def _is_cuda(x):
@@ -94,3 +95,6 @@ def attend(route, plane, position, slot, q, k, v, out=None, device=None, stream=
         handle = torch.cuda.current_stream(q.device).cuda_stream
     _ladder._attend(route, plane, position, slot, q, k, v, out, device, handle)
     return out
+
+
+from .cache import ModelCache, geometry_from_config  # noqa: E402  (needs attend's helpers above)
