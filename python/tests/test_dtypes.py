@@ -32,7 +32,15 @@ DTYPE_CASES = [
     ("torch", "bfloat16", "float16", "float32"),
     ("numpy", "float16", "float16", "float16"),
     ("numpy", "float32", "float16", "float16"),
+    # A device plane with CUDA tensors: converted on the GPU on torch's current stream.
+    ("cuda", "bfloat16", "bfloat16", "bfloat16"),
+    ("cuda", "float16", "float16", "float16"),
+    ("cuda", "float32", "bfloat16", "float16"),
 ]
+
+
+def cuda_ready():
+    return ladder.cuda_available() and torch.cuda.is_available()
 
 
 def as_array(lib, x, dtype):
@@ -41,18 +49,19 @@ def as_array(lib, x, dtype):
         a = x.astype(np.dtype(dtype))
         return a, a.astype(np.float64)
     t = torch.from_numpy(x).to(getattr(torch, dtype))
-    return t, t.double().numpy()
+    values = t.double().numpy()
+    return (t.cuda() if lib == "cuda" else t), values
 
 
 def new_out(lib, shape, dtype):
     """A poisoned output: every element must be written."""
     if lib == "numpy":
         return np.full(shape, np.nan, dtype=np.dtype(dtype))
-    return torch.full(shape, float("nan"), dtype=getattr(torch, dtype))
+    return torch.full(shape, float("nan"), dtype=getattr(torch, dtype), device="cuda" if lib == "cuda" else "cpu")
 
 
 def to_f64(a):
-    return a.double().numpy() if isinstance(a, torch.Tensor) else np.asarray(a, dtype=np.float64)
+    return a.double().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a, dtype=np.float64)
 
 
 @pytest.mark.parametrize("lib,q_dtype,kv_dtype,out_dtype", DTYPE_CASES, ids=lambda x: str(x))
@@ -60,7 +69,9 @@ def to_f64(a):
 def test_dtypes_match_reference(rng, case, lib, q_dtype, kv_dtype, out_dtype):
     _, cfg, position, route = case
     n_heads = 32
-    plane = ladder.Plane(cfg)
+    if lib == "cuda" and not cuda_ready():
+        pytest.skip("needs a CUDA build of ladder and a GPU")
+    plane = ladder.Plane(cfg, device="cuda" if lib == "cuda" else "cpu")
     filled = Filled(plane, rng, position)
     q32 = rng.standard_normal((n_heads, cfg.head_dim)).astype(np.float32)
     k32 = rng.standard_normal((cfg.n_kv_heads, cfg.head_dim)).astype(np.float32)
@@ -181,9 +192,11 @@ def test_bad_layouts_and_shapes_raise_shape_error(ready):
     assert_untouched(plane, before)
 
 
-def test_cuda_tensor_without_cuda_build_raises(ready):
+def test_cuda_tensors_on_a_host_plane_raise(ready):
     plane, slot, q, kv = ready
     if not torch.cuda.is_available():
         pytest.skip("torch has no usable CUDA device here, so no CUDA tensor can be made")
+    before = snapshot(plane)
     with pytest.raises((ladder.NoDeviceError, ladder.DeviceMismatchError)):
         ladder.attend("splitk", plane, 40, slot, q.cuda(), kv.cuda(), kv.cuda())
+    assert_untouched(plane, before)

@@ -12,6 +12,8 @@ Two references, both computed in float32 by transformers' own eager attention:
     token must be eager's wherever eager's top-two margin exceeds twice that bound (closer
     margins are ties the storage may break either way).
 """
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not importable (scripts/test.sh installs it)")
@@ -82,7 +84,7 @@ def teacher_forced_eager(model, sequences, mask):
     """Eager logits for every generated step of `sequences` (positions counted over real tokens,
     as generate counts them)."""
     model.set_attn_implementation("eager")
-    full_mask = torch.cat([mask, torch.ones(mask.shape[0], NEW_TOKENS, dtype=mask.dtype)], dim=1)
+    full_mask = torch.cat([mask, torch.ones(mask.shape[0], NEW_TOKENS, dtype=mask.dtype, device=mask.device)], dim=1)
     positions = (full_mask.cumsum(-1) - 1).clamp(min=0)
     with torch.no_grad():
         logits = model(sequences, attention_mask=full_mask, position_ids=positions).logits
@@ -90,9 +92,22 @@ def teacher_forced_eager(model, sequences, mask):
     return logits[:, width - 1:width - 1 + NEW_TOKENS]
 
 
+def on_device(model, device):
+    """The model on `device` ('cuda' only with a CUDA build of ladder and a GPU)."""
+    if device == "cpu":
+        return model
+    if not (ladder.cuda_available() and torch.cuda.is_available()):
+        pytest.skip("needs a CUDA build of ladder and a GPU")
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 references stay float32
+    return copy.deepcopy(model).to(device)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("lengths", [[9], [5, 17, 29, 12]], ids=["batch1", "batch4-left-padded"])
-def test_greedy_decoding_matches_eager(model, lengths):
+def test_greedy_decoding_matches_eager(model, lengths, device):
+    model = on_device(model, device)
     ids, mask = prompts(lengths, torch.Generator().manual_seed(len(lengths)))
+    ids, mask = ids.to(device), mask.to(device)
     cache = lt.LadderCache(model.config)
     got_tokens, got_logits = generate(model, lt.NAME, ids, mask, cache)
     assert got_tokens.shape[1] == ids.shape[1] + NEW_TOKENS
