@@ -340,6 +340,7 @@ NB_MODULE(_ladder, m) {
   nb::set_leak_warnings(false);
   make_errors(m);
 
+  m.attr("__version__") = LADDER_PY_VERSION;
   m.attr("ROUTES") = nb::make_tuple("vec", "splitk", "interleaved", "staged");
   m.attr("BLOCK_TOKENS") = kBlockTokens;
 

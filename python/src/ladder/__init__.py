@@ -25,6 +25,7 @@ from ._ladder import (  # noqa: F401  (the public API)
     RouteError,
     ShapeError,
     UnsupportedError,
+    __version__,
     choose_route,
     cuda_available,
     cuda_description,
@@ -35,7 +36,7 @@ from ._ladder import (  # noqa: F401  (the public API)
     trace_header,
 )
 
-__all__ = [name for name in dir(_ladder) if not name.startswith("_")] + [
+__all__ = [name for name in dir(_ladder) if not name.startswith("_")] + ["__version__",
     "attend", "ModelCache", "geometry_from_config"]
 
 
