@@ -140,6 +140,30 @@ def test_greedy_decoding_matches_eager(model, lengths, device):
     assert torch.equal(generated[clear], eager_logits.argmax(-1)[clear])
 
 
+# A bfloat16 model rounds every activation to bfloat16 (u = 2^-8): eager attention in bfloat16
+# lands within about 2u of max|logit| from the float32 computation with the same weights, and
+# ladder (float32 inside, q, k, v and the output in bfloat16) must do as well: 4u.
+BF16_BOUND = 4 * 2.0**-8
+
+
+def test_bfloat16_model(model):
+    """The model in bfloat16 end to end: ladder reads and writes bfloat16 tensors in place. Its
+    logits are compared, on its own tokens (teacher-forced), with float32 eager attention over the
+    same bfloat16 weights, and with bfloat16 eager attention's distance to that same reference."""
+    lengths = [5, 29]
+    ids, mask = prompts(lengths, torch.Generator().manual_seed(11))
+    bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    f32 = copy.deepcopy(bf16).float()  # the same (bfloat16-valued) weights, float32 arithmetic
+    tokens, logits = generate(bf16, lt.NAME, ids, mask, lt.LadderCache(bf16.config))
+    reference = teacher_forced_eager(f32, tokens, mask).float()
+    eager_bf16 = teacher_forced_eager(bf16, tokens, mask).float()
+    scale = reference.abs().max().item()
+    ladder_err = (logits.float() - reference).abs().max().item()
+    eager_err = (eager_bf16 - reference).abs().max().item()
+    assert ladder_err <= BF16_BOUND * scale
+    assert ladder_err <= 2 * eager_err
+
+
 def test_decode_without_a_ladder_cache_says_what_to_pass(model):
     ids = torch.randint(2, 512, (1, 6), generator=torch.Generator().manual_seed(3))
     model.set_attn_implementation(lt.NAME)
