@@ -164,6 +164,25 @@ def test_bfloat16_model(model):
     assert ladder_err <= 2 * eager_err
 
 
+def test_prompt_in_chunks(model):
+    """A one-token first chunk (decode path on an empty cache), then a chunk of several tokens on
+    a cache that holds some (token by token through ladder), then a long one that wraps the
+    rings: the last chunk's logits match eager over the whole prompt at once, within the plain
+    eager bound (float16 K/V storage)."""
+    ids = torch.randint(2, 512, (1, 80), generator=torch.Generator().manual_seed(13))
+    model.set_attn_implementation(lt.NAME)
+    cache = lt.LadderCache(model.config)
+    with torch.no_grad():
+        pieces = [model(ids[:, a:b], cache=cache).logits for a, b in ((0, 1), (1, 12), (12, 80))]
+        model.set_attn_implementation("eager")
+        reference = model(ids).logits
+    got = torch.cat(pieces, dim=1)
+    scale = reference.abs().max().item()
+    assert (got - reference).abs().max().item() <= KV16_BOUND * scale
+    assert cache.model_cache.length(cache.model_cache.sequences[0]) == 80
+    assert cache.get_seq_length() == 80
+
+
 def test_decode_without_a_ladder_cache_says_what_to_pass(model):
     ids = torch.randint(2, 512, (1, 6), generator=torch.Generator().manual_seed(3))
     model.set_attn_implementation(lt.NAME)
