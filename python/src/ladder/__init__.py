@@ -1,7 +1,9 @@
 """ladder: decode attention over ring-buffer (sliding-window) and growing KV planes.
 
-Arrays are taken in place: numpy (or any DLPack CPU array) on the host, torch (or any DLPack)
-CUDA tensors on the GPU. Every error is a ``ladder.LadderError``; bad arguments are also
+Arrays are taken in place, in float32, float16 or bfloat16: numpy or torch (or any DLPack)
+arrays on the host, torch (or any DLPack) CUDA tensors on the GPU. ``ladder.ModelCache`` keeps a
+whole model's planes for a batch of sequences; ``import ladder.transformers`` registers the
+``"ladder"`` attention implementation with transformers. Every error is a ``ladder.LadderError``; bad arguments are also
 ``ValueError`` (``ShapeError``, ``DTypeError``, ``DeviceMismatchError``, ``PositionError``,
 ``RouteError``), device trouble ``RuntimeError`` (``NoDeviceError``, ``DeviceError``).
 """
