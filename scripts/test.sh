@@ -35,7 +35,10 @@ if [ -d "$root/python/tests" ]; then
   venv="$build/python-venv"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q "$root/python[test]" -Ccmake.define.LADDER_CUDA=OFF
+  # [transformers] brings torch and transformers 5.x from PyPI for the tensor, cache and
+  # transformers tests: downloaded into this venv on the first run only (torch with its CUDA
+  # libraries, about 5.6 GB; 93 s on the development machine), found installed on later runs.
+  "$venv/bin/python" -m pip install -q "$root/python[test,transformers]" -Ccmake.define.LADDER_CUDA=OFF
   # Run from the build folder: from python/ the source package would shadow the installed one.
   # A suite that collects no tests exits 5 and fails here too: a silently empty suite is a defect.
   (cd "$build" && "$venv/bin/python" -m pytest -q "$root/python/tests")

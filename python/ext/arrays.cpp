@@ -38,7 +38,6 @@ std::string shape_of(const ArrayInfo& a) {
   return s + ")";
 }
 
-namespace {
 std::string dtype_text(const nb::dlpack::dtype& t) {
   const char* kind = "?";
   switch (static_cast<nb::dlpack::dtype_code>(t.code)) {
@@ -62,7 +61,6 @@ bool c_contiguous(const ArrayInfo& a) {
   }
   return true;
 }
-}  // namespace
 
 namespace {
 // Why `h` could not be taken as an array: the most specific reason found.
@@ -85,7 +83,7 @@ namespace {
   }
   if (byte_swapped)
     raise(error_types().dtype, fmt::format("{} is byte-swapped (dtype {}); ladder reads and writes native-endian "
-                                           "float32 in place (numpy.float32, e.g. {}.astype(numpy.float32))",
+                                           "float32, float16 or bfloat16 in place (e.g. {}.astype(numpy.float32))",
                                            name, dtype_name, name));
   if (read_only)
     raise(error_types().invalid_argument,
@@ -93,7 +91,9 @@ namespace {
                       "numpy.empty_like(q)) or out=None",
                       name));
   raise(error_types().invalid_argument,
-        fmt::format("{} must be a float32 array (numpy, or a DLPack CPU array or CUDA tensor), got {}{}", name,
+        fmt::format("{} must be a float32 array (or float16 / bfloat16: numpy, torch, any DLPack CPU array or CUDA "
+                    "tensor), got {}{}",
+                    name,
                     Py_TYPE(h.ptr())->tp_name, dtype_name.empty() ? "" : " of dtype " + dtype_name));
 }
 
@@ -110,16 +110,16 @@ ArrayInfo take_array(nb::handle h, const char* name, bool writable) {
 ArrayInfo in_array(nb::handle h, const char* name) { return take_array<InArray>(h, name, false); }
 ArrayInfo out_array(nb::handle h, const char* name) { return take_array<OutArray>(h, name, true); }
 
-float* checked_f32(const ArrayInfo& a, const char* name, const std::vector<Dim>& dims, Where where) {
+void check_device(const ArrayInfo& a, const char* name, Where where) {
   const Where at = where_of(a, name);
   if (at != where)
     raise(error_types().device_mismatch,
           fmt::format("{} is on {} but this call runs on {}: every array of one call must live on the same "
                       "device as the plane",
                       name, where_name(at), where_name(where)));
-  if (a.dtype != nb::dtype<float>())
-    raise(error_types().dtype, fmt::format("{} must be float32 with shape {}, got {}", name, shape_text(dims),
-                                           dtype_text(a.dtype)));
+}
+
+void check_shape_layout(const ArrayInfo& a, const char* name, const std::vector<Dim>& dims) {
   bool same = a.shape.size() == dims.size();
   for (std::size_t i = 0; same && i < dims.size(); ++i) same = a.shape[i] == dims[i].size;
   if (!same)
@@ -129,6 +129,14 @@ float* checked_f32(const ArrayInfo& a, const char* name, const std::vector<Dim>&
     raise(error_types().shape, fmt::format("{} must be C-contiguous (row-major, unit stride); copy it first, e.g. "
                                            "numpy.ascontiguousarray({}) or {}.contiguous()",
                                            name, name, name));
+}
+
+float* checked_f32(const ArrayInfo& a, const char* name, const std::vector<Dim>& dims, Where where) {
+  check_device(a, name, where);
+  if (a.dtype != nb::dtype<float>())
+    raise(error_types().dtype, fmt::format("{} must be float32 with shape {}, got {}", name, shape_text(dims),
+                                           dtype_text(a.dtype)));
+  check_shape_layout(a, name, dims);
   return static_cast<float*>(a.data);
 }
 

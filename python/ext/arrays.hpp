@@ -67,6 +67,15 @@ ArrayInfo out_array(nb::handle h, const char* name);
 Where where_of(const ArrayInfo& a, const char* name);
 std::string shape_of(const ArrayInfo& a);
 
+// "float32", "bfloat16", ...: a DLPack dtype as its users name it.
+std::string dtype_text(const nb::dlpack::dtype& t);
+// Whether the array is row-major with unit stride (extent-1 dimensions may carry any stride).
+bool c_contiguous(const ArrayInfo& a);
+// DeviceMismatchError unless the array lives on `where`.
+void check_device(const ArrayInfo& a, const char* name, Where where);
+// ShapeError unless the array has exactly `dims` and is C-contiguous.
+void check_shape_layout(const ArrayInfo& a, const char* name, const std::vector<Dim>& dims);
+
 // Checks dtype float32, exact shape, C-contiguity and device; returns the data pointer.
 float* checked_f32(const ArrayInfo& a, const char* name, const std::vector<Dim>& dims, Where where);
 

@@ -8,6 +8,7 @@
 #include "integers.hpp"
 #include "ladder/attention.hpp"
 #include "names.hpp"
+#include "tensors.hpp"
 
 namespace ladder::py {
 
@@ -56,10 +57,9 @@ void attend(const std::string& route, Plane& plane, nanobind::handle position_ar
   const int n_heads = static_cast<int>(q.shape[0]);
   const std::vector<Dim> q_dims{{n_heads, "n_heads"}, {head_dim, "head_dim"}};
   const std::vector<Dim> kv_dims = row_dims(cfg);
-  const float* qp = checked_f32(q, "q", q_dims, arrays_at);
-  const float* kp = checked_f32(k, "k", kv_dims, arrays_at);
-  const float* vp = checked_f32(v, "v", kv_dims, arrays_at);
-  float* op = checked_f32(out, "out", q_dims, arrays_at);
+  // Checked here, converted (float16 / bfloat16 -> float32) only once every check has passed.
+  F32In qf(q, "q", q_dims, arrays_at), kf(k, "k", kv_dims, arrays_at), vf(v, "v", kv_dims, arrays_at);
+  F32Out of(out, "out", q_dims, arrays_at);
 
   if (position < 0 || position != st.next_position - 1)
     raise(error_types().position,
@@ -88,14 +88,17 @@ void attend(const std::string& route, Plane& plane, nanobind::handle position_ar
 
   if (plane.where() == Where::cuda) {
     nanobind::gil_scoped_release unlocked;
-    plane.device().attend(r, position, slot, shape, qp, kp, vp, op, stream);
+    plane.device().attend(r, position, slot, shape, qf.data(stream), kf.data(stream), vf.data(stream),
+                          of.data(stream), stream);
+    of.finish(stream);
     return;
   }
-  const LayerIO io{qp, kp, vp, op};
   Status s;
   {
     nanobind::gil_scoped_release unlocked;
+    const LayerIO io{qf.data(), kf.data(), vf.data(), of.data()};
     s = attend_layer(where == Where::cuda ? Device::cuda : Device::cpu, r, plane.host(), position, slot, shape, io);
+    if (s.ok()) of.finish();
   }
   check(s);
 }

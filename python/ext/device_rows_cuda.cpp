@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "cuda/kernels.hpp"
 #include "device_rows.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
 #include "ladder/reference.hpp"
@@ -62,6 +63,21 @@ class CudaRows final : public DeviceRows {
   }
 
   void write_row(int slot, const float* k, const float* v, Where from) override {
+    if (from == Where::cuda && device_store_fits()) {
+      // Rows already in device memory go straight to the plane through the library's store
+      // kernel (range rule, round to nearest even), on the default stream: no trip to the host.
+      StoreParams p;
+      p.n_kv_heads = plane_.cfg.n_kv_heads;
+      p.head_dim = plane_.cfg.head_dim;
+      p.k = k;
+      p.v = v;
+      p.plane_k = plane_.k;
+      p.plane_v = plane_.v;
+      p.strides = plane_.strides();
+      p.slot = slot;
+      check_cuda(cuda_detail::launch_store(p, nullptr, nullptr), "storing a row");
+      return;
+    }
     const int n = plane_.cfg.n_kv_heads * plane_.cfg.head_dim;
     std::vector<float> hk(n), hv(n);
     if (from == Where::cuda) {
@@ -111,6 +127,15 @@ class CudaRows final : public DeviceRows {
   }
 
  private:
+  // The store kernel's shape: the head_dim the GPU routes support (check_head_shape).
+  bool device_store_fits() const {
+    HeadShape shape;
+    shape.n_heads = plane_.cfg.n_kv_heads;
+    shape.n_kv_heads = plane_.cfg.n_kv_heads;
+    shape.head_dim = plane_.cfg.head_dim;
+    return cuda::check_head_shape(shape).ok();
+  }
+
   std::size_t elements() const {
     return static_cast<std::size_t>(plane_.state.capacity) * plane_.cfg.n_kv_heads * plane_.cfg.head_dim;
   }

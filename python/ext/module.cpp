@@ -24,6 +24,8 @@
 #include "ladder/schedule.hpp"
 #include "names.hpp"
 #include "planes.hpp"
+#include "step_checks.hpp"
+#include "tensors.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -78,7 +80,7 @@ void make_errors(nb::module_& m) {
   t.invalid_argument = new_error(m, "InvalidArgumentError", {t.base, PyExc_ValueError},
                                  "An argument is invalid (geometry, configuration, flag value).");
   t.shape = new_error(m, "ShapeError", {t.invalid_argument}, "An array has the wrong shape or layout.");
-  t.dtype = new_error(m, "DTypeError", {t.invalid_argument}, "An array has the wrong dtype (float32 expected).");
+  t.dtype = new_error(m, "DTypeError", {t.invalid_argument}, "An array has the wrong dtype (float32, float16 or bfloat16 expected).");
   t.device_mismatch = new_error(m, "DeviceMismatchError", {t.invalid_argument},
                                 "Arrays and plane live on different devices.");
   t.position = new_error(m, "PositionError", {t.invalid_argument},
@@ -338,6 +340,7 @@ NB_MODULE(_ladder, m) {
   nb::set_leak_warnings(false);
   make_errors(m);
 
+  m.attr("__version__") = LADDER_PY_VERSION;
   m.attr("ROUTES") = nb::make_tuple("vec", "splitk", "interleaved", "staged");
   m.attr("BLOCK_TOKENS") = kBlockTokens;
 
@@ -536,14 +539,14 @@ NB_MODULE(_ladder, m) {
             const PlaneGuard guard(p);
             p.write_row(s, ki, vi);
           }, "slot"_a.none(), "k"_a.none(), "v"_a.none(),
-          "Store one token's float32 K and V, each (n_kv_heads, head_dim), at a slot (f16).")
+          "Store one token's K and V (float32, float16 or bfloat16), each (n_kv_heads, head_dim), at a slot (f16).")
       .def("append_row", [](Plane& p, nb::handle position, nb::handle k, nb::handle v) {
             const int pos = int_arg(position, "position", error_types().position);
             const ArrayInfo ki = in_array(k, "k"), vi = in_array(v, "v");
             // Check the rows before the append so a bad row leaves the plane untouched.
             const Where at = p.where() == Where::cpu ? Where::cpu : where_of(ki, "k");
-            checked_f32(ki, "k", row_dims(p.config()), at);
-            checked_f32(vi, "v", row_dims(p.config()), at);
+            checked_float(ki, "k", row_dims(p.config()), at);
+            checked_float(vi, "v", row_dims(p.config()), at);
             const PlaneGuard guard(p);  // the append and the row as one step for other threads
             const int slot = p.append(pos);
             p.write_row(slot, ki, vi);
@@ -556,8 +559,8 @@ NB_MODULE(_ladder, m) {
             return p.extend(ki, vi);
           },
            "k"_a.none(), "v"_a.none(),
-           "Append the next n positions with rows from float32 host arrays k, v of shape (n, n_kv_heads, "
-           "head_dim); returns the slots. Every append is checked first, so a refusal changes nothing.")
+           "Append the next n positions with rows from arrays k, v (float32, float16 or bfloat16; host arrays, or "
+           "CUDA tensors for a device plane) of shape (n, n_kv_heads, head_dim); returns the slots. Every append is checked first, so a refusal changes nothing.")
       .def("keys", [](const Plane& p) { return f16_copy(p, false); },
            "A float16 copy of K in storage layout: ring (capacity, n_kv_heads, head_dim), growing "
            "(n_kv_heads, capacity, head_dim). Unwritten rows are NaN.")
@@ -602,6 +605,9 @@ NB_MODULE(_ladder, m) {
   m.def("_attend", &attend, "route"_a, "plane"_a, "position"_a.none(), "slot"_a.none(), "q"_a.none(), "k"_a.none(),
         "v"_a.none(), "out"_a.none(),
         "device"_a = nb::none(), "stream"_a = 0);
+
+  m.def("_check_step", &check_step, "plane"_a, "q"_a.none(), "k"_a.none(), "v"_a.none(), "out"_a.none(),
+        "Raises what attend(plane.next_position) with these arrays would raise; changes nothing.");
 
   m.def("cuda_available", &device_available, "True when this build has CUDA and a usable GPU is present.");
   m.def("cuda_description", &device_description);

@@ -4,6 +4,7 @@
 
 #include "device_rows.hpp"
 #include "ladder/reference.hpp"
+#include "tensors.hpp"
 
 namespace ladder::py {
 
@@ -37,13 +38,14 @@ void Plane::write_row(int slot, const ArrayInfo& k, const ArrayInfo& v) {
     raise(error_types().position, fmt::format("slot {} is outside the plane (capacity {} rows: 0..{})", slot,
                                               st.capacity, st.capacity - 1));
   const std::vector<Dim> dims = row_dims(config());
+  // A device plane takes rows from host arrays or from CUDA tensors; a host plane from host arrays.
+  const Where at = host_ ? Where::cpu : where_of(k, "k");
+  F32In kf(k, "k", dims, at), vf(v, "v", dims, at);
   if (host_) {
-    host_->write_row(slot, checked_f32(k, "k", dims, Where::cpu), checked_f32(v, "v", dims, Where::cpu));
+    host_->write_row(slot, kf.data(), vf.data());
     return;
   }
-  // A device plane takes rows from host arrays or from CUDA tensors.
-  const Where at = where_of(k, "k");
-  device_->write_row(slot, checked_f32(k, "k", dims, at), checked_f32(v, "v", dims, at), at);
+  device_->write_row(slot, kf.data(), vf.data(), at);
 }
 
 std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
@@ -53,8 +55,9 @@ std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
                                            cfg.n_kv_heads, cfg.head_dim, shape_of(k)));
   const std::int64_t n = k.shape[0];
   const std::vector<Dim> dims{{n, "rows"}, {cfg.n_kv_heads, "n_kv_heads"}, {cfg.head_dim, "head_dim"}};
-  const float* kp = checked_f32(k, "k", dims, Where::cpu);
-  const float* vp = checked_f32(v, "v", dims, Where::cpu);
+  // Host arrays for either plane; CUDA tensors too for a device plane.
+  const Where at = host_ ? Where::cpu : where_of(k, "k");
+  F32In kf(k, "k", dims, at), vf(v, "v", dims, at);
   // Every append is planned before any is made (K4: a refusal leaves the plane untouched).
   PlaneState probe = state();
   const int first = probe.next_position;
@@ -63,8 +66,15 @@ std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
   std::vector<int> slots;
   slots.reserve(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) slots.push_back(append(first + static_cast<int>(i)));
+  const float* kp = kf.data();
+  const float* vp = vf.data();
   if (host_) {
     for (std::int64_t i = 0; i < n; ++i) host_->write_row(slots[i], kp + i * row, vp + i * row);
+    return slots;
+  }
+  if (at == Where::cuda) {
+    // Rows already in device memory go row by row through the device store.
+    for (std::int64_t i = 0; i < n; ++i) device_->write_row(slots[i], kp + i * row, vp + i * row, at);
     return slots;
   }
   // Device plane: the rows are rounded and placed on the host, then the plane goes up in one copy.

@@ -163,8 +163,8 @@ def test_bad_kv_and_out(ready):
     plane, slot, q, k, v = ready
     with pytest.raises(ladder.ShapeError, match=r"k must have shape \(2, 128\) = \(n_kv_heads, head_dim\), got \(1, 128\)"):
         ladder.attend("splitk", plane, 40, slot, q, k[:1].copy(), v)
-    with pytest.raises(ladder.DTypeError, match="v must be float32.*got float16"):
-        ladder.attend("splitk", plane, 40, slot, q, k, v.astype(np.float16))
+    with pytest.raises(ladder.DTypeError, match="v must be float32, float16 or bfloat16.*got float64"):
+        ladder.attend("splitk", plane, 40, slot, q, k, v.astype(np.float64))
     with pytest.raises(ladder.ShapeError, match=r"out must have shape \(32, 128\) = \(n_heads, head_dim\)"):
         ladder.attend("splitk", plane, 40, slot, q, k, v, out=np.empty((16, 128), np.float32))
     with pytest.raises(ladder.ShapeError, match="C-contiguous"):

@@ -1,7 +1,9 @@
 """ladder: decode attention over ring-buffer (sliding-window) and growing KV planes.
 
-Arrays are taken in place: numpy (or any DLPack CPU array) on the host, torch (or any DLPack)
-CUDA tensors on the GPU. Every error is a ``ladder.LadderError``; bad arguments are also
+Arrays are taken in place, in float32, float16 or bfloat16: numpy or torch (or any DLPack)
+arrays on the host, torch (or any DLPack) CUDA tensors on the GPU. ``ladder.ModelCache`` keeps a
+whole model's planes for a batch of sequences; ``import ladder.transformers`` registers the
+``"ladder"`` attention implementation with transformers. Every error is a ``ladder.LadderError``; bad arguments are also
 ``ValueError`` (``ShapeError``, ``DTypeError``, ``DeviceMismatchError``, ``PositionError``,
 ``RouteError``), device trouble ``RuntimeError`` (``NoDeviceError``, ``DeviceError``).
 """
@@ -25,6 +27,7 @@ from ._ladder import (  # noqa: F401  (the public API)
     RouteError,
     ShapeError,
     UnsupportedError,
+    __version__,
     choose_route,
     cuda_available,
     cuda_description,
@@ -35,7 +38,8 @@ from ._ladder import (  # noqa: F401  (the public API)
     trace_header,
 )
 
-__all__ = [name for name in dir(_ladder) if not name.startswith("_")] + ["attend"]
+__all__ = [name for name in dir(_ladder) if not name.startswith("_")] + ["__version__",
+    "attend", "ModelCache", "geometry_from_config"]
 
 
 def _is_cuda(x):
@@ -45,18 +49,23 @@ def _is_cuda(x):
 
 
 def _new_output(q):
-    """An uninitialised float32 array shaped like q, on q's device and from q's library."""
+    """An uninitialised array shaped like q, in q's dtype (float32 for any other), on q's device
+    and from q's library."""
     new_empty = getattr(q, "new_empty", None)
     if new_empty is not None:  # torch
         import torch
 
-        return new_empty(q.shape, dtype=torch.float32)
+        dtype = q.dtype if q.dtype in (torch.float32, torch.float16, torch.bfloat16) else torch.float32
+        return new_empty(q.shape, dtype=dtype)
     import numpy
 
     shape = getattr(q, "shape", None)
     if shape is None:
         raise ShapeError("q must be an array of shape (n_heads, head_dim), got %s" % type(q).__name__)
-    return numpy.empty(shape, dtype=numpy.float32)
+    dtype = getattr(q, "dtype", None)
+    if dtype not in (numpy.float32, numpy.float16):
+        dtype = numpy.float32
+    return numpy.empty(shape, dtype=dtype)
 
 
 def attend(route, plane, position, slot, q, k, v, out=None, device=None, stream=None):
@@ -66,8 +75,11 @@ def attend(route, plane, position, slot, q, k, v, out=None, device=None, stream=
     plane:    a Plane that has taken this token's append: ``slot = plane.append(position)``.
               The route stores the token's K/V row itself (fused into the producer on
               'interleaved'), so do not write the row before calling.
-    q, out:   float32 (n_heads, head_dim), n_heads a multiple of the plane's n_kv_heads.
-    k, v:     float32 (n_kv_heads, head_dim), this token's activations.
+    q, out:   (n_heads, head_dim), n_heads a multiple of the plane's n_kv_heads.
+    k, v:     (n_kv_heads, head_dim), this token's activations.
+              Each of q, k, v, out may be float32, float16 or bfloat16 (dtypes may differ), read
+              and written in place; the routes compute in float32 (converted in C++) and out is
+              rounded to its dtype (round to nearest even). out=None allocates q's dtype.
     device:   'cpu' or 'cuda'; None takes the device q lives on. A host plane with host arrays
               and device='cuda' mirrors the plane to the GPU for the call (copies); a plane
               created with device='cuda' and CUDA tensors runs without any copy.
@@ -86,3 +98,6 @@ def attend(route, plane, position, slot, q, k, v, out=None, device=None, stream=
         handle = torch.cuda.current_stream(q.device).cuda_stream
     _ladder._attend(route, plane, position, slot, q, k, v, out, device, handle)
     return out
+
+
+from .cache import ModelCache, geometry_from_config  # noqa: E402  (needs attend's helpers above)

@@ -1,0 +1,33 @@
+// Device-side conversions for tensors.hpp behind one seam, like device_rows.hpp: the CUDA build
+// (device_convert_cuda.cpp + convert_kernels.cu) allocates float32 scratch with
+// cudaMallocAsync and converts on the caller's stream; device_convert_none.cpp raises
+// NoDeviceError for every use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensors.hpp"
+
+namespace ladder::py {
+
+// `n` floats of device memory, allocated and freed in stream order on `stream`.
+class DeviceScratch {
+ public:
+  DeviceScratch(std::size_t n, std::uintptr_t stream);
+  ~DeviceScratch();
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  float* data() const { return data_; }
+
+ private:
+  float* data_ = nullptr;
+  std::uintptr_t stream_ = 0;
+};
+
+// dst[i] = float(src[i]) for i < n, in device memory, on `stream`.
+void to_f32_device(const void* src, Elem e, float* dst, std::size_t n, std::uintptr_t stream);
+// dst[i] = round_to_nearest_even(src[i]) for i < n, in device memory, on `stream`.
+void from_f32_device(const float* src, Elem e, void* dst, std::size_t n, std::uintptr_t stream);
+
+}  // namespace ladder::py

@@ -1,0 +1,20 @@
+// Built when the library has no CUDA device: a CUDA tensor never gets this far (attend raises
+// NoDeviceError first), so these only guard against a future caller.
+#include "device_convert.hpp"
+
+namespace ladder::py {
+
+namespace {
+[[noreturn]] void no_cuda() {
+  raise(error_types().no_device,
+        "this build of the ladder module has no CUDA support, so it cannot convert CUDA tensors; rebuild it on a "
+        "machine with nvcc (pip install ./python)");
+}
+}  // namespace
+
+DeviceScratch::DeviceScratch(std::size_t, std::uintptr_t) { no_cuda(); }
+DeviceScratch::~DeviceScratch() = default;
+void to_f32_device(const void*, Elem, float*, std::size_t, std::uintptr_t) { no_cuda(); }
+void from_f32_device(const float*, Elem, void*, std::size_t, std::uintptr_t) { no_cuda(); }
+
+}  // namespace ladder::py

@@ -1,0 +1,179 @@
+"""A whole-model KV cache: every layer's planes for a batch of sequences.
+
+Each sequence owns one library ``Plane`` per layer (a ring for a sliding-window layer, a growing
+plane for a global one), on the host or, in a CUDA build, in device memory. The cache adds the
+bookkeeping a model forward needs on top of the per-plane API: positions per sequence, prefill
+(the prompt's K/V rows written without attention), decode (append and attend, per layer, for
+every sequence of the batch) and sequences joining and leaving the batch.
+
+Shapes at the boundary (arrays in float32, float16 or bfloat16; numpy or torch; CPU, or CUDA
+tensors for device planes):
+  prefill: k, v  (rows, n_kv_heads, head_dim)            one sequence, one layer
+  decode:  q     (batch, n_heads, head_dim)              one token per sequence, one layer
+           k, v  (batch, n_kv_heads, head_dim)
+           out   (batch, n_heads, head_dim)              written in place
+"""
+
+from . import _ladder
+from ._ladder import Geometry, InvalidArgumentError, Plane, UnsupportedError
+
+# transformers' layer_types names and the library's layer classes.
+_LAYER_CLASS = {"sliding_attention": "swa", "full_attention": "nope"}
+
+
+def geometry_from_config(config, max_context=None, name=None):
+    """A ladder Geometry from a transformers-style config (read by attribute, so any object with
+    the same fields works): num_hidden_layers, num_attention_heads, num_key_value_heads,
+    head_dim (or hidden_size // num_attention_heads), sliding_window, layer_types, and
+    max_position_embeddings (unless ``max_context`` is given).
+
+    A layer named 'sliding_attention' gets a ring plane of ``sliding_window`` rows, one named
+    'full_attention' a growing plane. Without layer_types, every layer slides when
+    sliding_window is set and none does otherwise. Other layer types (chunked, linear, ...)
+    raise UnsupportedError.
+    """
+    n_layers = int(config.num_hidden_layers)
+    n_heads = int(config.num_attention_heads)
+    n_kv = getattr(config, "num_key_value_heads", None) or n_heads
+    head_dim = getattr(config, "head_dim", None) or int(config.hidden_size) // n_heads
+    window = getattr(config, "sliding_window", None) or 0
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is None:
+        layer_types = ["sliding_attention" if window else "full_attention"] * n_layers
+    classes = []
+    for i, kind in enumerate(layer_types):
+        if kind not in _LAYER_CLASS:
+            raise UnsupportedError(
+                "layer %d is a %r layer; ladder keeps 'sliding_attention' (ring) and 'full_attention' "
+                "(growing) layers only" % (i, kind))
+        classes.append(_LAYER_CLASS[kind])
+    if "swa" in classes and not window:
+        raise InvalidArgumentError("layer_types has sliding_attention layers but sliding_window is not set")
+    if max_context is None:
+        max_context = int(getattr(config, "max_position_embeddings"))
+    return Geometry(n_layers=n_layers, n_heads=n_heads, n_kv_heads=int(n_kv), head_dim=int(head_dim),
+                    window=int(window), max_context=int(max_context), layer_classes=classes,
+                    name=name or getattr(config, "model_type", None) or "custom")
+
+
+def _torch_stream(x):
+    """torch's current stream for a CUDA tensor (the integer handle), else 0."""
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None or dev()[0] != 2 or not hasattr(x, "new_empty"):  # DLPack device type 2: CUDA
+        return 0
+    import torch
+
+    return torch.cuda.current_stream(x.device).cuda_stream
+
+
+class ModelCache:
+    """Every layer's planes for a batch of sequences (see the module docstring).
+
+    geometry:  a ladder.Geometry (its layer classes pick ring or growing planes), or use
+               ``ModelCache.from_config`` for a transformers config.
+    device:    'cpu' (host planes) or 'cuda' (device planes, CUDA builds).
+    initial_growing_capacity: first capacity of the growing planes (0: the library's default).
+    """
+
+    def __init__(self, geometry, device="cpu", initial_growing_capacity=0):
+        geometry.validate()
+        self.geometry = geometry
+        self.device = device
+        self.initial_growing_capacity = initial_growing_capacity
+        self.layer_classes = [geometry.layer_class(i) for i in range(geometry.n_layers)]
+        self._planes = {}  # sequence id -> [Plane per layer], in batch order
+        self._next_id = 0
+
+    @classmethod
+    def from_config(cls, config, device="cpu", max_context=None, initial_growing_capacity=0):
+        """From a transformers config (``geometry_from_config``)."""
+        return cls(geometry_from_config(config, max_context), device, initial_growing_capacity)
+
+    # ---- sequences ---------------------------------------------------------------------------
+    @property
+    def n_layers(self):
+        return self.geometry.n_layers
+
+    @property
+    def sequences(self):
+        """The sequence ids in batch order (the order decode reads its batch rows in)."""
+        return list(self._planes)
+
+    def add_sequence(self):
+        """A new, empty sequence at the end of the batch; returns its id."""
+        planes = [Plane.for_layer(self.geometry, cls, self.initial_growing_capacity, self.device)
+                  for cls in self.layer_classes]
+        seq = self._next_id
+        self._next_id += 1
+        self._planes[seq] = planes
+        return seq
+
+    def remove_sequence(self, seq):
+        """Drops a sequence and its planes; the others keep their order."""
+        self._planes.pop(self._sequence(seq))
+
+    def planes(self, seq):
+        """The sequence's planes, one per layer."""
+        return list(self._planes[self._sequence(seq)])
+
+    def length(self, seq, layer=0):
+        """Tokens the sequence holds at a layer (its next position)."""
+        return self._plane(seq, layer).next_position
+
+    # ---- writes --------------------------------------------------------------------------------
+    def prefill(self, seq, layer, k, v):
+        """Writes a prompt's rows at the sequence's next positions of one layer, without
+        attention: k, v (rows, n_kv_heads, head_dim). All rows are checked before any is written
+        (a refusal changes nothing). Returns the slots."""
+        return self._plane(seq, layer).extend(k, v)
+
+    def decode(self, layer, q, k, v, out=None, seqs=None):
+        """One token for every sequence of the batch at one layer: appends it at each sequence's
+        next position and attends through the route the ladder picks ('auto').
+
+        q (batch, n_heads, head_dim); k, v (batch, n_kv_heads, head_dim); out like q (allocated
+        in q's dtype when None). seqs: the sequence ids the batch rows belong to (default: all,
+        in batch order). Every sequence's arrays and next append are checked before the first
+        append, so a bad argument leaves every plane untouched. Returns out."""
+        seqs = self.sequences if seqs is None else [self._sequence(s) for s in seqs]
+        if out is None:
+            out = _ladder_new_output(q)
+        for name, x in (("q", q), ("k", k), ("v", v), ("out", out)):
+            shape = tuple(getattr(x, "shape", ()))
+            if len(shape) != 3 or shape[0] != len(seqs):
+                raise _ladder.ShapeError(
+                    "%s must have shape (batch, heads, head_dim) with batch = %d sequences, got %s"
+                    % (name, len(seqs), shape))
+        planes = [self._planes[s][self._layer(layer)] for s in seqs]
+        for i, plane in enumerate(planes):
+            _ladder._check_step(plane, q[i], k[i], v[i], out[i])
+        stream = _torch_stream(q)
+        for i, plane in enumerate(planes):
+            position = plane.next_position
+            slot = plane.append(position)
+            _ladder._attend("auto", plane, position, slot, q[i], k[i], v[i], out[i], None, stream)
+        return out
+
+    # ---- lookups -------------------------------------------------------------------------------
+    def _sequence(self, seq):
+        if seq not in self._planes:
+            raise InvalidArgumentError("sequence %r is not in this cache (sequences: %s)" % (seq, self.sequences))
+        return seq
+
+    def _layer(self, layer):
+        if not 0 <= layer < self.n_layers:
+            raise InvalidArgumentError("layer %r does not exist (0..%d)" % (layer, self.n_layers - 1))
+        return layer
+
+    def _plane(self, seq, layer):
+        return self._planes[self._sequence(seq)][self._layer(layer)]
+
+    def __repr__(self):
+        return "ModelCache(%s, device=%r, sequences=%s)" % (self.geometry.name, self.device,
+                                                          {s: self.length(s) for s in self._planes})
+
+
+def _ladder_new_output(q):
+    from . import _new_output
+
+    return _new_output(q)

@@ -1,0 +1,184 @@
+"""ladder.ModelCache: a batch of sequences over every layer of a geometry with sliding-window and
+global layers. Prompts of different lengths, decode until the rings wrap several times,
+sequences leaving and joining; every output against the f64 reference of its own sequence's
+window, and every refused call leaving every plane as it was."""
+import types
+
+import numpy as np
+import pytest
+
+import ladder
+from helpers import f16_round, reference, rel_err
+from test_attend import TOLERANCE
+
+WINDOW = 16
+N_HEADS, N_KV, HEAD_DIM = 4, 2, 32
+CLASSES = ["swa", "nope", "swa"]
+
+
+def geometry(max_context=4096):
+    return ladder.Geometry(n_layers=len(CLASSES), n_heads=N_HEADS, n_kv_heads=N_KV, head_dim=HEAD_DIM, window=WINDOW,
+                           max_context=max_context, layer_classes=CLASSES)
+
+
+class History:
+    """The f16-rounded rows every (sequence, layer) holds, in logical order, for the reference."""
+
+    def __init__(self):
+        self.rows = {}
+
+    def add(self, seq, layer, k, v):
+        ks, vs = self.rows.setdefault((seq, layer), ([], []))
+        ks.extend(f16_round(k))
+        vs.extend(f16_round(v))
+
+    def reference(self, seq, layer, q):
+        ks, vs = self.rows[(seq, layer)]
+        visible = len(ks) if CLASSES[layer] == "nope" else min(len(ks), WINDOW)
+        return reference(q, np.stack(ks[-visible:]), np.stack(vs[-visible:]))
+
+
+def prefill(cache, hist, rng, seq, rows):
+    for layer in range(cache.n_layers):
+        k = rng.standard_normal((rows, N_KV, HEAD_DIM)).astype(np.float32)
+        v = rng.standard_normal((rows, N_KV, HEAD_DIM)).astype(np.float32)
+        cache.prefill(seq, layer, k, v)
+        hist.add(seq, layer, k, v)
+
+
+def decode_and_check(cache, hist, rng, steps, convert=lambda x: x, out_tolerance=0.0):
+    seqs = cache.sequences
+    batch = len(seqs)
+    for _ in range(steps):
+        for layer in range(cache.n_layers):
+            q = rng.standard_normal((batch, N_HEADS, HEAD_DIM)).astype(np.float32)
+            k = rng.standard_normal((batch, N_KV, HEAD_DIM)).astype(np.float32)
+            v = rng.standard_normal((batch, N_KV, HEAD_DIM)).astype(np.float32)
+            qc, kc, vc = convert(q), convert(k), convert(v)
+            out = cache.decode(layer, qc, kc, vc)
+            got = np.asarray(out.double() if hasattr(out, "double") else out, dtype=np.float64)
+            assert np.isfinite(got).all()
+            as64 = [np.asarray(x.double() if hasattr(x, "double") else x, dtype=np.float64) for x in (qc, kc, vc)]
+            for i, seq in enumerate(seqs):
+                hist.add(seq, layer, as64[1][i:i + 1], as64[2][i:i + 1])
+                assert rel_err(got[i], hist.reference(seq, layer, as64[0][i])) < TOLERANCE + out_tolerance, (seq, layer)
+
+
+def test_batch_of_different_lengths_wraps_and_matches_reference(rng):
+    cache = ladder.ModelCache(geometry())
+    hist = History()
+    for rows in (5, 23, 40):  # below, around and past the window
+        prefill(cache, hist, rng, cache.add_sequence(), rows)
+    decode_and_check(cache, hist, rng, steps=3 * WINDOW)  # every ring wraps at least three times
+    assert [cache.length(s) for s in cache.sequences] == [5 + 48, 23 + 48, 40 + 48]
+    for s in cache.sequences:
+        ring = cache.planes(s)[0]
+        assert ring.kind == "ring" and ring.capacity == WINDOW
+        assert cache.planes(s)[1].kind == "growing"
+
+
+def test_sequences_leave_and_join(rng):
+    cache = ladder.ModelCache(geometry())
+    hist = History()
+    a, b, c = (cache.add_sequence() for _ in range(3))
+    for seq, rows in ((a, 7), (b, 30), (c, 1)):
+        prefill(cache, hist, rng, seq, rows)
+    decode_and_check(cache, hist, rng, steps=5)
+    cache.remove_sequence(b)
+    assert cache.sequences == [a, c]
+    decode_and_check(cache, hist, rng, steps=WINDOW + 3)
+    d = cache.add_sequence()
+    prefill(cache, hist, rng, d, 19)
+    assert cache.sequences == [a, c, d]
+    decode_and_check(cache, hist, rng, steps=WINDOW)
+    with pytest.raises(ladder.InvalidArgumentError, match="not in this cache"):
+        cache.remove_sequence(b)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_model_dtypes(rng, dtype):
+    torch = pytest.importorskip("torch", reason="torch is not importable: the torch tensor tests need it")
+    cache = ladder.ModelCache(geometry())
+    hist = History()
+    for rows in (3, 20):
+        prefill(cache, hist, rng, cache.add_sequence(), rows)
+    # The output is rounded to the model's dtype: half an ulp at 1.0 relative (see test_dtypes).
+    rounding = {"float16": 2.0**-11, "bfloat16": 2.0**-8}[dtype]
+    decode_and_check(cache, hist, rng, steps=2 * WINDOW,
+                     convert=lambda x: torch.from_numpy(x).to(getattr(torch, dtype)), out_tolerance=rounding)
+
+
+def snapshot(cache):
+    return [(p.state, p.keys().view(np.uint16).copy()) for s in cache.sequences for p in cache.planes(s)]
+
+
+def assert_untouched(cache, before):
+    after = snapshot(cache)
+    assert len(after) == len(before)
+    for (s0, k0), (s1, k1) in zip(before, after):
+        assert s0 == s1
+        np.testing.assert_array_equal(k0, k1)
+
+
+def test_refused_decode_leaves_every_plane_untouched(rng):
+    cache = ladder.ModelCache(geometry(max_context=64))
+    hist = History()
+    for rows in (10, 20, 64):  # the last sequence is at the max context: its next append is refused
+        prefill(cache, hist, rng, cache.add_sequence(), rows)
+    q = rng.standard_normal((3, N_HEADS, HEAD_DIM)).astype(np.float32)
+    kv = rng.standard_normal((3, N_KV, HEAD_DIM)).astype(np.float32)
+    before = snapshot(cache)
+    with pytest.raises(ladder.PositionError):
+        cache.decode(0, q, kv, kv)
+    with pytest.raises(ladder.DTypeError, match="q must be float32, float16 or bfloat16"):
+        cache.decode(0, q.astype(np.float64), kv, kv)
+    with pytest.raises(ladder.ShapeError, match="batch = 3 sequences"):
+        cache.decode(0, q[:2], kv[:2], kv[:2])
+    with pytest.raises(ladder.ShapeError, match=r"k must have shape \(2, 32\)"):
+        cache.decode(0, q, kv[:, :1].copy(), kv)
+    with pytest.raises(ladder.InvalidArgumentError, match="layer 3 does not exist"):
+        cache.decode(3, q, kv, kv)
+    assert_untouched(cache, before)
+    # Without the full sequence the same call goes through.
+    cache.remove_sequence(cache.sequences[2])
+    cache.decode(0, q[:2], kv[:2], kv[:2])
+
+
+def test_refused_prefill_leaves_the_plane_untouched(rng):
+    cache = ladder.ModelCache(geometry(max_context=64))
+    hist = History()
+    seq = cache.add_sequence()
+    prefill(cache, hist, rng, seq, 60)
+    before = snapshot(cache)
+    rows = rng.standard_normal((5, N_KV, HEAD_DIM)).astype(np.float32)
+    with pytest.raises(ladder.PositionError):
+        cache.prefill(seq, 1, rows, rows)  # 60 + 5 > max context 64
+    with pytest.raises(ladder.DTypeError):
+        cache.prefill(seq, 1, rows[:2].astype(np.float64), rows[:2].astype(np.float64))
+    assert_untouched(cache, before)
+
+
+def config(**fields):
+    base = dict(num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2, head_dim=128, hidden_size=256,
+                sliding_window=64, max_position_embeddings=1024, model_type="toy",
+                layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"])
+    base.update(fields)
+    return types.SimpleNamespace(**base)
+
+
+def test_geometry_from_config():
+    g = ladder.geometry_from_config(config())
+    assert (g.n_layers, g.n_heads, g.n_kv_heads, g.head_dim, g.window, g.max_context) == (4, 8, 2, 128, 64, 1024)
+    assert [g.layer_class(i) for i in range(4)] == ["swa", "nope", "swa", "nope"]
+    assert ladder.geometry_from_config(config(), max_context=300).max_context == 300
+    g = ladder.geometry_from_config(config(layer_types=None, head_dim=None))
+    assert [g.layer_class(i) for i in range(4)] == ["swa"] * 4 and g.head_dim == 32
+    g = ladder.geometry_from_config(config(layer_types=None, sliding_window=None))
+    assert [g.layer_class(i) for i in range(4)] == ["nope"] * 4
+    with pytest.raises(ladder.UnsupportedError, match="layer 1 is a 'chunked_attention' layer"):
+        ladder.geometry_from_config(config(layer_types=["sliding_attention", "chunked_attention"] * 2))
+    with pytest.raises(ladder.InvalidArgumentError, match="sliding_window is not set"):
+        ladder.geometry_from_config(config(sliding_window=None))
+    cache = ladder.ModelCache.from_config(config())
+    seq = cache.add_sequence()
+    assert [p.kind for p in cache.planes(seq)] == ["ring", "growing", "ring", "growing"]
