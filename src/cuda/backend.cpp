@@ -158,6 +158,11 @@ class CudaSequence final : public DeviceSequence {
   int max_padded_rows(std::size_t l) const {
     return (cfgs_[l].capacity + kBlockTokens - 1) / kBlockTokens * kBlockTokens;
   }
+  // The most rows layer l can make visible: the window (a ring) or the max context.
+  int max_visible(std::size_t l) const {
+    const PlaneConfig& c = cfgs_[l];
+    return c.window > 0 && c.window < c.max_context ? c.window : c.max_context;
+  }
 
  private:
   std::vector<PlaneConfig> cfgs_;
@@ -248,9 +253,11 @@ class CudaBackend final : public DeviceBackend {
         continue;
       }
       LADDER_TRY(seq.plan(ctx_, st, slot_io(z), entries));
-      for (std::size_t l = 0; l < layers; ++l)
-        key.layers[l] =
-            cuda_detail::merge(key.layers[l], cuda_detail::layer_kernels(entries[l], ctx_.producer, seq.max_padded_rows(l)));
+      for (std::size_t l = 0; l < layers; ++l) {
+        LayerKernels k = cuda_detail::layer_kernels(entries[l], ctx_.producer, seq.max_padded_rows(l));
+        k.max_visible = seq.max_visible(l);
+        key.layers[l] = cuda_detail::merge(key.layers[l], k);
+      }
     }
     if (!attend) {
       LADDER_TRY(enqueue_fill(bucket));

@@ -230,9 +230,20 @@ LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer,
   return k;
 }
 
+unsigned indirect_slots(const BatchSpan& batch) {
+  if (batch.max_visible <= 0) return static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup);
+  return static_cast<unsigned>(pinned_schedule(batch.max_visible).slots());
+}
+
+unsigned indirect_workgroups(const BatchSpan& batch) {
+  if (batch.max_visible <= 0) return static_cast<unsigned>(kMaxWorkgroups);
+  return static_cast<unsigned>(pinned_schedule(batch.max_visible).nwg);
+}
+
 LayerKernels merge(LayerKernels a, const LayerKernels& b) {
   a.bits = static_cast<std::uint8_t>(a.bits | b.bits);
   a.copy_rows = std::max(a.copy_rows, b.copy_rows);
+  a.max_visible = std::max(a.max_visible, b.max_visible);
   return a;
 }
 
@@ -250,6 +261,7 @@ RouteLaunch empty_launch(const HeadShape& shape) {
 Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const RouteLaunch* first, BatchSpan batch,
                            const ProducerChoice& producer, cudaStream_t stream) {
   clear_stale_error();
+  batch.max_visible = k.max_visible;
   const auto step = [&](cudaError_t r, const char* what) -> Status {
     return cuda_status(r, fmt::format("launching the batched {} kernel", what));
   };

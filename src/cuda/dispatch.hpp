@@ -66,7 +66,8 @@ struct LayerKernels {
     reduce = 64,
   };
   std::uint8_t bits = 0;
-  int copy_rows = 0;  // the most rows a copy of this layer may write (bounds its grid)
+  int copy_rows = 0;    // the most rows a copy of this layer may write (bounds its grid)
+  int max_visible = 0;  // the most rows the layer's plane can make visible (bounds the producers' grids)
   bool operator==(const LayerKernels&) const = default;
   auto operator<=>(const LayerKernels&) const = default;
 };

@@ -522,7 +522,7 @@ cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, c
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
     return cudaLaunchKernelEx(&cfg, fused_tc_kernel<Family>, p, tail);
   }
-  cfg.gridDim = dim3(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup), static_cast<unsigned>(batch.count));
+  cfg.gridDim = dim3(x, indirect_slots(batch), static_cast<unsigned>(batch.count));
   return cudaLaunchKernelEx(&cfg, fused_tc_kernel_indirect<Family>, dp, dtail, batch.stride);
 }
 

@@ -49,10 +49,17 @@ struct FusedTail {
 // `stride` bytes further (grid z = count). An entry with nothing to do exits at once: a store
 // with n_kv_heads 0, a copy with rows 0, a reduce with nwg 0, a producer struct of another
 // KernelFamily. The default is one struct.
+// max_visible bounds the producers' grids: the most rows any entry's layer can see (its schedule
+// at that length has the most workgroups and warps); 0 = the worst case of every schedule.
 struct BatchSpan {
   std::size_t stride = 0;
   int count = 1;
+  int max_visible = 0;
 };
+// The indirect producer grid's y extent: warp slots (tensor-core and fused) or workgroups
+// (exact DAG) of the largest schedule `batch` can reach.
+unsigned indirect_slots(const BatchSpan& batch);
+unsigned indirect_workgroups(const BatchSpan& batch);
 
 cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream, BatchSpan batch = {});
 // Pad and staging. max_rows bounds the indirect grid (the largest `rows` any token may need).

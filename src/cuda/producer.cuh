@@ -236,7 +236,7 @@ cudaError_t launch_producer_g(const ProducerParams& p, const ProducerParams* dp,
     const dim3 grid(chunks, static_cast<unsigned>(p.sched.nwg));
     producer_kernel<Family, G><<<grid, static_cast<unsigned>(p.sched.nsg * kWarpSize), 0, stream>>>(p);
   } else {
-    const dim3 grid(chunks, static_cast<unsigned>(kMaxWorkgroups), static_cast<unsigned>(batch.count));
+    const dim3 grid(chunks, indirect_workgroups(batch), static_cast<unsigned>(batch.count));
     producer_kernel_indirect<Family, G><<<grid, static_cast<unsigned>(kProducerMaxThreads), 0, stream>>>(dp,
                                                                                                       batch.stride);
   }

@@ -524,7 +524,7 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
     producer_tc_kernel<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(p);
   } else {
     // The worst case over every schedule; CTAs past this token's slots exit at once.
-    const dim3 grid(x, static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup), static_cast<unsigned>(batch.count));
+    const dim3 grid(x, indirect_slots(batch), static_cast<unsigned>(batch.count));
     producer_tc_kernel_indirect<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(dp, batch.stride);
   }
   return cudaGetLastError();
