@@ -32,7 +32,7 @@ def random_model(args):
 
 def decode(model, impl, ids, mask, tokens, cache=None):
     model.set_attn_implementation(impl)
-    extra = {} if cache is None else {"cache": cache}
+    extra = {} if cache is None else lt.cache_argument(model, cache)
     if ids.is_cuda:
         torch.cuda.synchronize()
     start = time.perf_counter()

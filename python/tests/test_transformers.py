@@ -73,7 +73,7 @@ def prompts(lengths, generator):
 
 def generate(model, impl, ids, mask, cache=None):
     model.set_attn_implementation(impl)
-    extra = {} if cache is None else {"cache": cache}
+    extra = {} if cache is None else lt.cache_argument(model, cache)
     with torch.no_grad():
         out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
                              do_sample=False, output_logits=True, return_dict_in_generate=True, **extra)
@@ -173,7 +173,7 @@ def test_prompt_in_chunks(model):
     model.set_attn_implementation(lt.NAME)
     cache = lt.LadderCache(model.config)
     with torch.no_grad():
-        pieces = [model(ids[:, a:b], cache=cache).logits for a, b in ((0, 1), (1, 12), (12, 80))]
+        pieces = [model(ids[:, a:b], **lt.cache_argument(model, cache)).logits for a, b in ((0, 1), (1, 12), (12, 80))]
         model.set_attn_implementation("eager")
         reference = model(ids).logits
     got = torch.cat(pieces, dim=1)
@@ -206,6 +206,6 @@ def test_cache_refuses_what_it_cannot_do(model):
     ids, mask = prompts([4, 7], torch.Generator().manual_seed(5))
     model.set_attn_implementation(lt.NAME)
     with torch.no_grad():
-        model(ids, attention_mask=mask, cache=cache)
+        model(ids, attention_mask=mask, **lt.cache_argument(model, cache))
         with pytest.raises(ladder.InvalidArgumentError, match="holds 2 sequences but the forward has a batch of 1"):
-            model(ids[:1, -1:], cache=cache)
+            model(ids[:1, -1:], **lt.cache_argument(model, cache))

@@ -26,6 +26,7 @@ decode: the padding never reaches a plane, and a sliding layer's window is its s
 ``sliding_window`` real tokens (transformers' window counts the same tokens).
 """
 
+import inspect
 import math
 import threading
 
@@ -130,6 +131,13 @@ class LadderCache(Cache):
     @property
     def max_batch_size(self):
         return -1 if self.model_cache is None else len(self.model_cache.sequences)
+
+
+def cache_argument(model, cache):
+    """The keyword argument that hands `cache` to `model`'s forward and generate: ``cache`` where
+    the installed transformers names it so (5.24 on), ``past_key_values`` before."""
+    params = inspect.signature(model.forward).parameters
+    return {"cache": cache} if "cache" in params else {"past_key_values": cache}
 
 
 def _real_rows(attention_mask, batch, length, device):
