@@ -434,7 +434,7 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
                                     o.engine_max_depth));
   if (!o.batches.empty())
     rep.notes.push_back("batch rows: Engine::encode on the host clock, one call per token for every sequence "
-                        "(each its own planes and step graph on its own stream), host I/O included");
+                        "(one launch per layer and kernel family over all of them), host I/O included");
   return rep;
 }
 
