@@ -1,5 +1,5 @@
 // Route -> launches (R2), using the same choose_route/scratch_needs as the CPU (R5), and the
-// single-layer host entry point detail::cuda_attend_layer.
+// single-layer host entry point cuda::attend_layer_host, and the batched layer launches.
 #include "cuda/dispatch.hpp"
 
 #include <fmt/format.h>
