@@ -12,6 +12,16 @@
 
 namespace ladder::py {
 
+int query_heads(const ArrayInfo& q, const PlaneConfig& cfg) {
+  const std::int64_t head_dim = cfg.head_dim;
+  if (q.shape.size() != 2 || q.shape[1] != head_dim || q.shape[0] <= 0 || q.shape[0] % cfg.n_kv_heads != 0)
+    raise(error_types().shape,
+          fmt::format("q must have shape (n_heads, {}) = (n_heads, head_dim) with n_heads a positive multiple of "
+                      "n_kv_heads ({}), got {}",
+                      head_dim, cfg.n_kv_heads, shape_of(q)));
+  return static_cast<int>(q.shape[0]);
+}
+
 namespace {
 Where parse_where(const std::string& s) {
   if (s == "cpu") return Where::cpu;
@@ -47,14 +57,8 @@ void attend(const std::string& route, Plane& plane, nanobind::handle position_ar
   if (where == Where::cpu && arrays_at == Where::cuda)
     raise(error_types().device_mismatch, "device='cpu' but q is a CUDA tensor");
 
-  // n_heads is whatever q carries, as long as it groups evenly over the plane's KV heads (M1).
   const std::int64_t head_dim = cfg.head_dim;
-  if (q.shape.size() != 2 || q.shape[1] != head_dim || q.shape[0] <= 0 || q.shape[0] % cfg.n_kv_heads != 0)
-    raise(error_types().shape,
-          fmt::format("q must have shape (n_heads, {}) = (n_heads, head_dim) with n_heads a positive multiple of "
-                      "n_kv_heads ({}), got {}",
-                      head_dim, cfg.n_kv_heads, shape_of(q)));
-  const int n_heads = static_cast<int>(q.shape[0]);
+  const int n_heads = query_heads(q, cfg);
   const std::vector<Dim> q_dims{{n_heads, "n_heads"}, {head_dim, "head_dim"}};
   const std::vector<Dim> kv_dims = row_dims(cfg);
   // Checked here, converted (float16 / bfloat16 -> float32) only once every check has passed.

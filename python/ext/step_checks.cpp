@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "attend.hpp"
 #include "integers.hpp"
 #include "tensors.hpp"
 
@@ -25,12 +26,7 @@ void check_step(const Plane& plane, nanobind::handle q_arg, nanobind::handle k_a
           fmt::format("q is on {} but the plane lives in {} memory: the arrays and the plane must share a device",
                       where_name(at), plane.where() == Where::cpu ? "host" : "device"));
   const std::int64_t head_dim = cfg.head_dim;
-  if (q.shape.size() != 2 || q.shape[1] != head_dim || q.shape[0] <= 0 || q.shape[0] % cfg.n_kv_heads != 0)
-    raise(error_types().shape,
-          fmt::format("q must have shape (n_heads, {}) = (n_heads, head_dim) with n_heads a positive multiple of "
-                      "n_kv_heads ({}), got {}",
-                      head_dim, cfg.n_kv_heads, shape_of(q)));
-  const std::vector<Dim> q_dims{{q.shape[0], "n_heads"}, {head_dim, "head_dim"}};
+  const std::vector<Dim> q_dims{{query_heads(q, cfg), "n_heads"}, {head_dim, "head_dim"}};
   const std::vector<Dim> kv_dims = row_dims(cfg);
   checked_float(q, "q", q_dims, at);
   checked_float(k, "k", kv_dims, at);

@@ -53,7 +53,9 @@ TEST_P(GpuBatchInvariance, TargetBitsDoNotDependOnTheBatch) {
   EXPECT_LE(alone.worst_error, test::kBatchRelTol);
   const int others_for[] = {1, 7, 31};
   for (int i = 0; i < 3; ++i) {
-    if (test::small_sweep() && others_for[i] > 7) continue;
+    // The sanitizer sweep keeps one mixed batch (7 others): under racecheck each launch costs
+    // seconds, and 1 and 31 others add nothing a race could hide in that 7 does not.
+    if (test::small_sweep() && others_for[i] != 7) continue;
     const BatchRun batch = run_batch(Device::cuda, c.switches.sw, others_for[i], steps, 2 + static_cast<unsigned>(i), make);
     EXPECT_EQ(first_difference(alone, batch), -1) << "with " << others_for[i] << " other sequences";
     EXPECT_LE(batch.worst_error, test::kBatchRelTol) << others_for[i] << " others";
