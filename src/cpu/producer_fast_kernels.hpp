@@ -35,12 +35,15 @@ inline constexpr int kAccumHeads = 6;            // heads per accumulate block
 inline constexpr int kAccumDimVectors = 2;       // 8-dim vectors per accumulate block: 6 x 2
 
 // s[h * s_stride + t] for h < H, t < kSubTokens; q rows at q + h * hd; kt = [hd][kSubTokens].
+// Always inlined into its dispatch (producer_fast.cpp), where the score stride is a constant.
 template <int H>
-inline void score_block(const float* q, int hd, const float* kt, float scale, float* s, int s_stride) {
+[[gnu::always_inline]] inline void score_block(const float* q, int hd, const float* kt, float scale, float* s, int s_stride) {
 #if defined(LADDER_FAST_AVX2)
   __m256 acc[H][2];
 #pragma GCC unroll 8
   for (int h = 0; h < H; ++h) acc[h][0] = acc[h][1] = _mm256_setzero_ps();
+  // Unrolled so the head rows' addresses are formed once per 4 dims.
+#pragma GCC unroll 4
   for (int d = 0; d < hd; ++d) {
     const __m256 k0 = _mm256_load_ps(kt + d * kSubTokens);
     const __m256 k1 = _mm256_load_ps(kt + d * kSubTokens + kLanes);
@@ -68,9 +71,10 @@ inline void score_block(const float* q, int hd, const float* kt, float scale, fl
 }
 
 // o[h * o_stride + j] += sum over t < n of w[h * w_stride + t] * v[t * v_stride + j], for h < H and
-// j < DB * kLanes.
+// j < DB * kLanes. Always inlined: with w_stride a constant the weight broadcasts of all heads
+// address off one pointer.
 template <int H, int DB>
-inline void accumulate_block(float* o, int o_stride, const float* w, int w_stride, const float* v, int v_stride,
+[[gnu::always_inline]] inline void accumulate_block(float* o, int o_stride, const float* w, int w_stride, const float* v, int v_stride,
                              int n) {
 #if defined(LADDER_FAST_AVX2)
   __m256 acc[H][DB];
@@ -78,6 +82,7 @@ inline void accumulate_block(float* o, int o_stride, const float* w, int w_strid
   for (int h = 0; h < H; ++h)
 #pragma GCC unroll 4
     for (int b = 0; b < DB; ++b) acc[h][b] = _mm256_loadu_ps(o + h * o_stride + b * kLanes);
+#pragma GCC unroll 2
   for (int t = 0; t < n; ++t) {
     __m256 vt[DB];
 #pragma GCC unroll 4
