@@ -55,6 +55,12 @@ inline constexpr int kFastSubBlockTokens = 16;
 // partials fit the scratch every route already reserves; 2 KV heads x 32 = 64 equal tasks give
 // 16 workers four each at depth.
 inline constexpr int kFastMaxSplits = kMaxWorkgroups;
+// KV heads one fast-producer task walks side by side on a token-major plane (a ring), where the
+// KV heads of a token share one row: with 2, a task reads each 512-byte Muse Glimmer row whole
+// instead of every other 256-byte run (measured single-threaded on the 2-core machine, docs/perf.md
+// 2026-11-30 "register-blocked micro-kernels": the ring was 20-30 % slower than the head-major
+// growing plane with one head per task).
+inline constexpr int kFastKvHeadsPerTask = 2;
 
 // How long an idle CPU worker spins for the next job before it sleeps on the condition
 // variable. A decode step posts two jobs per layer (producer, reducer) back to back, a few

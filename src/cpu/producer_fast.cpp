@@ -160,6 +160,13 @@ void accumulate_heads(int heads, int dim_vectors, float* o, int o_stride, const 
     accumulate_heads_db<1>(heads, o, o_stride, w, v, v_stride, n);
 }
 
+// One KV head's running state inside a task: its query rows, accumulators and softmax stats.
+struct HeadState {
+  float* q;             // [hpk][hd]
+  float* o;             // [hpk][hd8]
+  SoftmaxStats* stats;  // [hpk]
+};
+
 class FastProducer {
  public:
   explicit FastProducer(const ProducerParams& p)
@@ -167,50 +174,70 @@ class FastProducer {
         hd_(p.shape.head_dim),
         hd8_(round_up(p.shape.head_dim, kLanes)),
         hpk_(p.shape.heads_per_kv()),
+        group_(kv_heads_per_task(p)),
         sched_(fast_schedule(p.visible)) {}
 
-  int tasks() const { return p_.shape.n_kv_heads * sched_.splits; }
+  int tasks() const { return p_.shape.n_kv_heads / group_ * sched_.splits; }
 
   void run_task(int task) const {
-    const int kv_head = task / sched_.splits;
+    const int kv0 = task / sched_.splits * group_;
     const int split = task % sched_.splits;
     thread_local Tiles tl;
     const std::size_t hd = static_cast<std::size_t>(hd_);
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
-    tl.q.fit(hpk * hd);
+    const std::size_t group = static_cast<std::size_t>(group_);
+    tl.q.fit(group * hpk * hd);
     tl.kt.fit(hd * kSubTokens);
     tl.rows.fit(kSubTokens * hd8);
     tl.scores.fit(hpk * kFastChunkTokens);
-    tl.o.fit(hpk * hd8);
-    if (tl.stats.size() < hpk) tl.stats.resize(hpk);
+    tl.o.fit(group * hpk * hd8);
+    if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
     std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, std::uint16_t{0});
-
-    if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
-
-    const int head0 = kv_head * hpk_;
-    range_row(p_.q + static_cast<std::size_t>(head0) * hd, tl.q.data(), hpk_ * hd_);  // N1
-    std::fill(tl.o.data(), tl.o.data() + hpk * hd8, 0.0f);
-    std::fill(tl.stats.begin(), tl.stats.begin() + hpk_, SoftmaxStats{});
     // Padding dims of the widened rows stay zero for the whole task.
     std::fill(tl.rows.data(), tl.rows.data() + kSubTokens * hd8, 0.0f);
 
     const int first_chunk = split * sched_.chunks / sched_.splits;
     const int end_chunk = (split + 1) * sched_.chunks / sched_.splits;
-    ChunkRows rows[2];
-    chunk_rows(kv_head, first_chunk, rows[0]);
-    for (int c = first_chunk; c < end_chunk; ++c) {
-      const ChunkRows& cur = rows[(c - first_chunk) % 2];
-      ChunkRows& next = rows[(c - first_chunk + 1) % 2];
-      const bool has_next = c + 1 < end_chunk;
-      if (has_next) chunk_rows(kv_head, c + 1, next);
-      run_chunk(tl, kv_head, c, cur, has_next ? &next : nullptr);
+    HeadState state[kFastKvHeadsPerTask];
+    ChunkRows rows[kFastKvHeadsPerTask][2];
+    for (int j = 0; j < group_; ++j) {
+      const int kv_head = kv0 + j;
+      if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
+      HeadState& st = state[j];
+      st.q = tl.q.data() + j * hpk * hd;
+      st.o = tl.o.data() + j * hpk * hd8;
+      st.stats = tl.stats.data() + j * hpk;
+      range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_);  // N1
+      std::fill(st.o, st.o + hpk * hd8, 0.0f);
+      std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
+      chunk_rows(kv_head, first_chunk, rows[j][0]);
+      // The first chunk's K rows have no earlier phase to be prefetched in: ask for them now,
+      // so only the first sub-block waits for memory (a task at L = 2,048 is a single chunk).
+      prefetch_rows(rows[j][0].k, chunk_count(first_chunk));
     }
-    write_partials(tl, kv_head, split);
+    for (int c = first_chunk; c < end_chunk; ++c) {
+      const bool has_next = c + 1 < end_chunk;
+      for (int j = 0; j < group_; ++j) {
+        const ChunkRows& cur = rows[j][(c - first_chunk) % 2];
+        ChunkRows& next = rows[j][(c - first_chunk + 1) % 2];
+        if (has_next) chunk_rows(kv0 + j, c + 1, next);
+        run_chunk(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr);
+      }
+    }
+    for (int j = 0; j < group_; ++j) write_partials(state[j], kv0 + j, split);
   }
 
  private:
+  // KV heads one task walks side by side: kFastKvHeadsPerTask when the plane is token-major
+  // (a ring: the KV heads of a token share one row, so a task reads whole rows, not every other
+  // 256-byte run), else 1. Only when the time order changes: each head's arithmetic is the same.
+  static int kv_heads_per_task(const ProducerParams& p) {
+    const bool token_major = p.rows.strides.head_stride < p.rows.strides.row_stride;
+    return token_major && p.shape.n_kv_heads % kFastKvHeadsPerTask == 0 ? kFastKvHeadsPerTask : 1;
+  }
+
   int chunk_count(int chunk) const { return std::min(kFastChunkTokens, p_.visible - chunk * kFastChunkTokens); }
 
   // The row addresses of a chunk's tokens, the ring's modulo taken once per chunk and per run of
@@ -298,7 +325,8 @@ class FastProducer {
       for (int i = 0; i < kSubTokens; ++i) kt[d * kSubTokens + i] = i < n ? rows[i * hd8 + d] : 0.0f;
   }
 
-  void run_chunk(Tiles& tl, int kv_head, int chunk, const ChunkRows& cur, const ChunkRows* next) const {
+  void run_chunk(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
+                 const ChunkRows* next) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const int count = chunk_count(chunk);
     const float scale = p_.shape.scale;
@@ -309,16 +337,16 @@ class FastProducer {
       prefetch_rows(cur.v + b, n);
       widen_k_transposed(tl, cur.k + b, n, kv_head);
       for (int h = 0; h < hpk_; h += detail::kScoreHeads)
-        score_heads(std::min(detail::kScoreHeads, hpk_ - h), tl.q.data() + static_cast<std::size_t>(h) * hd_, hd_,
+        score_heads(std::min(detail::kScoreHeads, hpk_ - h), hs.q + static_cast<std::size_t>(h) * hd_, hd_,
                     tl.kt.data(), scale, scores + static_cast<std::size_t>(h) * kFastChunkTokens + b);
     }
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
     for (int h = 0; h < hpk_; ++h) {
       float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
-      SoftmaxStats& st = tl.stats[static_cast<std::size_t>(h)];
+      SoftmaxStats& st = hs.stats[h];
       const float corr = fold_block_max(st, detail::chunk_max(s, count));
-      if (corr != 1.0f) detail::scale_row(tl.o.data() + h * hd8, corr, hd8_);
+      if (corr != 1.0f) detail::scale_row(hs.o + h * hd8, corr, hd8_);
       st.s += weights_in_place(s, count, padded, st.m);
     }
     // o += w . V, V widened once per sub-block and applied to every head.
@@ -330,20 +358,20 @@ class FastProducer {
       for (int h = 0; h < hpk_; h += detail::kAccumHeads) {
         const int heads = std::min(detail::kAccumHeads, hpk_ - h);
         for (int d = 0; d < hd8_; d += detail::kAccumDimVectors * kLanes)
-          accumulate_heads(heads, (hd8_ - d) / kLanes, tl.o.data() + h * hd8 + d, hd8_,
+          accumulate_heads(heads, (hd8_ - d) / kLanes, hs.o + h * hd8 + d, hd8_,
                            scores + static_cast<std::size_t>(h) * kFastChunkTokens + b, rows + d, hd8_, n);
       }
     }
   }
 
-  void write_partials(const Tiles& tl, int kv_head, int split) const {
+  void write_partials(const HeadState& hs, int kv_head, int split) const {
     const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
     for (int h = 0; h < hpk_; ++h) {
       const int head = kv_head * hpk_ + h;
       float* part = p_.partials + (static_cast<std::size_t>(head) * sched_.splits + split) * stride;
-      part[0] = tl.stats[static_cast<std::size_t>(h)].m;
-      part[1] = tl.stats[static_cast<std::size_t>(h)].s;
-      std::memcpy(part + 2, tl.o.data() + static_cast<std::size_t>(h) * hd8_, sizeof(float) * hd_);
+      part[0] = hs.stats[h].m;
+      part[1] = hs.stats[h].s;
+      std::memcpy(part + 2, hs.o + static_cast<std::size_t>(h) * hd8_, sizeof(float) * hd_);
     }
   }
 
@@ -351,6 +379,7 @@ class FastProducer {
   int hd_;
   int hd8_;
   int hpk_;
+  int group_;
   FastSchedule sched_;
 };
 
