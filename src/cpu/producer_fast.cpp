@@ -299,6 +299,26 @@ class FastProducer {
     detail::halfs_to_floats(row, dst, hd_);
   }
 
+  // V rows of a sub-block (n <= kSubTokens) into rows ([n][hd8], padding dims left as they
+  // are: zero). Plane rows of a head_dim that is a multiple of 8 are widened by one unrolled
+  // loop of F16C conversions; the rest row by row through widen_row. Both are exact.
+  void widen_v_rows(const std::uint16_t* const* v, int n, int kv_head, float* rows) const {
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
+    for (int i = 0; i < n; ++i) {
+      float* dst = rows + i * hd8;
+#if defined(LADDER_FAST_AVX2)
+      if (v[i] != nullptr && hd_ % kLanes == 0) {
+        const std::uint16_t* src = v[i];
+#pragma GCC unroll 8
+        for (int d = 0; d < hd_; d += kLanes)
+          _mm256_store_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
+        continue;
+      }
+#endif
+      widen_row(v[i], false, kv_head, dst);
+    }
+  }
+
   // K rows of a sub-block (n <= kSubTokens tokens) into tl.kt transposed, padding tokens zero.
   // F16C and an 8 x 8 transpose in registers when every row is a plane row and hd is a multiple
   // of 8; otherwise (the current token's f32 row, a ragged head_dim) row by row through
@@ -354,7 +374,7 @@ class FastProducer {
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       if (next != nullptr) prefetch_rows(next->k + b, std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b)));
-      for (int i = 0; i < n; ++i) widen_row(cur.v[b + i], false, kv_head, rows + i * hd8);
+      widen_v_rows(cur.v + b, n, kv_head, rows);
       for (int h = 0; h < hpk_; h += detail::kAccumHeads) {
         const int heads = std::min(detail::kAccumHeads, hpk_ - h);
         for (int d = 0; d < hd8_; d += detail::kAccumDimVectors * kLanes)

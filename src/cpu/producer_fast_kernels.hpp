@@ -82,7 +82,7 @@ template <int H, int DB>
   for (int h = 0; h < H; ++h)
 #pragma GCC unroll 4
     for (int b = 0; b < DB; ++b) acc[h][b] = _mm256_loadu_ps(o + h * o_stride + b * kLanes);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int t = 0; t < n; ++t) {
     __m256 vt[DB];
 #pragma GCC unroll 4
