@@ -59,6 +59,11 @@ inline constexpr int kFastMaxSplits = kMaxWorkgroups;
 // 2026-11-30 "register-blocked micro-kernels": the ring was 20-30 % slower than the head-major
 // growing plane with one head per task, 5-12 % with two).
 inline constexpr int kFastKvHeadsPerTask = 2;
+// ... but only while the grouped tasks still number at least this many per worker. On the
+// 16-CPU Xeon (docs/bench/cpu-xeon16-2026-11-30-roof) the grouped ring, 32 tasks for 16 workers
+// (2 each), was 23-25 % slower than the growing plane's 64 tasks at L >= 8,192, while at 4 and
+// 8 workers (8 and 4 grouped tasks each) it was within 10 % of it.
+inline constexpr int kFastMinTasksPerWorker = 4;
 
 // How long an idle CPU worker spins for the next job before it sleeps on the condition
 // variable. A decode step posts two jobs per layer (producer, reducer) back to back, a few

@@ -179,9 +179,13 @@ class FastProducer {
 
   int tasks() const { return p_.shape.n_kv_heads / group_ * sched_.splits; }
 
+  // Split-major numbering: the tasks of one split (every KV head group) are claimed one after
+  // the other, so on a token-major ring the tasks reading the two halves of the same rows run
+  // at about the same time and the second finds them in the shared cache.
   void run_task(int task) const {
-    const int kv0 = task / sched_.splits * group_;
-    const int split = task % sched_.splits;
+    const int groups = p_.shape.n_kv_heads / group_;
+    const int kv0 = task % groups * group_;
+    const int split = task / groups;
     thread_local Tiles tl;
     const std::size_t hd = static_cast<std::size_t>(hd_);
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
@@ -232,10 +236,14 @@ class FastProducer {
  private:
   // KV heads one task walks side by side: kFastKvHeadsPerTask when the plane is token-major
   // (a ring: the KV heads of a token share one row, so a task reads whole rows, not every other
-  // 256-byte run), else 1. Only when the time order changes: each head's arithmetic is the same.
+  // 256-byte run) and the fewer, larger tasks still give every worker kFastMinTasksPerWorker;
+  // else 1. Only the time order changes, each head's arithmetic is the same, so the bits do
+  // not depend on this choice (nor, through it, on the worker count).
   static int kv_heads_per_task(const ProducerParams& p) {
     const bool token_major = p.rows.strides.head_stride < p.rows.strides.row_stride;
-    return token_major && p.shape.n_kv_heads % kFastKvHeadsPerTask == 0 ? kFastKvHeadsPerTask : 1;
+    if (!token_major || p.shape.n_kv_heads % kFastKvHeadsPerTask != 0) return 1;
+    const int grouped_tasks = p.shape.n_kv_heads / kFastKvHeadsPerTask * fast_schedule(p.visible).splits;
+    return grouped_tasks >= kFastMinTasksPerWorker * threads() ? kFastKvHeadsPerTask : 1;
   }
 
   int chunk_count(int chunk) const { return std::min(kFastChunkTokens, p_.visible - chunk * kFastChunkTokens); }
