@@ -61,8 +61,9 @@ inline constexpr int kFastMaxSplits = kMaxWorkgroups;
 inline constexpr int kFastKvHeadsPerTask = 2;
 // ... but only while the grouped tasks still number at least this many per worker. On the
 // 16-CPU Xeon (docs/bench/cpu-xeon16-2026-11-30-roof) the grouped ring, 32 tasks for 16 workers
-// (2 each), was 23-25 % slower than the growing plane's 64 tasks at L >= 8,192, while at 4 and
-// 8 workers (8 and 4 grouped tasks each) it was within 10 % of it.
+// (2 each), was 23-25 % slower than the growing plane's 64 tasks at L >= 8,192, while at 8
+// workers (4 grouped tasks each) it was 3-6 % faster. Ungrouped at 16 workers, with split-major
+// task order, the ring was within 3 % of growing at 8,192 (docs/bench/...-roof-v2).
 inline constexpr int kFastMinTasksPerWorker = 4;
 
 // How long an idle CPU worker spins for the next job before it sleeps on the condition
