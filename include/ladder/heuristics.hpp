@@ -44,17 +44,27 @@ inline constexpr int kDefaultGrowingCapacity = 4096;
 // Fast CPU producer (src/cpu/producer_fast.cpp). Tokens per chunk: the unit of one softmax fold
 // per head, with every head's scores of the chunk held at once (16 heads x 64 x 4 B = 4 KiB).
 // Fixed, so the bits depend on the visible length only, never on the thread count. Sized, not
-// swept: measured with it (docs/perf.md, issue 11) the producer reaches 0.37 of one Xeon core's
-// FMA rate and 0.44-0.55 of the 16-CPU roofline at L >= 8192.
+// swept: with it the register-blocked producer runs at the FMA ceiling of one core of the 2-core
+// build machine on cached data (docs/perf.md, issue 11). The 16-token sub-block inside a chunk
+// is not a tuning knob but the kernels' register tile (two 8-token vectors,
+// src/cpu/producer_fast_kernels.hpp): 16 rows x 128 dims x 4 B = 8 KiB of K or V in L1.
 inline constexpr int kFastChunkTokens = 64;
-// Rows widened (f16 -> f32) at a time and applied to every head of the group while in L1:
-// 16 rows x 128 dims x 4 B = 8 KiB, beside the 8 KiB of q and 8 KiB of o of 16 heads, inside a
-// 32 KiB L1d.
-inline constexpr int kFastSubBlockTokens = 16;
 // Tasks (splits) per KV head: the pinned schedule's workgroup cap, so the fast producer's
 // partials fit the scratch every route already reserves; 2 KV heads x 32 = 64 equal tasks give
-// 16 workers four each at depth.
+// 16 workers four each at depth on a head-major plane (two each on a ring, kFastKvHeadsPerTask).
 inline constexpr int kFastMaxSplits = kMaxWorkgroups;
+// KV heads one fast-producer task walks side by side on a token-major plane (a ring), where the
+// KV heads of a token share one row: with 2, a task reads each 512-byte Muse Glimmer row whole
+// instead of every other 256-byte run (measured single-threaded on the 2-core machine, docs/perf.md
+// 2026-11-30 "register-blocked micro-kernels": the ring was 20-30 % slower than the head-major
+// growing plane with one head per task, 5-12 % with two).
+inline constexpr int kFastKvHeadsPerTask = 2;
+// ... but only while the grouped tasks still number at least this many per worker. On the
+// 16-CPU Xeon (docs/bench/cpu-xeon16-2026-11-30-roof) the grouped ring, 32 tasks for 16 workers
+// (2 each), was 23-25 % slower than the growing plane's 64 tasks at L >= 8,192, while at 8
+// workers (4 grouped tasks each) it was 3-6 % faster. Ungrouped at 16 workers, with split-major
+// task order, the ring was within 3 % of growing at 8,192 (docs/bench/...-roof-v2).
+inline constexpr int kFastMinTasksPerWorker = 4;
 
 // How long an idle CPU worker spins for the next job before it sleeps on the condition
 // variable. A decode step posts two jobs per layer (producer, reducer) back to back, a few

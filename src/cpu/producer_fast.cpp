@@ -1,14 +1,16 @@
 // The fast CPU producer (the CPU default; the exact twin of the GPU DAG is producer.cpp).
 //
 // Work: one task per (KV head, split). A split is a fixed run of 64-token chunks (fast_schedule,
-// a function of the visible length only). For each chunk the task widens the K rows once (F16C)
-// into an L1 tile, 16 rows at a time, and computes the scores of every query head of the group
-// from that tile (16 heads per KV head in Muse Glimmer: each widened K element feeds 16 FMAs);
-// then one fold per head with the shared softmax rules (score_max, fold_block_max, softmax_exp
-// on 8 lanes, bit-identical to the scalar one); then the V rows are widened once, 16 at a time,
-// and accumulated into every head's o. The split writes [m, s, o] to partials[head][split];
-// the shared reducer (reduce_partials) merges the splits of a head in split order and divides
-// once.
+// a function of the visible length only). For each chunk, 16 tokens at a time, the task widens
+// the K rows once (F16C) into an L1 tile stored transposed (kt[d][token], so a vector holds 8
+// tokens of one dim) and computes the scores of every query head of the group from it with the
+// register-blocked kernels of producer_fast_kernels.hpp (each widened K element feeds every head:
+// 16 in Muse Glimmer), 8 scores per vector with no horizontal sum; then one fold per head with
+// the shared softmax rules (score_max, fold_block_max, softmax_exp on 8 lanes, bit-identical to
+// the scalar one); then the V rows are widened once and accumulated into every head's o (weights
+// broadcast, 6 heads x 16 dims of o in registers). The split writes [m, s, o] to
+// partials[head][split]; the shared reducer (reduce_partials) merges the splits of a head in
+// split order and divides once.
 //
 // Determinism: the chunk and split boundaries depend on the visible length only, every sum has
 // a fixed order, and each task writes its own partials, so the bits are the same for any thread
@@ -17,18 +19,18 @@
 // from the GPU's DAG, so this producer is held to the f64 bound, not to the GPU's bits.
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "cpu/half_convert.hpp"
 #include "cpu/producer_fast_exp.hpp"
+#include "cpu/producer_fast_kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
 #include "ladder/heuristics.hpp"
 #include "ladder/softmax.hpp"
-
-#if defined(__AVX2__) && defined(__FMA__)
-#define LADDER_FAST_AVX2 1
-#endif
 
 namespace ladder::cpu {
 
@@ -42,106 +44,47 @@ FastSchedule fast_schedule(int visible) {
 
 namespace {
 
-constexpr int kVec = 8;          // floats per 256-bit register
-constexpr int kHeadTile = 4;     // query heads per register tile (QK and PV)
-constexpr int kTokenTile = 2;    // tokens per QK register tile: 4 x 2 = 8 accumulators
-constexpr int kDimTile = 2 * kVec;  // dims per PV register tile: 4 heads x 2 vectors = 8 accumulators
+using detail::kLanes;
+using detail::kSubTokens;
 
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
-template <class V>
-void fit(V& v, std::size_t n) {
-  if (v.size() < n) v.resize(n);
-}
+// A float buffer aligned for 256-bit loads, grown on demand, never shrunk (a per-thread tile).
+class AlignedFloats {
+ public:
+  static constexpr std::size_t kAlign = 64;
+  float* data() { return p_.get(); }
+  const float* data() const { return p_.get(); }
+  void fit(std::size_t n) {
+    if (n <= n_) return;
+    p_.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{kAlign})));
+    n_ = n;
+  }
 
-// Per-thread tiles, reused across tasks and calls. Rows are padded to `hd8` floats with zeros
-// and the heads to a multiple of kHeadTile with zero rows, so no kernel has a remainder loop.
-struct Tiles {
-  std::vector<float> q;       // [heads4][hd8]
-  std::vector<float> rows;    // [kFastSubBlockTokens][hd8] widened K or V rows
-  std::vector<float> scores;  // [heads4][kFastChunkTokens], scores then weights
-  std::vector<float> o;       // [heads4][hd8]
-  std::vector<SoftmaxStats> stats;  // [heads4]
+ private:
+  struct Free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{kAlign}); }
+  };
+  std::unique_ptr<float, Free> p_;
+  std::size_t n_ = 0;
 };
 
-#if defined(LADDER_FAST_AVX2)
-// Eight horizontal sums at once: element i of the result is the sum of x[i]'s 8 elements.
-__m256 hsum8(const __m256 x[8]) {
-  const __m256 h01 = _mm256_hadd_ps(x[0], x[1]);
-  const __m256 h23 = _mm256_hadd_ps(x[2], x[3]);
-  const __m256 h45 = _mm256_hadd_ps(x[4], x[5]);
-  const __m256 h67 = _mm256_hadd_ps(x[6], x[7]);
-  const __m256 g0 = _mm256_hadd_ps(h01, h23);
-  const __m256 g1 = _mm256_hadd_ps(h45, h67);
-  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
-}
-#endif
+// Per-thread tiles, reused across tasks and calls.
+struct Tiles {
+  AlignedFloats q;       // [hpk][hd], the range rule applied
+  AlignedFloats kt;      // [hd][kSubTokens]: K of one sub-block, transposed (a vector = 8 tokens)
+  AlignedFloats rows;    // [kSubTokens][hd8]: widened V rows (and K rows on the generic path)
+  AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
+  AlignedFloats o;       // [hpk][hd8]
+  std::vector<SoftmaxStats> stats;          // [hpk]
+  std::vector<std::uint16_t> zero_row;      // [hd] f16 zeros: the K row of a padding token
+};
 
-// scores[h][t0 + i] = (q_h . k_i) * scale for the kHeadTile heads at q and tokens i, i+1 of k.
-void score_tile(const float* q, const float* k, int hd8, float scale, float* scores, int t) {
-#if defined(LADDER_FAST_AVX2)
-  __m256 acc[kHeadTile * kTokenTile];
-  for (__m256& a : acc) a = _mm256_setzero_ps();
-  const float* k1 = k + hd8;
-  for (int d = 0; d < hd8; d += kVec) {
-    const __m256 ka = _mm256_loadu_ps(k + d);
-    const __m256 kb = _mm256_loadu_ps(k1 + d);
-    for (int j = 0; j < kHeadTile; ++j) {
-      const __m256 qj = _mm256_loadu_ps(q + static_cast<std::size_t>(j) * hd8 + d);
-      acc[2 * j] = _mm256_fmadd_ps(qj, ka, acc[2 * j]);
-      acc[2 * j + 1] = _mm256_fmadd_ps(qj, kb, acc[2 * j + 1]);
-    }
-  }
-  alignas(32) float sums[kHeadTile * kTokenTile];
-  _mm256_store_ps(sums, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
-  for (int j = 0; j < kHeadTile; ++j) {
-    scores[j * kFastChunkTokens + t] = sums[2 * j];
-    scores[j * kFastChunkTokens + t + 1] = sums[2 * j + 1];
-  }
-#else
-  for (int j = 0; j < kHeadTile; ++j)
-    for (int u = 0; u < kTokenTile; ++u) {
-      float a = 0.0f;
-      for (int d = 0; d < hd8; ++d) a = fmaf(q[static_cast<std::size_t>(j) * hd8 + d], k[static_cast<std::size_t>(u) * hd8 + d], a);
-      scores[j * kFastChunkTokens + t + u] = a * scale;
-    }
-#endif
-}
-
-// o[h][d] += sum over i < count of w[h][t0 + i] * v[i][d] for the kHeadTile heads at o and w.
-void accumulate_tile(float* o, const float* w, const float* v, int count, int hd8) {
-#if defined(LADDER_FAST_AVX2)
-  for (int d = 0; d < hd8; d += kDimTile) {
-    const bool two = d + kVec < hd8;  // hd8 is a multiple of 8, not always of 16
-    __m256 acc[kHeadTile][2];
-    for (int j = 0; j < kHeadTile; ++j) {
-      acc[j][0] = _mm256_loadu_ps(o + static_cast<std::size_t>(j) * hd8 + d);
-      acc[j][1] = two ? _mm256_loadu_ps(o + static_cast<std::size_t>(j) * hd8 + d + kVec) : _mm256_setzero_ps();
-    }
-    for (int i = 0; i < count; ++i) {
-      const float* vi = v + static_cast<std::size_t>(i) * hd8 + d;
-      const __m256 va = _mm256_loadu_ps(vi);
-      const __m256 vb = two ? _mm256_loadu_ps(vi + kVec) : _mm256_setzero_ps();
-      for (int j = 0; j < kHeadTile; ++j) {
-        const __m256 wj = _mm256_broadcast_ss(w + j * kFastChunkTokens + i);
-        acc[j][0] = _mm256_fmadd_ps(wj, va, acc[j][0]);
-        acc[j][1] = _mm256_fmadd_ps(wj, vb, acc[j][1]);
-      }
-    }
-    for (int j = 0; j < kHeadTile; ++j) {
-      _mm256_storeu_ps(o + static_cast<std::size_t>(j) * hd8 + d, acc[j][0]);
-      if (two) _mm256_storeu_ps(o + static_cast<std::size_t>(j) * hd8 + d + kVec, acc[j][1]);
-    }
-  }
-#else
-  for (int j = 0; j < kHeadTile; ++j)
-    for (int d = 0; d < hd8; ++d) {
-      float a = o[static_cast<std::size_t>(j) * hd8 + d];
-      for (int i = 0; i < count; ++i) a = fmaf(w[j * kFastChunkTokens + i], v[static_cast<std::size_t>(i) * hd8 + d], a);
-      o[static_cast<std::size_t>(j) * hd8 + d] = a;
-    }
-#endif
-}
+// The plane rows of one chunk's tokens; nullptr marks the current token (read from cur_k/cur_v).
+struct ChunkRows {
+  const std::uint16_t* k[kFastChunkTokens];
+  const std::uint16_t* v[kFastChunkTokens];
+};
 
 // w[i] = softmax_exp(s[i] - m) for i < count (in place), zero for count <= i < padded; returns
 // the sum of the weights in a fixed order (8 running lane sums, then lanes 0..7).
@@ -149,17 +92,17 @@ float weights_in_place(float* s, int count, int padded, float m) {
 #if defined(LADDER_FAST_AVX2)
   const __m256 mv = _mm256_set1_ps(m);
   __m256 sum = _mm256_setzero_ps();
-  for (int i = 0; i < padded; i += kVec) {
+  for (int i = 0; i < padded; i += kLanes) {
     __m256 w = detail::softmax_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
-    if (i + kVec > count) {
-      alignas(32) float keep[kVec];
-      for (int l = 0; l < kVec; ++l) keep[l] = i + l < count ? -1.0f : 0.0f;  // sign bit selects
+    if (i + kLanes > count) {
+      alignas(32) float keep[kLanes];
+      for (int l = 0; l < kLanes; ++l) keep[l] = i + l < count ? -1.0f : 0.0f;  // sign bit selects
       w = _mm256_blendv_ps(_mm256_setzero_ps(), w, _mm256_load_ps(keep));
     }
     _mm256_storeu_ps(s + i, w);
     sum = _mm256_add_ps(sum, w);
   }
-  alignas(32) float lanes[kVec];
+  alignas(32) float lanes[kLanes];
   _mm256_store_ps(lanes, sum);
   float total = 0.0f;
   for (float x : lanes) total += x;
@@ -174,145 +117,289 @@ float weights_in_place(float* s, int count, int padded, float m) {
 #endif
 }
 
-void scale_row(float* o, float factor, int n) {
-  for (int d = 0; d < n; ++d) o[d] *= factor;
+// floats_in_range (half_convert.hpp) with its 8-lane form, bit for bit the same values.
+void range_row(const float* src, float* dst, int n) {
+  int i = 0;
+#if defined(LADDER_FAST_AVX2)
+  for (; i + kLanes <= n; i += kLanes) _mm256_storeu_ps(dst + i, detail::kv_range8(_mm256_loadu_ps(src + i)));
+#endif
+  detail::floats_in_range(src + i, dst + i, n - i);
 }
+
+// score_block for H = 1 .. kScoreHeads heads, chosen at run time.
+void score_heads(int heads, const float* q, int hd, const float* kt, float scale, float* s) {
+  switch (heads) {
+    case 1: return detail::score_block<1>(q, hd, kt, scale, s, kFastChunkTokens);
+    case 2: return detail::score_block<2>(q, hd, kt, scale, s, kFastChunkTokens);
+    case 3: return detail::score_block<3>(q, hd, kt, scale, s, kFastChunkTokens);
+    case 4: return detail::score_block<4>(q, hd, kt, scale, s, kFastChunkTokens);
+    case 5: return detail::score_block<5>(q, hd, kt, scale, s, kFastChunkTokens);
+    default: return detail::score_block<detail::kScoreHeads>(q, hd, kt, scale, s, kFastChunkTokens);
+  }
+}
+
+template <int DB>
+void accumulate_heads_db(int heads, float* o, int o_stride, const float* w, const float* v, int v_stride, int n) {
+  switch (heads) {
+    case 1: return detail::accumulate_block<1, DB>(o, o_stride, w, kFastChunkTokens, v, v_stride, n);
+    case 2: return detail::accumulate_block<2, DB>(o, o_stride, w, kFastChunkTokens, v, v_stride, n);
+    case 3: return detail::accumulate_block<3, DB>(o, o_stride, w, kFastChunkTokens, v, v_stride, n);
+    case 4: return detail::accumulate_block<4, DB>(o, o_stride, w, kFastChunkTokens, v, v_stride, n);
+    case 5: return detail::accumulate_block<5, DB>(o, o_stride, w, kFastChunkTokens, v, v_stride, n);
+    default: return detail::accumulate_block<detail::kAccumHeads, DB>(o, o_stride, w, kFastChunkTokens, v, v_stride, n);
+  }
+}
+
+// accumulate_block for H = 1 .. kAccumHeads heads and 1 or 2 dim vectors, chosen at run time.
+void accumulate_heads(int heads, int dim_vectors, float* o, int o_stride, const float* w, const float* v,
+                      int v_stride, int n) {
+  static_assert(detail::kAccumDimVectors == 2, "the dispatch below covers 1 and 2 dim vectors");
+  if (dim_vectors >= detail::kAccumDimVectors)
+    accumulate_heads_db<detail::kAccumDimVectors>(heads, o, o_stride, w, v, v_stride, n);
+  else
+    accumulate_heads_db<1>(heads, o, o_stride, w, v, v_stride, n);
+}
+
+// One KV head's running state inside a task: its query rows, accumulators and softmax stats.
+struct HeadState {
+  float* q;             // [hpk][hd]
+  float* o;             // [hpk][hd8]
+  SoftmaxStats* stats;  // [hpk]
+};
 
 class FastProducer {
  public:
   explicit FastProducer(const ProducerParams& p)
       : p_(p),
         hd_(p.shape.head_dim),
-        hd8_(round_up(p.shape.head_dim, kVec)),
+        hd8_(round_up(p.shape.head_dim, kLanes)),
         hpk_(p.shape.heads_per_kv()),
-        heads4_(round_up(p.shape.heads_per_kv(), kHeadTile)),
+        group_(kv_heads_per_task(p)),
         sched_(fast_schedule(p.visible)) {}
 
-  int tasks() const { return p_.shape.n_kv_heads * sched_.splits; }
+  int tasks() const { return p_.shape.n_kv_heads / group_ * sched_.splits; }
 
+  // Split-major numbering: the tasks of one split (every KV head group) are claimed one after
+  // the other, so on a token-major ring the tasks reading the two halves of the same rows run
+  // at about the same time and the second finds them in the shared cache.
   void run_task(int task) const {
-    const int kv_head = task / sched_.splits;
-    const int split = task % sched_.splits;
+    const int groups = p_.shape.n_kv_heads / group_;
+    const int kv0 = task % groups * group_;
+    const int split = task / groups;
     thread_local Tiles tl;
+    const std::size_t hd = static_cast<std::size_t>(hd_);
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
-    fit(tl.q, heads4_ * hd8);
-    fit(tl.rows, static_cast<std::size_t>(kFastSubBlockTokens) * hd8);
-    fit(tl.scores, static_cast<std::size_t>(heads4_) * kFastChunkTokens);
-    fit(tl.o, heads4_ * hd8);
-    fit(tl.stats, static_cast<std::size_t>(heads4_));
-
-    if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
-
-    const int head0 = kv_head * hpk_;
-    std::fill(tl.q.begin(), tl.q.begin() + heads4_ * hd8, 0.0f);
-    for (int h = 0; h < hpk_; ++h)
-      detail::floats_in_range(p_.q + static_cast<std::size_t>(head0 + h) * hd_, tl.q.data() + h * hd8, hd_);  // N1
-    std::fill(tl.o.begin(), tl.o.begin() + heads4_ * hd8, 0.0f);
-    std::fill(tl.stats.begin(), tl.stats.begin() + heads4_, SoftmaxStats{});
+    const std::size_t hpk = static_cast<std::size_t>(hpk_);
+    const std::size_t group = static_cast<std::size_t>(group_);
+    tl.q.fit(group * hpk * hd);
+    tl.kt.fit(hd * kSubTokens);
+    tl.rows.fit(kSubTokens * hd8);
+    tl.scores.fit(hpk * kFastChunkTokens);
+    tl.o.fit(group * hpk * hd8);
+    if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
+    if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
+    std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, std::uint16_t{0});
     // Padding dims of the widened rows stay zero for the whole task.
-    std::fill(tl.rows.begin(), tl.rows.begin() + kFastSubBlockTokens * hd8, 0.0f);
+    std::fill(tl.rows.data(), tl.rows.data() + kSubTokens * hd8, 0.0f);
 
     const int first_chunk = split * sched_.chunks / sched_.splits;
     const int end_chunk = (split + 1) * sched_.chunks / sched_.splits;
-    for (int c = first_chunk; c < end_chunk; ++c) run_chunk(tl, kv_head, c);
-    write_partials(tl, kv_head, split);
+    HeadState state[kFastKvHeadsPerTask];
+    ChunkRows rows[kFastKvHeadsPerTask][2];
+    for (int j = 0; j < group_; ++j) {
+      const int kv_head = kv0 + j;
+      if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
+      HeadState& st = state[j];
+      st.q = tl.q.data() + j * hpk * hd;
+      st.o = tl.o.data() + j * hpk * hd8;
+      st.stats = tl.stats.data() + j * hpk;
+      range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_);  // N1
+      std::fill(st.o, st.o + hpk * hd8, 0.0f);
+      std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
+      chunk_rows(kv_head, first_chunk, rows[j][0]);
+      // The first chunk's K rows have no earlier phase to be prefetched in: ask for them now,
+      // so only the first sub-block waits for memory (a task at L = 2,048 is a single chunk).
+      prefetch_rows(rows[j][0].k, chunk_count(first_chunk));
+    }
+    for (int c = first_chunk; c < end_chunk; ++c) {
+      const bool has_next = c + 1 < end_chunk;
+      for (int j = 0; j < group_; ++j) {
+        const ChunkRows& cur = rows[j][(c - first_chunk) % 2];
+        ChunkRows& next = rows[j][(c - first_chunk + 1) % 2];
+        if (has_next) chunk_rows(kv0 + j, c + 1, next);
+        run_chunk(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr);
+      }
+    }
+    for (int j = 0; j < group_; ++j) write_partials(state[j], kv0 + j, split);
   }
 
  private:
-  // Token t's K (key) or V row of one KV head, widened into dst (hd_ floats).
-  void widen_row(int kv_head, int t, bool key, float* dst) const {
-    if (p_.cur_k != nullptr && t == p_.visible - 1) {
-      const float* cur = key ? p_.cur_k : p_.cur_v;
-      // The bypass reads what the store keeps, before rounding (N1's range rule).
-      detail::floats_in_range(cur + static_cast<std::size_t>(kv_head) * hd_, dst, hd_);
-      return;
-    }
-    const bool in_tail = t >= p_.tail_first;
-    const RowSource& src = in_tail ? p_.tail : p_.rows;
-    const int r = in_tail ? src.row(t - p_.tail_first) : src.row(t);
-    detail::halfs_to_floats((key ? src.k : src.v) + src.strides.offset(r, kv_head), dst, hd_);
+  // KV heads one task walks side by side: kFastKvHeadsPerTask when the plane is token-major
+  // (a ring: the KV heads of a token share one row, so a task reads whole rows, not every other
+  // 256-byte run) and the fewer, larger tasks still give every worker kFastMinTasksPerWorker;
+  // else 1. Only the time order changes, each head's arithmetic is the same, so the bits do
+  // not depend on this choice (nor, through it, on the worker count).
+  static int kv_heads_per_task(const ProducerParams& p) {
+    const bool token_major = p.rows.strides.head_stride < p.rows.strides.row_stride;
+    if (!token_major || p.shape.n_kv_heads % kFastKvHeadsPerTask != 0) return 1;
+    const int grouped_tasks = p.shape.n_kv_heads / kFastKvHeadsPerTask * fast_schedule(p.visible).splits;
+    return grouped_tasks >= kFastMinTasksPerWorker * threads() ? kFastKvHeadsPerTask : 1;
   }
 
-  // Asks for rows t0 .. t0+n-1 (clipped to the plane's rows) to be brought into the cache:
-  // issued one phase ahead (the V rows of a sub-block while its K rows are scored, the next
-  // chunk's K rows while V is accumulated), so the stream from memory overlaps the arithmetic.
-  void prefetch_rows(int kv_head, int t0, int n, bool key) const {
+  int chunk_count(int chunk) const { return std::min(kFastChunkTokens, p_.visible - chunk * kFastChunkTokens); }
+
+  // The row addresses of a chunk's tokens, the ring's modulo taken once per chunk and per run of
+  // rows: consecutive logical tokens sit in consecutive physical rows until the ring wraps.
+  void chunk_rows(int kv_head, int chunk, ChunkRows& out) const {
+    const int first = chunk * kFastChunkTokens;
+    const int end = first + chunk_count(chunk);
+    const int plane_end = std::min(end, p_.tail_first);
+    int t = first;
+    if (t < plane_end) {
+      const RowSource& src = p_.rows;
+      const int wrap = src.order == RowOrder::ring_logical ? src.state.capacity : std::numeric_limits<int>::max();
+      int r = src.row(t);
+      for (; t < plane_end; ++t) {
+        const std::int64_t at = src.strides.offset(r, kv_head);
+        out.k[t - first] = src.k + at;
+        out.v[t - first] = src.v + at;
+        if (++r == wrap) r = 0;
+      }
+    }
+    for (; t < end; ++t) {
+      const std::int64_t at = p_.tail.strides.offset(p_.tail.row(t - p_.tail_first), kv_head);
+      out.k[t - first] = p_.tail.k + at;
+      out.v[t - first] = p_.tail.v + at;
+    }
+    if (p_.cur_k != nullptr && p_.visible - 1 < end && p_.visible - 1 >= first) {
+      out.k[p_.visible - 1 - first] = nullptr;
+      out.v[p_.visible - 1 - first] = nullptr;
+    }
+  }
+
+  // Asks for the given rows to be brought into the cache, issued one phase ahead (the V rows of
+  // a sub-block while its K rows are scored, the next chunk's K rows while V is accumulated), so
+  // the stream from memory overlaps the arithmetic.
+  void prefetch_rows(const std::uint16_t* const* rows, int n) const {
 #if defined(LADDER_FAST_AVX2)
     constexpr int kLine = 64;
-    const int end = std::min(t0 + n, p_.cur_k != nullptr ? p_.visible - 1 : p_.visible);
     const int row_bytes = hd_ * static_cast<int>(sizeof(std::uint16_t));
-    for (int t = t0; t < end; ++t) {
-      const bool in_tail = t >= p_.tail_first;
-      const RowSource& src = in_tail ? p_.tail : p_.rows;
-      const int r = in_tail ? src.row(t - p_.tail_first) : src.row(t);
-      const char* at = reinterpret_cast<const char*>((key ? src.k : src.v) + src.strides.offset(r, kv_head));
+    for (int i = 0; i < n; ++i) {
+      if (rows[i] == nullptr) continue;
+      const char* at = reinterpret_cast<const char*>(rows[i]);
       // A read prefetch into every cache level (locality 3, what _MM_HINT_T0 asks for); the
       // builtin is spelled the same by GCC and clang, unlike _mm_prefetch's hint type.
       for (int b = 0; b < row_bytes; b += kLine) __builtin_prefetch(at + b, 0, 3);
     }
 #else
-    (void)kv_head, (void)t0, (void)n, (void)key;
+    (void)rows, (void)n;
 #endif
   }
 
-  // Widens rows t0 .. t0+n-1 into the tile; with `pad_even`, an odd n gets a zero row after it
-  // (a QK token pair reads two rows; the extra score is never used).
-  void widen_rows(Tiles& tl, int kv_head, int t0, int n, bool key) const {
-    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
-    for (int i = 0; i < n; ++i) widen_row(kv_head, t0 + i, key, tl.rows.data() + i * hd8);
-    if (n % kTokenTile != 0) std::fill(tl.rows.data() + n * hd8, tl.rows.data() + (n + 1) * hd8, 0.0f);
+  // One row widened into dst (hd_ floats): a plane row, or the current token's f32 row, read
+  // before rounding with the range rule (N1), as the store keeps it.
+  void widen_row(const std::uint16_t* row, bool key, int kv_head, float* dst) const {
+    if (row == nullptr) {
+      const float* cur = key ? p_.cur_k : p_.cur_v;
+      detail::floats_in_range(cur + static_cast<std::size_t>(kv_head) * hd_, dst, hd_);
+      return;
+    }
+    detail::halfs_to_floats(row, dst, hd_);
   }
 
-
-  void run_chunk(Tiles& tl, int kv_head, int chunk) const {
+  // V rows of a sub-block (n <= kSubTokens) into rows ([n][hd8], padding dims left as they
+  // are: zero). Plane rows of a head_dim that is a multiple of 8 are widened by one unrolled
+  // loop of F16C conversions; the rest row by row through widen_row. Both are exact.
+  void widen_v_rows(const std::uint16_t* const* v, int n, int kv_head, float* rows) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
-    const int first = chunk * kFastChunkTokens;
-    const int count = std::min(kFastChunkTokens, p_.visible - first);
+    for (int i = 0; i < n; ++i) {
+      float* dst = rows + i * hd8;
+#if defined(LADDER_FAST_AVX2)
+      if (v[i] != nullptr && hd_ % kLanes == 0) {
+        const std::uint16_t* src = v[i];
+#pragma GCC unroll 8
+        for (int d = 0; d < hd_; d += kLanes)
+          _mm256_store_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
+        continue;
+      }
+#endif
+      widen_row(v[i], false, kv_head, dst);
+    }
+  }
+
+  // K rows of a sub-block (n <= kSubTokens tokens) into tl.kt transposed, padding tokens zero.
+  // F16C and an 8 x 8 transpose in registers when every row is a plane row and hd is a multiple
+  // of 8; otherwise (the current token's f32 row, a ragged head_dim) row by row through
+  // tl.rows. Both are exact (f16 -> f32 is), so the path never changes a bit.
+  void widen_k_transposed(Tiles& tl, const std::uint16_t* const* k, int n, int kv_head) const {
+    bool plane_rows = hd_ % kLanes == 0;
+    for (int i = 0; i < n && plane_rows; ++i) plane_rows = k[i] != nullptr;
+#if defined(LADDER_FAST_AVX2)
+    if (plane_rows) {
+      const std::uint16_t* r[kSubTokens];
+      for (int i = 0; i < kSubTokens; ++i) r[i] = i < n ? k[i] : tl.zero_row.data();
+      for (int d = 0; d < hd_; d += kLanes) {
+        detail::transpose_rows8(r, d, tl.kt.data(), 0);
+        detail::transpose_rows8(r + kLanes, d, tl.kt.data(), kLanes);
+      }
+      return;
+    }
+#endif
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
+    float* rows = tl.rows.data();
+    for (int i = 0; i < n; ++i) widen_row(k[i], true, kv_head, rows + i * hd8);
+    float* kt = tl.kt.data();
+    for (int d = 0; d < hd_; ++d)
+      for (int i = 0; i < kSubTokens; ++i) kt[d * kSubTokens + i] = i < n ? rows[i * hd8 + d] : 0.0f;
+  }
+
+  void run_chunk(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
+                 const ChunkRows* next) const {
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
+    const int count = chunk_count(chunk);
     const float scale = p_.shape.scale;
-    // Scores of every head for the chunk, K widened once per 16-row sub-block.
-    for (int b = 0; b < count; b += kFastSubBlockTokens) {
-      const int n = std::min(kFastSubBlockTokens, count - b);
-      prefetch_rows(kv_head, first + b, n, false);
-      widen_rows(tl, kv_head, first + b, n, true);
-      for (int h = 0; h < heads4_; h += kHeadTile)
-        for (int i = 0; i < n; i += kTokenTile)
-          score_tile(tl.q.data() + h * hd8, tl.rows.data() + i * hd8, hd8_, scale,
-                     tl.scores.data() + static_cast<std::size_t>(h) * kFastChunkTokens, b + i);
+    float* scores = tl.scores.data();
+    // Scores of every head for the chunk, K widened and transposed once per sub-block.
+    for (int b = 0; b < count; b += kSubTokens) {
+      const int n = std::min(kSubTokens, count - b);
+      prefetch_rows(cur.v + b, n);
+      widen_k_transposed(tl, cur.k + b, n, kv_head);
+      for (int h = 0; h < hpk_; h += detail::kScoreHeads)
+        score_heads(std::min(detail::kScoreHeads, hpk_ - h), hs.q + static_cast<std::size_t>(h) * hd_, hd_,
+                    tl.kt.data(), scale, scores + static_cast<std::size_t>(h) * kFastChunkTokens + b);
     }
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
-    const int padded = round_up(count, kVec);
+    const int padded = round_up(count, kLanes);
     for (int h = 0; h < hpk_; ++h) {
-      float* s = tl.scores.data() + static_cast<std::size_t>(h) * kFastChunkTokens;
-      float chunk_max = s[0];
-      for (int i = 1; i < count; ++i) chunk_max = score_max(chunk_max, s[i]);
-      SoftmaxStats& st = tl.stats[static_cast<std::size_t>(h)];
-      const float corr = fold_block_max(st, chunk_max);
-      if (corr != 1.0f) scale_row(tl.o.data() + h * hd8, corr, hd8_);
+      float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
+      SoftmaxStats& st = hs.stats[h];
+      const float corr = fold_block_max(st, detail::chunk_max(s, count));
+      if (corr != 1.0f) detail::scale_row(hs.o + h * hd8, corr, hd8_);
       st.s += weights_in_place(s, count, padded, st.m);
     }
-    // Padding heads (h >= hpk) keep zero weights, so their o stays zero.
-    for (int h = hpk_; h < heads4_; ++h)
-      std::fill(tl.scores.data() + static_cast<std::size_t>(h) * kFastChunkTokens,
-                tl.scores.data() + static_cast<std::size_t>(h + 1) * kFastChunkTokens, 0.0f);
-    // o += w . V, V widened once per 16-row sub-block and applied to every head.
-    for (int b = 0; b < count; b += kFastSubBlockTokens) {
-      const int n = std::min(kFastSubBlockTokens, count - b);
-      prefetch_rows(kv_head, first + kFastChunkTokens + b, n, true);
-      widen_rows(tl, kv_head, first + b, n, false);
-      for (int h = 0; h < heads4_; h += kHeadTile)
-        accumulate_tile(tl.o.data() + h * hd8, tl.scores.data() + static_cast<std::size_t>(h) * kFastChunkTokens + b,
-                        tl.rows.data(), n, hd8_);
+    // o += w . V, V widened once per sub-block and applied to every head.
+    float* rows = tl.rows.data();
+    for (int b = 0; b < count; b += kSubTokens) {
+      const int n = std::min(kSubTokens, count - b);
+      if (next != nullptr) prefetch_rows(next->k + b, std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b)));
+      widen_v_rows(cur.v + b, n, kv_head, rows);
+      for (int h = 0; h < hpk_; h += detail::kAccumHeads) {
+        const int heads = std::min(detail::kAccumHeads, hpk_ - h);
+        for (int d = 0; d < hd8_; d += detail::kAccumDimVectors * kLanes)
+          accumulate_heads(heads, (hd8_ - d) / kLanes, hs.o + h * hd8 + d, hd8_,
+                           scores + static_cast<std::size_t>(h) * kFastChunkTokens + b, rows + d, hd8_, n);
+      }
     }
   }
 
-  void write_partials(const Tiles& tl, int kv_head, int split) const {
+  void write_partials(const HeadState& hs, int kv_head, int split) const {
     const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
     for (int h = 0; h < hpk_; ++h) {
       const int head = kv_head * hpk_ + h;
       float* part = p_.partials + (static_cast<std::size_t>(head) * sched_.splits + split) * stride;
-      part[0] = tl.stats[static_cast<std::size_t>(h)].m;
-      part[1] = tl.stats[static_cast<std::size_t>(h)].s;
-      std::memcpy(part + 2, tl.o.data() + static_cast<std::size_t>(h) * hd8_, sizeof(float) * hd_);
+      part[0] = hs.stats[h].m;
+      part[1] = hs.stats[h].s;
+      std::memcpy(part + 2, hs.o + static_cast<std::size_t>(h) * hd8_, sizeof(float) * hd_);
     }
   }
 
@@ -320,7 +407,7 @@ class FastProducer {
   int hd_;
   int hd8_;
   int hpk_;
-  int heads4_;
+  int group_;
   FastSchedule sched_;
 };
 

@@ -1,8 +1,10 @@
 // The fast CPU producer (src/cpu/producer_fast.cpp): its 8-lane exp is the scalar softmax_exp
 // bit for bit; its schedule depends on the visible length only; every route meets the f64 bound
 // at Muse Glimmer shapes and odd shapes, at depths that cover one chunk, ragged chunks and every
-// split count; bits are the same run to run, for 1..16 workers (P1), and a NaN in K still
-// reaches the output (the project's non-finite policy, through score_max).
+// split count, every head-block and dim-vector remainder of the micro-kernels and both the F16C
+// transpose and the generic widen; bits are the same run to run, for 1..16 workers (P1), the
+// same on a token-major ring (two KV heads per task) as on a head-major plane with the same rows,
+// and a NaN in K still reaches the output (the project's non-finite policy, through score_max).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -89,6 +91,13 @@ TEST(FastProducer, EveryRouteMeetsTheF64Bound) {
       {"gqa 6:3 head_dim 36", 6, 3, 36, test::growing_config(3, 36, 64, 1024), 300},
       {"gqa 5:1 head_dim 20 ring", 5, 1, 20, test::ring_config(1, 20, 90, 100, 1000), 500},
       {"mha 4:4 head_dim 256", 4, 4, 256, test::growing_config(4, 256, 64, 1024), 200},
+      // Head blocks 6 + 3 and dim vectors 2 + 2 + 1; a ring with an odd KV head count (one KV
+      // head per task).
+      {"gqa 27:3 head_dim 40 ring", 27, 3, 40, test::ring_config(3, 40, 300, 333, 4000), 1200},
+      // Three heads per block, the F16C transpose, a ring walked two KV heads per task (2 tasks'
+      // groups).
+      {"gqa 12:4 head_dim 64 ring", 12, 4, 64, test::ring_config(4, 64, 700, 700, 4000), 1900},
+      {"gqa 12:4 head_dim 64 growing", 12, 4, 64, test::growing_config(4, 64, 1024, 4000), 777},
   };
   std::mt19937 rng(5);
   double worst = 0.0;
@@ -164,6 +173,15 @@ TEST_F(FastThreads, BitsDoNotDependOnWorkersOrRuns) {
   const test::RouteRun vec = test::run_on_copy(Route::vec, flat, kWindow - 1, shape, tok);
   ASSERT_TRUE(vec.status.ok()) << vec.status.to_string();
   EXPECT_TRUE(test::same_bits(vec.out, first.out)) << "P6: splitk over the wrapped ring differs from vec unwrapped";
+  // The same rows in a head-major growing plane: a task walks one KV head there and two side by
+  // side on the token-major ring; the time order changes, the arithmetic and so the bits do not.
+  HostPlane grown = HostPlane::create(test::growing_config(2, 128, kWindow, 1 << 20)).value();
+  for (int i = 0; i + 1 < kWindow; ++i)
+    ASSERT_TRUE(grown.append_row(i, ks[static_cast<std::size_t>(oldest + i)].data(),
+                                 vs[static_cast<std::size_t>(oldest + i)].data()).ok());
+  const test::RouteRun head_major = test::run_on_copy(Route::vec, grown, kWindow - 1, shape, tok);
+  ASSERT_TRUE(head_major.status.ok()) << head_major.status.to_string();
+  EXPECT_TRUE(test::same_bits(head_major.out, first.out)) << "vec on the growing plane differs from splitk on the ring";
 }
 
 // A NaN in one K row must reach the output of its KV head's query heads (N1), not vanish.

@@ -1,0 +1,182 @@
+// The fast CPU producer's register-blocked micro-kernels (src/cpu/producer_fast.cpp), with no
+// horizontal reduction in any hot loop:
+//
+//  * score_block<H>: the scores of H query heads (H <= kScoreHeads) for one sub-block of
+//    kSubTokens tokens whose K rows were widened and stored transposed, kt[d][token]: per dim,
+//    two K vectors (8 tokens each) and a broadcast of q[h][d] for each head feed 2 H FMAs into
+//    H x 2 accumulators (6 x 2 = 12 + 2 K + 1 broadcast = 15 of the 16 ymm registers). Scores
+//    come out 8 tokens per vector: s[h][t] = (sum over d in increasing order of q[h][d] k[t][d])
+//    * scale, each lane one fmaf chain from 0.
+//  * accumulate_block<H, DB>: o[h][d] += sum over tokens in increasing order of w[h][t] v[t][d]
+//    for H heads and DB vectors of 8 dims: per token DB V loads and a broadcast of w[h][t] per
+//    head (6 x 2 = 12 accumulators).
+//  * transpose_rows8: 8 rows of 8 f16 values widened (F16C) and transposed into kt.
+//
+// Each lane of every kernel is the same chain of fmaf as the portable loops below it, so the two
+// builds give the same bits.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "ladder/softmax.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define LADDER_FAST_AVX2 1
+#endif
+
+namespace ladder::cpu::detail {
+
+inline constexpr int kLanes = 8;                 // floats per 256-bit register
+inline constexpr int kSubTokens = 2 * kLanes;    // tokens per transposed K tile: two vectors
+inline constexpr int kScoreHeads = 6;            // heads per score block: 6 x 2 accumulators
+inline constexpr int kAccumHeads = 6;            // heads per accumulate block
+inline constexpr int kAccumDimVectors = 2;       // 8-dim vectors per accumulate block: 6 x 2
+
+// s[h * s_stride + t] for h < H, t < kSubTokens; q rows at q + h * hd; kt = [hd][kSubTokens].
+// Always inlined into its dispatch (producer_fast.cpp), where the score stride is a constant.
+template <int H>
+[[gnu::always_inline]] inline void score_block(const float* q, int hd, const float* kt, float scale, float* s, int s_stride) {
+#if defined(LADDER_FAST_AVX2)
+  __m256 acc[H][2];
+#pragma GCC unroll 8
+  for (int h = 0; h < H; ++h) acc[h][0] = acc[h][1] = _mm256_setzero_ps();
+  // Unrolled so the head rows' addresses are formed once per 4 dims.
+#pragma GCC unroll 4
+  for (int d = 0; d < hd; ++d) {
+    const __m256 k0 = _mm256_load_ps(kt + d * kSubTokens);
+    const __m256 k1 = _mm256_load_ps(kt + d * kSubTokens + kLanes);
+#pragma GCC unroll 8
+    for (int h = 0; h < H; ++h) {
+      const __m256 qh = _mm256_broadcast_ss(q + h * hd + d);
+      acc[h][0] = _mm256_fmadd_ps(qh, k0, acc[h][0]);
+      acc[h][1] = _mm256_fmadd_ps(qh, k1, acc[h][1]);
+    }
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+#pragma GCC unroll 8
+  for (int h = 0; h < H; ++h) {
+    _mm256_storeu_ps(s + h * s_stride, _mm256_mul_ps(acc[h][0], sc));
+    _mm256_storeu_ps(s + h * s_stride + kLanes, _mm256_mul_ps(acc[h][1], sc));
+  }
+#else
+  for (int h = 0; h < H; ++h)
+    for (int t = 0; t < kSubTokens; ++t) {
+      float a = 0.0f;
+      for (int d = 0; d < hd; ++d) a = std::fmaf(q[h * hd + d], kt[d * kSubTokens + t], a);
+      s[h * s_stride + t] = a * scale;
+    }
+#endif
+}
+
+// o[h * o_stride + j] += sum over t < n of w[h * w_stride + t] * v[t * v_stride + j], for h < H and
+// j < DB * kLanes. Always inlined: with w_stride a constant the weight broadcasts of all heads
+// address off one pointer.
+template <int H, int DB>
+[[gnu::always_inline]] inline void accumulate_block(float* o, int o_stride, const float* w, int w_stride, const float* v, int v_stride,
+                             int n) {
+#if defined(LADDER_FAST_AVX2)
+  __m256 acc[H][DB];
+#pragma GCC unroll 8
+  for (int h = 0; h < H; ++h)
+#pragma GCC unroll 4
+    for (int b = 0; b < DB; ++b) acc[h][b] = _mm256_loadu_ps(o + h * o_stride + b * kLanes);
+#pragma GCC unroll 4
+  for (int t = 0; t < n; ++t) {
+    __m256 vt[DB];
+#pragma GCC unroll 4
+    for (int b = 0; b < DB; ++b) vt[b] = _mm256_load_ps(v + t * v_stride + b * kLanes);
+#pragma GCC unroll 8
+    for (int h = 0; h < H; ++h) {
+      const __m256 wh = _mm256_broadcast_ss(w + h * w_stride + t);
+#pragma GCC unroll 4
+      for (int b = 0; b < DB; ++b) acc[h][b] = _mm256_fmadd_ps(wh, vt[b], acc[h][b]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int h = 0; h < H; ++h)
+#pragma GCC unroll 4
+    for (int b = 0; b < DB; ++b) _mm256_storeu_ps(o + h * o_stride + b * kLanes, acc[h][b]);
+#else
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < DB * kLanes; ++j) {
+      float a = o[h * o_stride + j];
+      for (int t = 0; t < n; ++t) a = std::fmaf(w[h * w_stride + t], v[t * v_stride + j], a);
+      o[h * o_stride + j] = a;
+    }
+#endif
+}
+
+#if defined(LADDER_FAST_AVX2)
+// rows[i] + d0 holds 8 f16 values of token i (i < 8); writes kt[(d0 + j) * kSubTokens + col + i]
+// = rows[i][d0 + j] for j < 8: the 8 x 8 block widened and transposed in registers.
+inline void transpose_rows8(const std::uint16_t* const rows[kLanes], int d0, float* kt, int col) {
+  __m256 r[kLanes];
+#pragma GCC unroll 8
+  for (int i = 0; i < kLanes; ++i)
+    r[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + d0)));
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  constexpr int kLowPairs = 0x44;   // elements 0, 1 of each operand's 128-bit half
+  constexpr int kHighPairs = 0xEE;  // elements 2, 3
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, kLowPairs), u1 = _mm256_shuffle_ps(t0, t2, kHighPairs);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, kLowPairs), u3 = _mm256_shuffle_ps(t1, t3, kHighPairs);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, kLowPairs), u5 = _mm256_shuffle_ps(t4, t6, kHighPairs);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, kLowPairs), u7 = _mm256_shuffle_ps(t5, t7, kHighPairs);
+  constexpr int kLowHalves = 0x20;   // low 128 bits of each operand
+  constexpr int kHighHalves = 0x31;  // high 128 bits of each operand
+  float* at = kt + d0 * kSubTokens + col;
+  _mm256_store_ps(at + 0 * kSubTokens, _mm256_permute2f128_ps(u0, u4, kLowHalves));
+  _mm256_store_ps(at + 1 * kSubTokens, _mm256_permute2f128_ps(u1, u5, kLowHalves));
+  _mm256_store_ps(at + 2 * kSubTokens, _mm256_permute2f128_ps(u2, u6, kLowHalves));
+  _mm256_store_ps(at + 3 * kSubTokens, _mm256_permute2f128_ps(u3, u7, kLowHalves));
+  _mm256_store_ps(at + 4 * kSubTokens, _mm256_permute2f128_ps(u0, u4, kHighHalves));
+  _mm256_store_ps(at + 5 * kSubTokens, _mm256_permute2f128_ps(u1, u5, kHighHalves));
+  _mm256_store_ps(at + 6 * kSubTokens, _mm256_permute2f128_ps(u2, u6, kHighHalves));
+  _mm256_store_ps(at + 7 * kSubTokens, _mm256_permute2f128_ps(u3, u7, kHighHalves));
+}
+
+// score_max (softmax.hpp) on 8 lanes, bit for bit: a NaN first operand wins, then a NaN second
+// (maxps returns its second operand when either is NaN), else a > b ? a : b (maxps exactly).
+inline __m256 score_max8(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+#endif
+
+// The maximum of s[0 .. count) under score_max, folded in a fixed order (8 running lanes over
+// the whole vectors, lanes 0..7 in order, then the tail in order): a NaN anywhere gives NaN.
+inline float chunk_max(const float* s, int count) {
+  int i = 0;
+  float m = s[0];
+#if defined(LADDER_FAST_AVX2)
+  if (count >= kLanes) {
+    __m256 mv = _mm256_loadu_ps(s);
+    for (i = kLanes; i + kLanes <= count; i += kLanes) mv = score_max8(mv, _mm256_loadu_ps(s + i));
+    alignas(32) float lanes[kLanes];
+    _mm256_store_ps(lanes, mv);
+    m = lanes[0];
+    for (int l = 1; l < kLanes; ++l) m = score_max(m, lanes[l]);
+  } else {
+    i = 1;
+  }
+#else
+  i = 1;
+#endif
+  for (; i < count; ++i) m = score_max(m, s[i]);
+  return m;
+}
+
+// o[0 .. n) *= factor (n a multiple of kLanes).
+inline void scale_row(float* o, float factor, int n) {
+#if defined(LADDER_FAST_AVX2)
+  const __m256 f = _mm256_set1_ps(factor);
+  for (int d = 0; d < n; d += kLanes) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), f));
+#else
+  for (int d = 0; d < n; ++d) o[d] *= factor;
+#endif
+}
+
+}  // namespace ladder::cpu::detail
