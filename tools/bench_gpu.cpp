@@ -21,7 +21,7 @@
 #include <cuda_runtime.h>
 
 #include "ladder/cuda/cuda_backend.hpp"
-#include "ladder/cuda/cuda_engine.hpp"
+#include "ladder/cuda_engine.hpp"
 #endif
 
 namespace ladder::bench {

@@ -1,5 +1,5 @@
 // cuda::create_engine: the one engine on the CUDA device with the caller's device options.
-#include "ladder/cuda/cuda_engine.hpp"
+#include "ladder/cuda_engine.hpp"
 
 namespace ladder::cuda {
 

@@ -153,13 +153,15 @@ class DecodeEngine final : public Engine {
     return {};
   }
 
-  // One sequence's plan: every layer's append and, when attending, its route.
-  Status plan(const SequenceToken& t, bool attend, SequenceStep& out) const {
+  // One sequence's plan: every layer's append and, when attending, its route (the whole
+  // decision, predicates included, in `decisions` for the trace).
+  Status plan(const SequenceToken& t, bool attend, SequenceStep& out, std::vector<RouteDecision>& decisions) const {
     const Sequence& s = seqs_.at(t.sequence);
     out.position = t.position;
     out.attend = attend;
     out.io = t.io;
     out.layers.resize(cfgs_.size());
+    decisions.assign(cfgs_.size(), RouteDecision{});
     for (std::size_t l = 0; l < cfgs_.size(); ++l) {
       const int layer = static_cast<int>(l);
       Result<AppendPlan> p = plan_append(cfgs_[l], s.states[l], t.position);
@@ -168,7 +170,8 @@ class DecodeEngine final : public Engine {
       ls.slot = p->slot;
       ls.next = p->next;
       if (attend) {
-        ls.route = choose_route(g_.layer_class(layer), ls.next, opt_.caps, sw_).route;
+        decisions[l] = choose_route(g_.layer_class(layer), ls.next, opt_.caps, sw_);
+        ls.route = decisions[l].route;
         // choose_route never picks what the admissibility rule refuses; a refusal is a bug.
         const Status admissible = check_route(ls.route, cfgs_[l], ls.next);
         if (!admissible.ok()) return in_layer(t.sequence, layer, make_error(ErrorCode::internal, admissible.message()));
@@ -180,9 +183,10 @@ class DecodeEngine final : public Engine {
   Status step(std::span<const SequenceToken> batch, bool attend) {
     LADDER_TRY(check_call(batch, attend));
     std::vector<SequenceStep> steps(batch.size());
+    std::vector<std::vector<RouteDecision>> decisions(batch.size());
     std::vector<DeviceSequence*> devs(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      LADDER_TRY(plan(batch[i], attend, steps[i]));
+      LADDER_TRY(plan(batch[i], attend, steps[i], decisions[i]));
       devs[i] = seqs_.at(batch[i].sequence).planes.get();
     }
     // Room for this call's trace first: a trace that cannot grow refuses the call up front.
@@ -205,12 +209,12 @@ class DecodeEngine final : public Engine {
       for (const SequenceToken& t : batch) seqs_.at(t.sequence).broken = ran.message();
       return ran;
     }
-    for (std::size_t i = 0; i < batch.size(); ++i) commit(batch[i].sequence, steps[i]);
+    for (std::size_t i = 0; i < batch.size(); ++i) commit(batch[i].sequence, steps[i], decisions[i]);
     return {};
   }
 
   // Cannot fail: the trace's room was reserved before the run.
-  void commit(SequenceId id, const SequenceStep& st) {
+  void commit(SequenceId id, const SequenceStep& st, const std::vector<RouteDecision>& decisions) {
     Sequence& s = seqs_.at(id);
     for (std::size_t l = 0; l < cfgs_.size(); ++l) {
       s.states[l] = st.layers[l].next;
@@ -220,7 +224,7 @@ class DecodeEngine final : public Engine {
       e.position = st.position;
       e.layer = static_cast<int>(l);
       e.cls = g_.layer_class(e.layer);
-      e.decision = choose_route(e.cls, st.layers[l].next, opt_.caps, sw_);
+      e.decision = decisions[l];
       e.state = st.layers[l].next;
       e.visible = g_.visible(e.cls, st.position);
       e.schedule = pinned_schedule(e.visible);

@@ -9,7 +9,7 @@
 
 #include "cpu/batch_sweep.hpp"
 #include "gpu/gpu_test_support.hpp"
-#include "ladder/cuda/cuda_engine.hpp"
+#include "ladder/cuda_engine.hpp"
 
 namespace ladder {
 namespace {

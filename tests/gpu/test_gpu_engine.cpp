@@ -13,7 +13,7 @@
 #include "cpu/cpu_twin_helpers.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
-#include "ladder/cuda/cuda_engine.hpp"
+#include "ladder/cuda_engine.hpp"
 #include "ladder/engine.hpp"
 
 namespace ladder::test {

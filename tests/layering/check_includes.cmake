@@ -1,12 +1,12 @@
 # The dependency direction core <- devices <- engine <- tools (README, "Architecture"): no file of
 # a device (src/cpu, src/cuda, src/nocuda, include/ladder/cpu, include/ladder/cuda/cuda_backend.hpp)
 # and no core file includes the engine (src/engine/*, ladder/engine.hpp, ladder/attention.hpp,
-# ladder/cuda/cuda_engine.hpp). Run: cmake -DROOT=<repo> -P check_includes.cmake
+# ladder/cuda_engine.hpp). Run: cmake -DROOT=<repo> -P check_includes.cmake
 file(GLOB_RECURSE lower
   "${ROOT}/src/core/*" "${ROOT}/src/cpu/*" "${ROOT}/src/cuda/*" "${ROOT}/src/nocuda/*"
   "${ROOT}/include/ladder/cpu/*")
 list(APPEND lower "${ROOT}/include/ladder/cuda/cuda_backend.hpp" "${ROOT}/include/ladder/device_api.hpp")
-set(engine_headers "engine/" "ladder/engine.hpp" "ladder/cuda/cuda_engine.hpp")
+set(engine_headers "engine/" "ladder/engine.hpp" "ladder/cuda_engine.hpp")
 set(bad "")
 foreach(f IN LISTS lower)
   file(STRINGS "${f}" lines REGEX "^[ \t]*#[ \t]*include")
