@@ -134,14 +134,26 @@ Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const
 // decoding up to position depths[i] - 1 (batched fills bring each to its depth first). The row
 // has the timing per call, the bytes and FMAs of every sequence's step, "batch" and a note; the
 // caller names it.
-Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed);
+// Device copies of a batch row's activations (the CUDA bench provides them): `make` gives one
+// TokenIO per sequence in device memory, q, k and v holding what time_encode_batch makes from
+// `seed` on the host, out a buffer per sequence; `read_out` brings one sequence's out back.
+struct DeviceActivations {
+  std::function<Result<std::vector<TokenIO>>(const Geometry& g, int b, std::uint64_t seed)> make;
+  std::function<Result<std::vector<float>>(const TokenIO& io, std::size_t n)> read_out;
+  explicit operator bool() const { return make && read_out; }
+};
+// `device_io` (nullptr: host memory): the activations of every sequence in device memory.
+Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed,
+                              const std::vector<TokenIO>* device_io = nullptr, const DeviceActivations* reader = nullptr);
 // The two batch shapes measured for batch size b at depth d: every sequence at d, and mixed
 // lengths d - i*d/b (sequence 0 at d).
 std::vector<int> same_depths(int b, int d);
 std::vector<int> mixed_depths(int b, int d);
 // The batch rows of a report on `device` (each batch size of o.batches at each step depth up to
 // o.batch_max_depth, both shapes), appended to `rows`.
-Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows);
+// With `device_io`, every row is timed a second time with the activations in device memory.
+Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows,
+                      const DeviceActivations& device_io = {});
 
 // A single-layer case's plane, the same on both devices: a ring has window = capacity = depth
 // and is timed wrapped (origin_physical != 0, len == capacity), the state every ring route can

@@ -100,14 +100,21 @@ std::vector<int> mixed_depths(int b, int d) {
   return out;
 }
 
-Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed) {
+Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed,
+                              const std::vector<TokenIO>* device_io, const DeviceActivations* reader) {
   const Geometry& g = e.geometry();
   const std::size_t b = depths.size();
   const std::size_t layers = static_cast<std::size_t>(g.n_layers);
   const std::vector<float> q = random_floats(layers * g.n_heads * g.head_dim, seed + 1);
   const std::vector<float> k = random_floats(layers * g.n_kv_heads * g.head_dim, seed + 2);
   const std::vector<float> v = random_floats(layers * g.n_kv_heads * g.head_dim, seed + 3);
-  std::vector<std::vector<float>> outs(b, std::vector<float>(q.size()));
+  std::vector<std::vector<float>> outs(device_io == nullptr ? b : 0, std::vector<float>(q.size()));
+  // Sequence i's activations: the host arrays, or their device copies.
+  const auto io_of = [&](std::size_t i) {
+    return device_io != nullptr ? (*device_io)[i] : TokenIO{q.data(), k.data(), v.data(), outs[i].data()};
+  };
+  if (device_io != nullptr && (device_io->size() != b || reader == nullptr || !reader->read_out))
+    return make_error(ErrorCode::invalid_argument, "time_encode_batch: one device TokenIO per sequence and a reader");
   std::vector<SequenceId> ids{0};
   while (ids.size() < b) {
     Result<SequenceId> id = e.add_sequence();
@@ -123,7 +130,12 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
   for (int p = 0; p < deepest - timed - warm; ++p) {
     std::vector<SequenceToken> call;
     for (std::size_t i = 0; i < b; ++i)
-      if (p < depths[i] - timed - warm) call.push_back({ids[i], p, {nullptr, k.data(), v.data(), nullptr}});
+      if (p < depths[i] - timed - warm) {
+        TokenIO io = io_of(i);
+        io.q = nullptr;
+        io.out = nullptr;
+        call.push_back({ids[i], p, io});
+      }
     LADDER_TRY(e.fill(call));
   }
   std::vector<double> us;
@@ -132,7 +144,7 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
   for (int c = 0; c < timed + warm; ++c) {
     std::vector<SequenceToken> call;
     for (std::size_t i = 0; i < b; ++i)
-      call.push_back({ids[i], depths[i] - timed - warm + c, {q.data(), k.data(), v.data(), outs[i].data()}});
+      call.push_back({ids[i], depths[i] - timed - warm + c, io_of(i)});
     const auto t0 = std::chrono::steady_clock::now();
     LADDER_TRY(e.encode(call));
     const double dt = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -148,29 +160,51 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
     row.bytes += step_bytes(g, d - 1);
     row.fmas += step_fmas(g, d - 1);
   }
-  row.note = fmt::format("{} sequences per call, depths {}..{}", b, shallowest, deepest);
+  row.note = fmt::format("{} sequences per call, depths {}..{}, activations in {} memory", b, shallowest, deepest,
+                         device_io != nullptr ? "device" : "host");
   // What a recapture per call would cost: the first call of a new shape captures its step graph.
   if (captures > 0) row.note += fmt::format("; first call {:.0f} us ({} graph capture{})", first_us, captures, captures > 1 ? "s" : "");
   for (const std::vector<float>& out : outs) flag_non_finite(out.data(), out.size(), row.note);
+  if (device_io != nullptr)
+    for (const TokenIO& io : *device_io) {
+      Result<std::vector<float>> out = reader->read_out(io, q.size());
+      if (!out) return out.status();
+      flag_non_finite(out->data(), out->size(), row.note);
+    }
   return row;
 }
 
-Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows) {
+Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows,
+                      const DeviceActivations& device_io) {
+  constexpr std::uint64_t kBatchSeed = 17;
+  constexpr int kBatchWarmups = 2;
   for (int d : o.step_depths) {
     if (d > o.batch_max_depth) continue;
     for (int b : o.batches) {
-      for (const bool mixed : {false, true}) {
-        if (o.progress)
-          o.progress(fmt::format("engine encode, batch {} ({}) at depth {}", b, mixed ? "mixed lengths" : "same depth", d));
-        EngineOptions eo;
-        eo.device = device;
-        Result<std::unique_ptr<Engine>> made = Engine::create(g, eo);
+      std::vector<TokenIO> on_device;
+      if (device_io) {
+        Result<std::vector<TokenIO>> made = device_io.make(g, b, kBatchSeed);
         if (!made) return made.status();
-        Result<Row> r = time_encode_batch(**made, mixed ? mixed_depths(b, d) : same_depths(b, d), o.reps, 2, 17);
-        if (!r) return r.status();
-        r->kind = "engine";
-        r->name = fmt::format("encode, batch {}{}", b, mixed ? " mixed" : "");
-        rows.push_back(*r);
+        on_device = std::move(made).value();
+      }
+      for (const bool mixed : {false, true}) {
+        for (const bool in_device_memory : {false, true}) {
+          if (in_device_memory && !device_io) continue;
+          if (o.progress)
+            o.progress(fmt::format("engine encode, batch {} ({}, {} memory) at depth {}", b,
+                                   mixed ? "mixed lengths" : "same depth", in_device_memory ? "device" : "host", d));
+          EngineOptions eo;
+          eo.device = device;
+          Result<std::unique_ptr<Engine>> made = Engine::create(g, eo);
+          if (!made) return made.status();
+          Result<Row> r = time_encode_batch(**made, mixed ? mixed_depths(b, d) : same_depths(b, d), o.reps,
+                                            kBatchWarmups, kBatchSeed, in_device_memory ? &on_device : nullptr,
+                                            &device_io);
+          if (!r) return r.status();
+          r->kind = "engine";
+          r->name = fmt::format("encode, batch {}{}{}", b, mixed ? " mixed" : "", in_device_memory ? ", device I/O" : "");
+          rows.push_back(*r);
+        }
       }
     }
   }

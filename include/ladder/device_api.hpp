@@ -25,13 +25,20 @@ bool cuda_available();
 // false in a build without CUDA.
 bool cuda_default_uses_tensor_cores();
 
-// One token's activations for every layer of one sequence, host memory, f32:
+// Where a call's activations live. Device memory is the CUDA device's global memory (what
+// cudaMalloc or a CUDA torch tensor gives): the call reads q, k, v and writes out there, with no
+// copy through the host, and returns once out is written. The CPU device takes host memory only.
+enum class Memory : std::uint8_t { host, device };
+const char* memory_name(Memory m);
+
+// One token's activations for every layer of one sequence, f32, in `memory`:
 //   q, out: [n_layers][n_heads][head_dim];  k, v: [n_layers][n_kv_heads][head_dim].
 struct TokenIO {
   const float* q = nullptr;
   const float* k = nullptr;
   const float* v = nullptr;
   float* out = nullptr;
+  Memory memory = Memory::host;
 };
 
 // One layer's activations, host memory: q and out [n_heads][head_dim]; k, v [n_kv_heads][head_dim].
@@ -92,6 +99,22 @@ class DeviceBackend {
   // call in an unknown state (the engine then refuses them until they are removed).
   virtual Status run(std::span<DeviceSequence* const> sequences, std::span<const SequenceStep> steps) = 0;
   virtual DeviceStats stats() const { return {}; }
+
+  // Whether the device reads activations in `m` (TokenIO::memory).
+  virtual bool accepts(Memory m) const { return m == Memory::host; }
+  // N1's counters over the inputs, for a device that counts them itself while it runs
+  // (counts_inputs() true): what the range rule did to every q (when the step attends), k and v
+  // value of the last successful run(). Otherwise the engine counts host inputs.
+  virtual bool counts_inputs() const { return false; }
+  virtual RangeStats last_run_counts() const { return {}; }
+  // N1's opt-in check over activations the engine cannot read (device memory), before anything
+  // is stored: ok when every q (when attending), k and v value of `step` is finite, else
+  // non_finite naming the layer and the array. Devices that accept only host memory are never
+  // asked.
+  virtual Status check_finite_inputs(const SequenceStep& step) {
+    (void)step;
+    return make_error(ErrorCode::unsupported, "this device cannot check activations in device memory");
+  }
 };
 
 }  // namespace ladder

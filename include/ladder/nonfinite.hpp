@@ -59,6 +59,14 @@ struct RangeStats {
   bool operator==(const RangeStats&) const = default;
 };
 
+// What kv_range does to one value: the counters' classification, host and device alike (the
+// CUDA device counts inputs that live in device memory with it, src/cuda/count_inputs.cu).
+enum class RangeClass : std::uint8_t { kept, saturated, nonfinite };
+LADDER_HD RangeClass range_class(float x) {
+  if (x - x != 0.0f) return RangeClass::nonfinite;  // NaN - NaN and Inf - Inf are NaN
+  return x > kKvRangeMax || x < -kKvRangeMax ? RangeClass::saturated : RangeClass::kept;
+}
+
 // Adds to `stats` what kv_range does to x[0..n) (host memory).
 void count_range(const float* x, std::size_t n, RangeStats& stats);
 

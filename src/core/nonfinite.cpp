@@ -11,11 +11,10 @@ namespace ladder {
 
 void count_range(const float* x, std::size_t n, RangeStats& stats) {
   for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    if (!std::isfinite(v)) {
-      ++stats.nonfinite;
-    } else if (v > kKvRangeMax || v < -kKvRangeMax) {
-      ++stats.saturated;
+    switch (range_class(x[i])) {
+      case RangeClass::kept: break;
+      case RangeClass::saturated: ++stats.saturated; break;
+      case RangeClass::nonfinite: ++stats.nonfinite; break;
     }
   }
 }

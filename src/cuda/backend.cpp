@@ -34,7 +34,10 @@ using cuda_detail::BatchSpan;
 using cuda_detail::cuda_status;
 using cuda_detail::DeviceArray;
 using cuda_detail::LayerKernels;
+using cuda_detail::InputCount;
+using cuda_detail::kInputArrays;
 using cuda_detail::RouteLaunch;
+using cuda_detail::SlotInputs;
 
 // Pinned host memory (the graph's copy nodes read and write it at replay time).
 template <class T>
@@ -75,11 +78,12 @@ struct DeviceContext {
 };
 
 // One batch slot's activations in device memory, every layer: q and out [n_layers][n_heads][128],
-// k and v [n_layers][n_kv_heads][128].
+// k and v [n_layers][n_kv_heads][128]. The backend's staging for host-memory calls, the caller's
+// own buffers for device-memory calls.
 struct SlotIO {
-  float* q = nullptr;
-  float* k = nullptr;
-  float* v = nullptr;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
   float* out = nullptr;
 };
 
@@ -171,9 +175,11 @@ class CudaSequence final : public DeviceSequence {
   DeviceWorkspace ws_;
 };
 
-// The shape of a captured step: the bucket and each layer's kernel set.
+// The shape of a captured step: the bucket, where the activations live (host memory adds the
+// staging copies) and each layer's kernel set.
 struct StepKey {
   int bucket = 0;
+  Memory memory = Memory::host;
   std::vector<LayerKernels> layers;
   auto operator<=>(const StepKey&) const = default;
 };
@@ -230,29 +236,65 @@ class CudaBackend final : public DeviceBackend {
     return std::unique_ptr<DeviceSequence>(std::move(s));
   }
 
+  bool accepts(Memory) const override { return true; }
+  bool counts_inputs() const override { return true; }
+  RangeStats last_run_counts() const override { return last_counts_; }
+
+  // The count kernel alone over one step's device-memory activations, then a synchronous read.
+  Status check_finite_inputs(const SequenceStep& step) override {
+    LADDER_TRY(ensure_slots(1));
+    h_inputs_.get()[0] = SlotInputs{step.attend ? step.io.q : nullptr, step.io.k, step.io.v};
+    LADDER_TRY(cuda_status(cudaMemcpyAsync(d_inputs_.get(), h_inputs_.get(), sizeof(SlotInputs), cudaMemcpyHostToDevice,
+                                           stream_),
+                           "copying the input pointers"));
+    LADDER_TRY(enqueue_counts(1));
+    LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), "counting the inputs"));
+    static constexpr const char* kArrayNames[kInputArrays] = {"q", "k", "v"};
+    for (int l = 0; l < ctx_.g.n_layers; ++l)
+      for (int a = 0; a < kInputArrays; ++a) {
+        const InputCount c = h_counts_.get()[static_cast<std::size_t>(l) * kInputArrays + static_cast<std::size_t>(a)];
+        if (c.nonfinite != 0)
+          return make_error(ErrorCode::non_finite,
+                            fmt::format("layer {}: {} holds {} NaN or Inf value{} (the finite check is on: nothing "
+                                        "was appended)",
+                                        l, kArrayNames[a], c.nonfinite, c.nonfinite == 1 ? "" : "s"));
+      }
+    return {};
+  }
+
   Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
     const int n = static_cast<int>(steps.size());
     const bool attend = steps[0].attend;
+    const Memory memory = steps[0].io.memory;
     const int bucket = bucket_for(n);
     LADDER_TRY(ensure_slots(bucket));
     const std::size_t layers = static_cast<std::size_t>(ctx_.g.n_layers);
     StepKey key;
     key.bucket = bucket;
+    key.memory = memory;
     key.layers.resize(layers);
     for (int z = 0; z < bucket; ++z) {
       RouteLaunch* entries = h_steps_.get() + static_cast<std::size_t>(z) * layers;
       if (z >= n) {
         for (std::size_t l = 0; l < layers; ++l) entries[l] = cuda_detail::empty_launch(ctx_.shape);
+        h_inputs_.get()[z] = SlotInputs{};
         continue;
       }
       const SequenceStep& st = steps[static_cast<std::size_t>(z)];
       const auto& seq = static_cast<const CudaSequence&>(*seqs[static_cast<std::size_t>(z)]);
-      take_inputs(z, st.io);
+      SlotIO io;
+      if (memory == Memory::host) {
+        take_inputs(z, st.io);
+        io = staging_io(z);
+      } else {
+        io = SlotIO{st.io.q, st.io.k, st.io.v, st.io.out};
+      }
+      h_inputs_.get()[z] = SlotInputs{attend ? io.q : nullptr, io.k, io.v};
       if (!attend) {
-        seq.plan_fill(ctx_, st, slot_io(z), entries);
+        seq.plan_fill(ctx_, st, io, entries);
         continue;
       }
-      LADDER_TRY(seq.plan(ctx_, st, slot_io(z), entries));
+      LADDER_TRY(seq.plan(ctx_, st, io, entries));
       for (std::size_t l = 0; l < layers; ++l) {
         LayerKernels k = cuda_detail::layer_kernels(entries[l], ctx_.producer, seq.max_padded_rows(l));
         k.max_visible = seq.max_visible(l);
@@ -260,7 +302,7 @@ class CudaBackend final : public DeviceBackend {
       }
     }
     if (!attend) {
-      LADDER_TRY(enqueue_fill(bucket));
+      LADDER_TRY(enqueue_fill(bucket, memory));
     } else if (ctx_.copt.use_graph) {
       cudaGraphExec_t exec = nullptr;
       LADDER_TRY(graph_for(key, exec));
@@ -269,7 +311,13 @@ class CudaBackend final : public DeviceBackend {
       LADDER_TRY(enqueue_step(key));
     }
     LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), attend ? "running the step" : "storing the rows"));
-    if (attend)
+    last_counts_ = RangeStats{};
+    const InputCount* counts = h_counts_.get();
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n) * layers * kInputArrays; ++i) {
+      last_counts_.saturated += counts[i].saturated;
+      last_counts_.nonfinite += counts[i].nonfinite;
+    }
+    if (attend && memory == Memory::host)
       for (int z = 0; z < n; ++z)
         std::memcpy(steps[static_cast<std::size_t>(z)].io.out, h_out_.get() + static_cast<std::size_t>(z) * q_elems_,
                     q_elems_ * sizeof(float));
@@ -277,7 +325,8 @@ class CudaBackend final : public DeviceBackend {
   }
 
  private:
-  SlotIO slot_io(int z) const {
+  // Slot z's staging: where a host-memory call's activations are copied.
+  SlotIO staging_io(int z) const {
     const std::size_t zq = static_cast<std::size_t>(z) * q_elems_, zkv = static_cast<std::size_t>(z) * kv_elems_;
     return {d_q_.get() + zq, d_k_.get() + zkv, d_v_.get() + zkv, d_out_.get() + zq};
   }
@@ -301,6 +350,10 @@ class CudaBackend final : public DeviceBackend {
     const std::size_t entries = b * static_cast<std::size_t>(ctx_.g.n_layers);
     LADDER_TRY(h_steps_.allocate(entries, "step state"));
     LADDER_TRY(d_steps_.allocate(entries, "step state"));
+    LADDER_TRY(h_inputs_.allocate(b, "input pointers"));
+    LADDER_TRY(d_inputs_.allocate(b, "input pointers"));
+    LADDER_TRY(h_counts_.allocate(entries * kInputArrays, "input counts"));
+    LADDER_TRY(d_counts_.allocate(entries * kInputArrays, "input counts"));
     slots_ = bucket;
     return {};
   }
@@ -317,12 +370,18 @@ class CudaBackend final : public DeviceBackend {
     return BatchSpan{static_cast<std::size_t>(ctx_.g.n_layers) * sizeof(RouteLaunch), bucket};
   }
 
-  Status copy_in(int bucket, bool with_q) {
+  // The step state and the input pointers; for a host-memory call also the staged activations
+  // (q only when attending).
+  Status copy_in(int bucket, Memory memory, bool with_q) {
     const std::size_t b = static_cast<std::size_t>(bucket);
     const std::size_t entries = b * static_cast<std::size_t>(ctx_.g.n_layers);
     LADDER_TRY(cuda_status(
         cudaMemcpyAsync(d_steps_.get(), h_steps_.get(), entries * sizeof(RouteLaunch), cudaMemcpyHostToDevice, stream_),
         "copying the step state"));
+    LADDER_TRY(cuda_status(
+        cudaMemcpyAsync(d_inputs_.get(), h_inputs_.get(), b * sizeof(SlotInputs), cudaMemcpyHostToDevice, stream_),
+        "copying the input pointers"));
+    if (memory == Memory::device) return {};
     if (with_q)
       LADDER_TRY(cuda_status(
           cudaMemcpyAsync(d_q_.get(), h_q_.get(), b * q_elems_ * sizeof(float), cudaMemcpyHostToDevice, stream_),
@@ -335,9 +394,23 @@ class CudaBackend final : public DeviceBackend {
         "copying v");
   }
 
+  // N1's counts of every slot's inputs into h_counts_ ([bucket][n_layers][kInputArrays]).
+  Status enqueue_counts(int bucket) {
+    cuda_detail::clear_stale_error();
+    LADDER_TRY(cuda_status(cuda_detail::launch_count_inputs(d_inputs_.get(), bucket, ctx_.g.n_layers,
+                                                            ctx_.g.n_heads * ctx_.g.head_dim,
+                                                            ctx_.g.n_kv_heads * ctx_.g.head_dim, d_counts_.get(), stream_),
+                           "launching the input count"));
+    const std::size_t n = static_cast<std::size_t>(bucket) * static_cast<std::size_t>(ctx_.g.n_layers) * kInputArrays;
+    return cuda_status(
+        cudaMemcpyAsync(h_counts_.get(), d_counts_.get(), n * sizeof(InputCount), cudaMemcpyDeviceToHost, stream_),
+        "copying the input counts");
+  }
+
   // A fill: every slot's row stored, one store launch per layer.
-  Status enqueue_fill(int bucket) {
-    LADDER_TRY(copy_in(bucket, false));
+  Status enqueue_fill(int bucket, Memory memory) {
+    LADDER_TRY(copy_in(bucket, memory, false));
+    LADDER_TRY(enqueue_counts(bucket));
     cuda_detail::clear_stale_error();
     StoreParams grid;
     grid.n_kv_heads = ctx_.g.n_kv_heads;
@@ -350,10 +423,12 @@ class CudaBackend final : public DeviceBackend {
 
   // The whole step on stream_: inputs in, every layer's kernels over the bucket, outputs out.
   Status enqueue_step(const StepKey& key) {
-    LADDER_TRY(copy_in(key.bucket, true));
+    LADDER_TRY(copy_in(key.bucket, key.memory, true));
+    LADDER_TRY(enqueue_counts(key.bucket));
     for (std::size_t l = 0; l < key.layers.size(); ++l)
       LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps_.get() + l, span(key.bucket),
                                                   ctx_.producer, stream_));
+    if (key.memory == Memory::device) return {};
     const std::size_t b = static_cast<std::size_t>(key.bucket);
     return cuda_status(
         cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_elems_ * sizeof(float), cudaMemcpyDeviceToHost, stream_),
@@ -394,6 +469,11 @@ class CudaBackend final : public DeviceBackend {
   DeviceArray<float> d_q_, d_k_, d_v_, d_out_;
   PinnedArray<RouteLaunch> h_steps_;  // [slots][n_layers]
   DeviceArray<RouteLaunch> d_steps_;
+  PinnedArray<SlotInputs> h_inputs_;  // [slots]: what the count kernel reads
+  DeviceArray<SlotInputs> d_inputs_;
+  PinnedArray<InputCount> h_counts_;  // [slots][n_layers][kInputArrays]
+  DeviceArray<InputCount> d_counts_;
+  RangeStats last_counts_;
   std::map<StepKey, cudaGraphExec_t> graphs_;
 };
 

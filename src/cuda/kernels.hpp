@@ -84,6 +84,23 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStr
 // Fills n halfs with the f16 NaN pattern (unwritten rows poison whoever reads them).
 cudaError_t launch_poison_halfs(std::uint16_t* dst, std::int64_t n, cudaStream_t stream);
 
+// N1's counters over a call's activations in device memory (count_inputs.cu). Slot z's q, k, v
+// hold [n_layers][q_layer] / [n_layers][kv_layer] / [n_layers][kv_layer] floats; a null pointer
+// (no q in a fill, an empty slot) counts nothing. out: [count][n_layers][kInputArrays], every
+// entry written.
+enum InputArray : int { kInputQ = 0, kInputK = 1, kInputV = 2, kInputArrays = 3 };
+struct SlotInputs {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+};
+struct InputCount {
+  unsigned saturated = 0;
+  unsigned nonfinite = 0;
+};
+cudaError_t launch_count_inputs(const SlotInputs* slots, int count, int n_layers, int q_layer, int kv_layer,
+                                InputCount* out, cudaStream_t stream);
+
 // The read-bandwidth probe: streams `bytes` (a multiple of 16) with 16-byte loads.
 cudaError_t launch_read_stream(const void* src, std::int64_t bytes, unsigned blocks, unsigned never, unsigned* sink,
                                cudaStream_t stream);

@@ -23,6 +23,14 @@ const char* device_name(Device d) {
   return "?";
 }
 
+const char* memory_name(Memory m) {
+  switch (m) {
+    case Memory::host: return "host";
+    case Memory::device: return "device";
+  }
+  return "?";
+}
+
 Status Engine::encode_token(int position, const TokenIO& io) {
   const SequenceToken t{0, position, io};
   return encode(std::span<const SequenceToken>(&t, 1));
@@ -130,6 +138,10 @@ class DecodeEngine final : public Engine {
   Status check_call(std::span<const SequenceToken> batch, bool attend) const {
     if (batch.empty()) return bad("a call needs at least one sequence");
     std::vector<SequenceId> ids;
+    const Memory memory = batch.front().io.memory;
+    if (!dev_->accepts(memory))
+      return bad(fmt::format("TokenIO in {} memory: the {} device does not read it", memory_name(memory),
+                             device_name(dev_->device())));
     for (const SequenceToken& t : batch) {
       const auto it = seqs_.find(t.sequence);
       if (it == seqs_.end()) return bad(fmt::format("no sequence {} in this engine", t.sequence));
@@ -141,7 +153,11 @@ class DecodeEngine final : public Engine {
         return in_sequence(t.sequence, bad("TokenIO: k and v must be non-null"));
       if (attend && (t.io.q == nullptr || t.io.out == nullptr))
         return in_sequence(t.sequence, bad("TokenIO: encode needs non-null q and out"));
-      if (check_finite_) {
+      if (t.io.memory != memory)
+        return in_sequence(t.sequence, bad(fmt::format("TokenIO in {} memory, another sequence of the call in {}: "
+                                                       "one call's activations live in one kind of memory",
+                                                       memory_name(t.io.memory), memory_name(memory))));
+      if (check_finite_ && memory == Memory::host) {
         const Status s = check_token_finite(g_, t.io, attend);
         if (!s.ok()) return in_sequence(t.sequence, s);
       }
@@ -189,6 +205,13 @@ class DecodeEngine final : public Engine {
       LADDER_TRY(plan(batch[i], attend, steps[i], decisions[i]));
       devs[i] = seqs_.at(batch[i].sequence).planes.get();
     }
+    // N1's opt-in check over activations in device memory: the device reads them, before any
+    // row is stored.
+    if (check_finite_ && batch.front().io.memory == Memory::device)
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        const Status fin = dev_->check_finite_inputs(steps[i]);
+        if (!fin.ok()) return in_sequence(batch[i].sequence, fin);
+      }
     // Room for this call's trace first: a trace that cannot grow refuses the call up front.
     if (attend && opt_.record_trace) {
       try {
@@ -210,6 +233,7 @@ class DecodeEngine final : public Engine {
       return ran;
     }
     for (std::size_t i = 0; i < batch.size(); ++i) commit(batch[i].sequence, steps[i], decisions[i]);
+    if (dev_->counts_inputs()) range_ += dev_->last_run_counts();
     return {};
   }
 
@@ -230,6 +254,7 @@ class DecodeEngine final : public Engine {
       e.schedule = pinned_schedule(e.visible);
       trace_.push_back(e);
     }
+    if (dev_->counts_inputs()) return;  // the device counted what it read (step() adds it)
     if (st.attend) count_range(st.io.q, q_floats(g_), range_);
     count_range(st.io.k, kv_floats(g_), range_);
     count_range(st.io.v, kv_floats(g_), range_);

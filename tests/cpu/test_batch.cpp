@@ -138,6 +138,17 @@ TEST(CpuBatch, BadCallsAreRefusedAndLeaveEverySequenceUntouched) {
   SequenceToken no_q = f.token(a, 5, 1);
   no_q.io.q = nullptr;
   EXPECT_EQ(e.encode(std::span<const SequenceToken>(&no_q, 1)).code(), ErrorCode::invalid_argument);
+  // Activations in device memory: the CPU device reads host memory only; and one call's
+  // activations must all live in one kind of memory (the host-memory token is refused with them).
+  SequenceToken on_device = f.token(a, 5, 1);
+  on_device.io.memory = Memory::device;
+  const Status dev_refused = e.encode(std::span<const SequenceToken>(&on_device, 1));
+  EXPECT_EQ(dev_refused.code(), ErrorCode::invalid_argument) << dev_refused.to_string();
+  EXPECT_NE(dev_refused.message().find("device memory"), std::string::npos) << dev_refused.message();
+  std::vector<SequenceToken> mixed{f.token(0, 0, 1), on_device};
+  const Status mixed_refused = e.encode(mixed);
+  EXPECT_EQ(mixed_refused.code(), ErrorCode::invalid_argument) << mixed_refused.to_string();
+  EXPECT_NE(mixed_refused.message().find("one kind of memory"), std::string::npos) << mixed_refused.message();
   EXPECT_EQ(all_states(e), before);
   // The next good call works.
   std::vector<SequenceToken> next{f.token(a, 5, 1), f.token(0, 0, 1)};
