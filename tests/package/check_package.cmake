@@ -75,7 +75,7 @@ if(at EQUAL -1)
   message(FATAL_ERROR "the consumer's compile command does not use ${prefix}/include:\n${command}")
 endif()
 set(forbidden -mavx2 -mfma -mf16c -ffp-contract --fmad -Wall -Wextra -fsanitize FMT_HEADER_ONLY LADDER_HAS_CUDA
-              "${SOURCE_DIR}/src" "${SOURCE_DIR}/include")
+              "${SOURCE_DIR}/src" "${SOURCE_DIR}/include" "${BUILD_DIR}/generated")
 foreach(flag IN LISTS forbidden)
   string(FIND "${command}" "${flag}" at)
   if(NOT at EQUAL -1)
