@@ -11,7 +11,7 @@ events, time per call = replay time / sets, median over replays.
 ladder's times come from `ladder bench --json` (--ladder-json), which runs the same protocol;
 ladder is also checked on this script's data through the Python module when it is importable.
 
-Writes peers.json and peers.png (time and fraction of ceiling vs depth) into --out.
+Writes peers.json and peers.png (bench/plot.py: time and fraction of ceiling vs depth) into --out.
 """
 import argparse
 import datetime
@@ -276,44 +276,6 @@ def ladder_rows(path):
     return report, layer
 
 
-def plot(results, ceiling, ladder_layer, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_t, ax_f) = plt.subplots(1, 2, figsize=(13, 5))
-    series = {}
-    for depth, cases in sorted(ladder_layer.items()):
-        for case, us in cases.items():
-            series.setdefault(("ladder " + case, 1), []).append((depth, us))
-    for r in results:
-        if r.get("status") == "ok" and r["peer"] != "ladder-check":
-            series.setdefault((r["peer"], r["batch"]), []).append((r["depth"], r["median_us"]))
-    colors = plt.cm.tab20.colors  # twenty distinct colours: one per series, none repeated
-    for index, ((name, batch), pts) in enumerate(sorted(series.items())):
-        pts.sort()
-        d = [p[0] for p in pts]
-        us = [p[1] for p in pts]
-        frac = [kv_bytes(batch, x) / (t * 1e3) / ceiling for x, t in pts]
-        style = "-o" if name.startswith("ladder") else "--s"
-        label = "%s (batch %d)" % (name, batch)
-        color = colors[index % len(colors)]
-        ax_t.plot(d, us, style, label=label, color=color)
-        ax_f.plot(d, frac, style, label=label, color=color)
-    for ax in (ax_t, ax_f):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("depth (tokens)")
-        ax.grid(True, which="both", alpha=0.3)
-    ax_t.set_yscale("log")
-    ax_t.set_ylabel("time per call (us, median)")
-    ax_f.set_ylabel("fraction of bandwidth ceiling")
-    ax_f.set_ylim(0, 1.05)
-    ax_t.legend(fontsize=7)
-    fig.suptitle("decode attention, 32:2 heads, head_dim 128, f16 KV (%s)" % torch.cuda.get_device_name())
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ladder-json", help="output of `ladder bench --json` from the same device")
@@ -428,8 +390,11 @@ def main():
            "cudnn_version": torch.backends.cudnn.version()}
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump(out, f, indent=2)
+    # The plot is bench/plot.py's (beside this script): ladder's routes and the peers, per depth.
     try:
-        plot(results, ceil_gbps, ladder_layer, os.path.join(args.out, "peers.png"))
+        import plot as layer_plot
+        layer_plot.draw(ladder_report, out, os.path.join(args.out, "peers.png"), batches,
+                        args.ladder_json or "bench.json", "peers.json")
     except Exception as e:
         print("note: no plot: %s" % e)
     return 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build and run every test: the GoogleTest suites through CTest (GPU tests skip without a GPU),
 # the same suites again under AddressSanitizer + UndefinedBehaviorSanitizer, the CPU suites
-# under ThreadSanitizer (scripts/tsan.sh), and the Python tests when python/tests exists.
+# under ThreadSanitizer (scripts/tsan.sh), and, when python/tests exists, the Python wheel (built,
+# installed on its own and checked) and the Python tests.
 # Installs missing build dependencies with apt-get.
 # Environment: LADDER_BUILD_DIR (default build/; the sanitizer build goes to <it>-asan),
 # LADDER_CUDA (AUTO, ON or OFF; default AUTO).
@@ -28,20 +29,41 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir "$build-asan" --output-on-failure -j "$jobs"
 
 if [ -d "$root/python/tests" ]; then
-  echo "== Python tests (python/tests)"
+  echo "== Python wheel and tests (pip wheel ./python; python/tests, bench/tests)"
   if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     ladder_apt_install python3-venv python3-pip
   fi
   venv="$build/python-venv"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  # [transformers] brings torch and transformers 5.x from PyPI for the tensor, cache and
-  # transformers tests: downloaded into this venv on the first run only (torch with its CUDA
-  # libraries, about 5.6 GB; 93 s on the development machine), found installed on later runs.
-  "$venv/bin/python" -m pip install -q "$root/python[test,transformers]" -Ccmake.define.LADDER_CUDA=OFF
+  # The module is built as a user builds it, `pip wheel ./python`, CPU only, into a build folder
+  # kept between runs ($build/python-build: an unchanged tree rebuilds in seconds). The build
+  # tools come from this venv (--no-build-isolation), so that folder's CMake cache stays valid.
+  "$venv/bin/python" -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.0"
+  wheels="$build/python-wheel"
+  rm -rf "$wheels"
+  "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$wheels" "$root/python" \
+    -Ccmake.define.LADDER_CUDA=OFF -Cbuild-dir="$build/python-build"
+  wheel=$(echo "$wheels"/ladder-*.whl)
+  # The wheel alone (pip install --target), imported by a fresh process started outside the
+  # source tree: version and one attend against numpy f64 (tests/package/check_wheel.py).
+  version=$(sed -n 's/^project(ladder VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+  scratch=$(mktemp -d)
+  "$venv/bin/python" -m pip install -q --no-deps --no-index --target "$scratch/site" "$wheel"
+  (cd "$scratch" && "$venv/bin/python" "$root/tests/package/check_wheel.py" "$scratch/site" "$version")
+  rm -rf "$scratch"
+  # The same wheel into the test venv. [transformers] brings torch and transformers 5.x from
+  # PyPI for the tensor, cache and transformers tests, [bench] matplotlib for bench/plot.py:
+  # downloaded into this venv on the first run only (torch with its CUDA libraries, about 5.6 GB;
+  # 93 s on the development machine), found installed on later runs. The second install puts
+  # this build's wheel in place of an earlier one of the same version.
+  "$venv/bin/python" -m pip install -q "$wheel[test,transformers,bench]"
+  "$venv/bin/python" -m pip install -q --no-deps --force-reinstall "$wheel"
   # Run from the build folder: from python/ the source package would shadow the installed one.
   # A suite that collects no tests exits 5 and fails here too: a silently empty suite is a defect.
   (cd "$build" && "$venv/bin/python" -m pytest -q "$root/python/tests")
+  # bench/plot.py on the committed benchmark outputs (docs/bench/) and on bad input.
+  (cd "$build" && "$venv/bin/python" -m pytest -q "$root/bench/tests")
 fi
 
 # The CPU suites again under ThreadSanitizer: the worker pool, set_threads while decoding and

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "ladder/version.hpp"
 
 namespace ladder::cli {
 std::vector<Command>& registry() {
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
       "caches.\nEach layer and token takes one of four routes (vec, splitk, interleaved, staged) chosen by the "
       "route ladder's predicates after the KV append.",
       "ladder"};
-  app.set_version_flag("--version", "ladder 0.1.0");
+  app.set_version_flag("--version", std::string("ladder ") + ladder::kVersion);
   app.require_subcommand(1);
   app.fallthrough(false);
 
