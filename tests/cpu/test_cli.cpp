@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ladder/engine.hpp"
+#include "ladder/version.hpp"
 
 namespace {
 
@@ -59,7 +60,7 @@ TEST_F(Cli, TopLevel) {
   EXPECT_RUN("", kUsage, "subcommand is required");
   EXPECT_RUN("frobnicate", kUsage, "unknown command 'frobnicate'");
   EXPECT_RUN("--help", kOk, "route ladder");
-  EXPECT_RUN("--version", kOk, "ladder 0.1.0");
+  EXPECT_RUN("--version", kOk, std::string("ladder ") + kVersion);
   EXPECT_RUN("--bogus", kUsage, "ladder: error:");
 }
 
