@@ -379,7 +379,8 @@ def main():
                               "fraction_of_ceiling": frac, "ratio_to_ladder": ratio})
             print(line)
     if any(b != 1 for b in batches):
-        print("note: ladder has no batched decode yet (E3); batch-16 rows are peers only")
+        print("note: batch > 1 rows are peers only: ladder's batched rows are whole 52-layer steps through "
+              "Engine::encode ('encode, batch N' in ladder bench's output), not single layers")
     for peer, reason in unavailable.items():
         print("note: %s not measured: %s" % (peer, reason))
 
