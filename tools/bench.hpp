@@ -151,9 +151,12 @@ std::vector<int> same_depths(int b, int d);
 std::vector<int> mixed_depths(int b, int d);
 // The batch rows of a report on `device` (each batch size of o.batches at each step depth up to
 // o.batch_max_depth, both shapes), appended to `rows`.
+// How a batch row makes its engine (the CUDA bench: with per-call GPU timing); empty:
+// Engine::create.
+using MakeEngine = std::function<Result<std::unique_ptr<Engine>>(const Geometry&, const EngineOptions&)>;
 // With `device_io`, every row is timed a second time with the activations in device memory.
 Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows,
-                      const DeviceActivations& device_io = {});
+                      const DeviceActivations& device_io = {}, const MakeEngine& make = {});
 
 // A single-layer case's plane, the same on both devices: a ring has window = capacity = depth
 // and is timed wrapped (origin_physical != 0, len == capacity), the state every ring route can

@@ -138,18 +138,23 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
       }
     LADDER_TRY(e.fill(call));
   }
-  std::vector<double> us;
+  std::vector<double> us, gpu_us;  // host clock per call; the device's own time when it keeps one
   double first_us = 0.0;
   const DeviceStats before = e.device_stats();
   for (int c = 0; c < timed + warm; ++c) {
     std::vector<SequenceToken> call;
     for (std::size_t i = 0; i < b; ++i)
       call.push_back({ids[i], depths[i] - timed - warm + c, io_of(i)});
+    const DeviceStats s0 = e.device_stats();
     const auto t0 = std::chrono::steady_clock::now();
     LADDER_TRY(e.encode(call));
     const double dt = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    const DeviceStats s1 = e.device_stats();
     if (c == 0) first_us = dt;
-    if (c >= warm) us.push_back(dt);
+    if (c >= warm) {
+      us.push_back(dt);
+      if (s1.timed_calls > s0.timed_calls) gpu_us.push_back(s1.device_us - s0.device_us);
+    }
   }
   const int captures = e.device_stats().captures - before.captures;
   Row row;
@@ -162,6 +167,9 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
   }
   row.note = fmt::format("{} sequences per call, depths {}..{}, activations in {} memory", b, shallowest, deepest,
                          device_io != nullptr ? "device" : "host");
+  if (!gpu_us.empty())
+    row.note += fmt::format("; GPU time per call {:.1f} us (median, CUDA events: copies and kernels)",
+                            summarize(std::move(gpu_us)).median_us);
   // What a recapture per call would cost: the first call of a new shape captures its step graph.
   if (captures > 0) row.note += fmt::format("; first call {:.0f} us ({} graph capture{})", first_us, captures, captures > 1 ? "s" : "");
   for (const std::vector<float>& out : outs) flag_non_finite(out.data(), out.size(), row.note);
@@ -175,7 +183,7 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
 }
 
 Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows,
-                      const DeviceActivations& device_io) {
+                      const DeviceActivations& device_io, const MakeEngine& make) {
   constexpr std::uint64_t kBatchSeed = 17;
   constexpr int kBatchWarmups = 2;
   for (int d : o.step_depths) {
@@ -195,7 +203,7 @@ Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::v
                                    mixed ? "mixed lengths" : "same depth", in_device_memory ? "device" : "host", d));
           EngineOptions eo;
           eo.device = device;
-          Result<std::unique_ptr<Engine>> made = Engine::create(g, eo);
+          Result<std::unique_ptr<Engine>> made = make ? make(g, eo) : Engine::create(g, eo);
           if (!made) return made.status();
           Result<Row> r = time_encode_batch(**made, mixed ? mixed_depths(b, d) : same_depths(b, d), o.reps,
                                             kBatchWarmups, kBatchSeed, in_device_memory ? &on_device : nullptr,

@@ -455,7 +455,12 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
     LADDER_TRY(cu(cudaMemcpy(h.data(), io.out, n * sizeof(float), cudaMemcpyDeviceToHost), "reading an output"));
     return h;
   };
-  LADDER_TRY(add_batch_rows(g, Device::cuda, o, rep.rows, on_device));
+  const MakeEngine timed = [](const Geometry& geo, const EngineOptions& eo) {
+    cuda::CudaEngineOptions copt = cuda::default_engine_options();
+    copt.time_steps = true;
+    return cuda::create_engine(geo, eo, copt);
+  };
+  LADDER_TRY(add_batch_rows(g, Device::cuda, o, rep.rows, on_device, timed));
   rep.notes.push_back(fmt::format(
       "single layer: {} KV heads x head_dim {} f16, {} query heads; a graph of one run_route per rotated buffer "
       "set, time per layer = replay time / sets; rings wrapped with window = capacity = depth",

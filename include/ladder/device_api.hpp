@@ -70,6 +70,10 @@ struct SequenceStep {
 struct DeviceStats {
   int captures = 0;  // step graphs captured and instantiated (a new route mix)
   int replays = 0;   // steps served by replaying a cached graph
+  // With CudaEngineOptions::time_steps: calls timed, and their summed GPU time (CUDA events
+  // around each call's copies and kernels on the device's stream).
+  int timed_calls = 0;
+  double device_us = 0.0;
 };
 
 // One sequence's planes (one per layer, PlaneConfig::for_layer) on a device. The engine owns

@@ -201,6 +201,8 @@ class CudaBackend final : public DeviceBackend {
 
   ~CudaBackend() override {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    for (cudaEvent_t e : timing_)
+      if (e != nullptr) cudaEventDestroy(e);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -218,6 +220,8 @@ class CudaBackend final : public DeviceBackend {
     info_ = *info;
     q_elems_ = static_cast<std::size_t>(ctx_.g.n_layers) * ctx_.g.n_heads * ctx_.g.head_dim;
     kv_elems_ = static_cast<std::size_t>(ctx_.g.n_layers) * ctx_.g.n_kv_heads * ctx_.g.head_dim;
+    if (ctx_.copt.time_steps)
+      for (cudaEvent_t& e : timing_) LADDER_TRY(cuda_status(cudaEventCreate(&e), "creating a timing event"));
     return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
   }
 
@@ -301,6 +305,7 @@ class CudaBackend final : public DeviceBackend {
         key.layers[l] = cuda_detail::merge(key.layers[l], k);
       }
     }
+    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[0], stream_), "timing a call"));
     if (!attend) {
       LADDER_TRY(enqueue_fill(bucket, memory));
     } else if (ctx_.copt.use_graph) {
@@ -310,7 +315,14 @@ class CudaBackend final : public DeviceBackend {
     } else {
       LADDER_TRY(enqueue_step(key));
     }
+    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[1], stream_), "timing a call"));
     LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), attend ? "running the step" : "storing the rows"));
+    if (ctx_.copt.time_steps) {
+      float ms = 0.0f;
+      LADDER_TRY(cuda_status(cudaEventElapsedTime(&ms, timing_[0], timing_[1]), "timing a call"));
+      ++stats_.timed_calls;
+      stats_.device_us += static_cast<double>(ms) * 1e3;
+    }
     last_counts_ = RangeStats{};
     const InputCount* counts = h_counts_.get();
     for (std::size_t i = 0; i < static_cast<std::size_t>(n) * layers * kInputArrays; ++i) {
@@ -463,6 +475,7 @@ class CudaBackend final : public DeviceBackend {
   DeviceInfo info_;
   DeviceStats stats_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t timing_[2] = {nullptr, nullptr};  // time_steps: recorded before and after a call's work
   std::size_t q_elems_ = 0, kv_elems_ = 0;  // one slot, every layer
   int slots_ = 0;
   PinnedArray<float> h_q_, h_k_, h_v_, h_out_;

@@ -156,12 +156,16 @@ struct CudaEngineOptions {
   // Capture the per-token step as a CUDA graph and replay it (E2). false = eager launches.
   bool use_graph = true;
   LaunchTuning tuning;
+  // Time every call's work on the GPU with a pair of CUDA events (DeviceStats::device_us): what
+  // the benches report beside the host clock. Off by default (two event records per call).
+  bool time_steps = false;
 };
 // What Device::cuda engines run with: the defaults, with LADDER_CUDA_GRAPH=0 selecting eager.
 CudaEngineOptions default_engine_options();
-// The CUDA device for the engine (device_api.hpp). Each sequence has its planes, staging,
-// scratch, stream and graph cache; the steps of a call are enqueued on their sequences'
-// streams and then awaited, so sequences overlap on the GPU. Growing planes are allocated at
+// The CUDA device for the engine (device_api.hpp). Each sequence owns its planes and scratch;
+// the device owns one stream, the staging of host-memory activations and the step graphs. The
+// sequences of a call are the slots of a power-of-two bucket: one launch per layer and kernel
+// family covers all of them (src/cuda/backend.cpp). Growing planes are allocated at
 // max_context rows up front (no device copy on growth); their PlaneState still grows exactly
 // as on the CPU, so routes match. no_device in a build without CUDA.
 Result<std::unique_ptr<DeviceBackend>> create_backend(const Geometry& g, const CudaEngineOptions& copt);
