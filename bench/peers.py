@@ -269,11 +269,18 @@ def ladder_rows(path):
         return None, {}
     with open(path) as f:
         report = json.load(f)
-    layer = {}
+    layer = {}  # (batch, depth) -> {case: median us}
     for r in report["rows"]:
         if r["kind"] == "layer":
-            layer.setdefault(r["depth"], {})[r["name"]] = r["median_us"]
+            layer.setdefault((1, r["depth"]), {})[r["name"]] = r["median_us"]
+        elif r["kind"] == "layer-batch":  # one layer over a batch, GPU time (ladder bench --batch)
+            layer.setdefault((r["batch"], r["depth"]), {})[r["name"]] = r["median_us"]
     return report, layer
+
+
+def reference_case(batch):
+    """The ladder row a peer's x_ladder ratio divides by."""
+    return LADDER_REFERENCE_CASE if batch == 1 else "nope (growing) layer, batch %d" % batch
 
 
 def main():
@@ -355,11 +362,10 @@ def main():
     table = []
     for batch, depth in shapes:
         floor_us = kv_bytes(batch, depth) / (ceil_gbps * 1e3)
-        lad = ladder_layer.get(depth, {}).get(LADDER_REFERENCE_CASE) if batch == 1 else None
+        lad = ladder_layer.get((batch, depth), {}).get(reference_case(batch))
         entries = []
-        if batch == 1:
-            for case, us in sorted(ladder_layer.get(depth, {}).items()):
-                entries.append(("ladder " + case, us))
+        for case, us in sorted(ladder_layer.get((batch, depth), {}).items()):
+            entries.append(("ladder " + case, us))
         for r in results:
             if r["peer"] != "ladder-check" and r["batch"] == batch and r["depth"] == depth:
                 entries.append((r["peer"], r["median_us"] if r["status"] == "ok" else None, r))
@@ -379,8 +385,9 @@ def main():
                               "fraction_of_ceiling": frac, "ratio_to_ladder": ratio})
             print(line)
     if any(b != 1 for b in batches):
-        print("note: batch > 1 rows are peers only: ladder's batched rows are whole 52-layer steps through "
-              "Engine::encode ('encode, batch N' in ladder bench's output), not single layers")
+        print("note: ladder's batch > 1 rows are one layer through Engine::encode over the batch, activations "
+              "in device memory, GPU time by CUDA events (launch structs' copy, N1's count kernel, the route's "
+              "kernels); not rotated, so below ~32768 the planes may sit in L2")
     for peer, reason in unavailable.items():
         print("note: %s not measured: %s" % (peer, reason))
 

@@ -69,6 +69,9 @@ struct Row {
   std::int64_t fmas = 0;      // multiply-adds the case must do: q.k and w.v per head and token
   int rotation_sets = 1;      // distinct buffer sets the timed runs rotate through
   std::int64_t rotated_bytes = 0;
+  // The device's own time per call (CUDA events), when the engine's device kept one: median,
+  // min, max.
+  double device_median_us = 0.0, device_min_us = 0.0, device_max_us = 0.0;
   std::string note;
   // Derived against the run's ceiling.
   double gbps() const { return median_us > 0 ? static_cast<double>(bytes) / (median_us * 1e3) : 0.0; }
@@ -154,6 +157,15 @@ std::vector<int> mixed_depths(int b, int d);
 // How a batch row makes its engine (the CUDA bench: with per-call GPU timing); empty:
 // Engine::create.
 using MakeEngine = std::function<Result<std::unique_ptr<Engine>>(const Geometry&, const EngineOptions&)>;
+// One layer of class `cls` over `b` sequences at `depth` visible tokens: an engine of a one-layer
+// geometry (a ring of window = capacity = depth, like the single-layer rows, or a growing
+// plane), every sequence filled to the depth, then timed calls of all b. The row's median is the
+// device's own time per call (CUDA events: the launch structs' copy, N1's count kernel and the
+// route's kernels over every sequence) and its note gives the host clock's; the activations stay
+// in device memory. Comparable with a peer's batched single-layer call at L >= 32768, where the
+// b planes exceed the L2 (the rows are not rotated).
+Result<Row> time_layer_batch(const Geometry& g, LayerClass cls, int depth, int b, int reps,
+                             const DeviceActivations& device_io, const MakeEngine& make);
 // With `device_io`, every row is timed a second time with the activations in device memory.
 Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows,
                       const DeviceActivations& device_io = {}, const MakeEngine& make = {});

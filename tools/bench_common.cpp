@@ -167,9 +167,14 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
   }
   row.note = fmt::format("{} sequences per call, depths {}..{}, activations in {} memory", b, shallowest, deepest,
                          device_io != nullptr ? "device" : "host");
-  if (!gpu_us.empty())
+  if (!gpu_us.empty()) {
+    const Timing t = summarize(std::move(gpu_us));
+    row.device_median_us = t.median_us;
+    row.device_min_us = t.min_us;
+    row.device_max_us = t.max_us;
     row.note += fmt::format("; GPU time per call {:.1f} us (median, CUDA events: copies and kernels)",
-                            summarize(std::move(gpu_us)).median_us);
+                            row.device_median_us);
+  }
   // What a recapture per call would cost: the first call of a new shape captures its step graph.
   if (captures > 0) row.note += fmt::format("; first call {:.0f} us ({} graph capture{})", first_us, captures, captures > 1 ? "s" : "");
   for (const std::vector<float>& out : outs) flag_non_finite(out.data(), out.size(), row.note);
@@ -180,6 +185,38 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
       flag_non_finite(out->data(), out->size(), row.note);
     }
   return row;
+}
+
+Result<Row> time_layer_batch(const Geometry& g, LayerClass cls, int depth, int b, int reps,
+                             const DeviceActivations& device_io, const MakeEngine& make) {
+  constexpr std::uint64_t kLayerBatchSeed = 29;
+  constexpr int kLayerBatchWarmups = 2;
+  Geometry one = g;
+  one.n_layers = 1;
+  one.layer_classes = {cls};
+  one.nope_period = 0;
+  one.ring_slack = 0;
+  if (cls == LayerClass::swa) one.window = depth;
+  one.max_context = std::max(one.max_context, depth + 1);
+  LADDER_TRY(one.validate());
+  EngineOptions eo;
+  eo.device = Device::cuda;
+  Result<std::unique_ptr<Engine>> made = make(one, eo);
+  if (!made) return made.status();
+  Result<std::vector<TokenIO>> on_device = device_io.make(one, b, kLayerBatchSeed);
+  if (!on_device) return on_device.status();
+  Result<Row> r = time_encode_batch(**made, std::vector<int>(static_cast<std::size_t>(b), depth), reps,
+                                    kLayerBatchWarmups, kLayerBatchSeed, &*on_device, &device_io);
+  if (!r) return r.status();
+  if (r->device_median_us <= 0.0) return make_error(ErrorCode::internal, "the layer-batch row's device kept no time");
+  const double host_us = r->median_us;
+  r->kind = "layer-batch";
+  r->name = fmt::format("{} layer, batch {}", cls == LayerClass::swa ? "swa (ring)" : "nope (growing)", b);
+  r->median_us = r->device_median_us;
+  r->min_us = r->device_min_us;
+  r->max_us = r->device_max_us;
+  r->note += fmt::format("; row time = GPU time; host clock per call {:.1f} us", host_us);
+  return r;
 }
 
 Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows,

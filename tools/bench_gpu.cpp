@@ -461,6 +461,16 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
     return cuda::create_engine(geo, eo, copt);
   };
   LADDER_TRY(add_batch_rows(g, Device::cuda, o, rep.rows, on_device, timed));
+  // One layer over each batch size at each single-layer depth: what a peer's batched
+  // single-layer call is compared with.
+  for (int b : o.batches)
+    for (int d : o.depths)
+      for (const LayerClass cls : {LayerClass::swa, LayerClass::nope}) {
+        progress(fmt::format("one {} layer, batch {} at depth {} (GPU time)", layer_class_name(cls), b, d));
+        Result<Row> r = time_layer_batch(g, cls, d, b, o.reps, on_device, timed);
+        if (!r) return r.status();
+        rep.rows.push_back(*r);
+      }
   rep.notes.push_back(fmt::format(
       "single layer: {} KV heads x head_dim {} f16, {} query heads; a graph of one run_route per rotated buffer "
       "set, time per layer = replay time / sets; rings wrapped with window = capacity = depth",

@@ -122,6 +122,7 @@ nlohmann::json to_json(const bench::Report& rep) {
                         {"ratio_to_floor", r.median_us / floor_us},
                         {"rotation_sets", r.rotation_sets},
                         {"rotated_bytes", r.rotated_bytes}};
+    if (r.device_median_us > 0) j["device_median_us"] = r.device_median_us;
     if (rep.ceiling.fma_per_s > 0) {
       const bench::Roofline roof = bench::roofline(r, rep.ceiling);
       j["fmas"] = r.fmas;

@@ -60,7 +60,7 @@ TEST_F(Cli, TopLevel) {
   EXPECT_RUN("", kUsage, "subcommand is required");
   EXPECT_RUN("frobnicate", kUsage, "unknown command 'frobnicate'");
   EXPECT_RUN("--help", kOk, "route ladder");
-  EXPECT_RUN("--version", kOk, std::string("ladder ") + kVersion);
+  EXPECT_RUN("--version", kOk, std::string("ladder ") + ladder::kVersion);
   EXPECT_RUN("--bogus", kUsage, "ladder: error:");
 }
 
