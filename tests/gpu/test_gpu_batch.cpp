@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu/batch_sweep.hpp"
+#include "gpu/gpu_batch_cases.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/cuda_engine.hpp"
 
@@ -16,25 +17,9 @@ namespace {
 
 using test::BatchRun;
 using test::first_difference;
+using test::GpuBatchCase;
+using test::gpu_batch_cases;
 using test::run_batch;
-
-struct GpuBatchCase {
-  const char* name;
-  test::BatchSwitchCase switches;
-  bool graph;
-  cuda::GpuFusion fusion;
-};
-
-std::vector<GpuBatchCase> gpu_batch_cases() {
-  std::vector<GpuBatchCase> out;
-  for (const test::BatchSwitchCase& c : test::batch_switch_cases()) {
-    out.push_back({c.name, c, true, cuda::GpuFusion::separate});
-  }
-  const test::BatchSwitchCase def = test::batch_switch_cases()[0];
-  out.push_back({"default_eager", def, false, cuda::GpuFusion::separate});
-  out.push_back({"default_fused", def, true, cuda::GpuFusion::fused});
-  return out;
-}
 
 class GpuBatchInvariance : public ::testing::TestWithParam<GpuBatchCase> {};
 

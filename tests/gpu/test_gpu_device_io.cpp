@@ -12,6 +12,7 @@
 #include <map>
 
 #include "cpu/batch_sweep.hpp"
+#include "gpu/gpu_batch_cases.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/cuda_engine.hpp"
 
@@ -59,21 +60,8 @@ struct DeviceToken {
   TokenIO io() const { return TokenIO{q.get(), k.get(), v.get(), out.get(), Memory::device}; }
 };
 
-struct DeviceIoCase {
-  const char* name;
-  test::BatchSwitchCase switches;
-  bool graph;
-  cuda::GpuFusion fusion;
-};
-
-std::vector<DeviceIoCase> device_io_cases() {
-  std::vector<DeviceIoCase> out;
-  for (const test::BatchSwitchCase& c : test::batch_switch_cases()) out.push_back({c.name, c, true, cuda::GpuFusion::separate});
-  const test::BatchSwitchCase def = test::batch_switch_cases()[0];
-  out.push_back({"default_eager", def, false, cuda::GpuFusion::separate});
-  out.push_back({"default_fused", def, true, cuda::GpuFusion::fused});
-  return out;
-}
+using DeviceIoCase = test::GpuBatchCase;
+constexpr auto device_io_cases = test::gpu_batch_cases;
 
 std::unique_ptr<Engine> make_engine(const DeviceIoCase& c, bool check_finite = false) {
   EngineOptions opt;

@@ -1,0 +1,29 @@
+// The GPU batch sweeps' cases, shared by test_gpu_batch.cpp and test_gpu_device_io.cpp: every
+// switch setting of the CPU sweep (every route) in graph replay, plus the default in eager
+// launches and with the fused one-kernel-per-layer route.
+#pragma once
+
+#include <vector>
+
+#include "cpu/batch_sweep.hpp"
+#include "ladder/cuda_engine.hpp"
+
+namespace ladder::test {
+
+struct GpuBatchCase {
+  const char* name;
+  BatchSwitchCase switches;
+  bool graph;
+  cuda::GpuFusion fusion;
+};
+
+inline std::vector<GpuBatchCase> gpu_batch_cases() {
+  std::vector<GpuBatchCase> out;
+  for (const BatchSwitchCase& c : batch_switch_cases()) out.push_back({c.name, c, true, cuda::GpuFusion::separate});
+  const BatchSwitchCase def = batch_switch_cases()[0];
+  out.push_back({"default_eager", def, false, cuda::GpuFusion::separate});
+  out.push_back({"default_fused", def, true, cuda::GpuFusion::fused});
+  return out;
+}
+
+}  // namespace ladder::test
