@@ -58,11 +58,14 @@ struct LayerStep {
   PlaneState next;
 };
 
-// One sequence's step: every layer in order. attend == false is a pure KV append (fill).
+// One sequence's step: layers first_layer .. first_layer + layers.size() - 1, in order (every
+// layer for a whole token; one for Engine::encode_layer). io holds those layers only, in
+// TokenIO's layout. attend == false is a pure KV append (fill).
 struct SequenceStep {
   int position = 0;
   bool attend = true;
   TokenIO io;
+  int first_layer = 0;
   std::vector<LayerStep> layers;
 };
 

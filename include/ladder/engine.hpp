@@ -72,6 +72,16 @@ class Engine {
   // The same as a pure KV append (io.q and io.out ignored): no attention, no trace.
   virtual Status fill(std::span<const SequenceToken> batch) = 0;
 
+  // One layer of one token for every listed sequence: what a model that runs its layers in turn
+  // needs (an attention backend called once per layer). io holds that layer only: q and out
+  // [n_heads][head_dim], k and v [n_kv_heads][head_dim]. Each layer's plane keeps its own next
+  // position, so a token is whole once every layer has had it; encode() and encode_layer() may
+  // be mixed as long as each layer sees positions in order. The same all-or-nothing rule, trace
+  // and counters as encode().
+  virtual Status encode_layer(int layer, std::span<const SequenceToken> batch) = 0;
+  // The same as a pure KV append of one layer (a prompt's rows, without attention).
+  virtual Status fill_layer(int layer, std::span<const SequenceToken> batch) = 0;
+
   // Sequence 0's forms of encode and fill. Positions must arrive in order from 0; a refused
   // position leaves every plane untouched.
   Status encode_token(int position, const TokenIO& io);

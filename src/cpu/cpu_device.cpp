@@ -27,11 +27,12 @@ class CpuSequence final : public DeviceSequence {
     } catch (const std::bad_alloc&) {
       return make_error(ErrorCode::out_of_memory, "cannot hold a step's prepared appends");
     }
-    for (std::size_t l = 0; l < planes_.size(); ++l) {
+    for (std::size_t i = 0; i < step.layers.size(); ++i) {
+      const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
       Result<PreparedAppend> p = planes_[l].prepare_append(step.position);
       if (!p) return in_layer(static_cast<int>(l), p.status());
       // The engine planned the same append from its own record of the state; they must agree.
-      if (p->plan.slot != step.layers[l].slot || !(p->plan.next == step.layers[l].next))
+      if (p->plan.slot != step.layers[i].slot || !(p->plan.next == step.layers[i].next))
         return in_layer(static_cast<int>(l), make_error(ErrorCode::internal, "the plane's state and the engine's differ"));
       prepared.push_back(std::move(p).value());
     }
@@ -100,14 +101,16 @@ class CpuBackend final : public DeviceBackend {
     const std::size_t kv_layer = static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim;
     std::vector<PreparedAppend> pending = std::move(s.pending());
     s.pending().clear();
-    for (std::size_t l = 0; l < s.planes().size(); ++l) {
+    // Layer first_layer + i of the plane set; its activations at offset i of the step's io.
+    for (std::size_t i = 0; i < step.layers.size(); ++i) {
+      const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
       HostPlane& plane = s.planes()[l];
-      const int slot = plane.commit_append(std::move(pending[l]));
-      const float* k = step.io.k + l * kv_layer;
-      const float* v = step.io.v + l * kv_layer;
+      const int slot = plane.commit_append(std::move(pending[i]));
+      const float* k = step.io.k + i * kv_layer;
+      const float* v = step.io.v + i * kv_layer;
       if (step.attend) {
-        const LayerIO io{step.io.q + l * q_layer, k, v, step.io.out + l * q_layer};
-        const Status st = run_route(step.layers[l].route, plane, step.position, slot, shape_, io, ws_);
+        const LayerIO io{step.io.q + i * q_layer, k, v, step.io.out + i * q_layer};
+        const Status st = run_route(step.layers[i].route, plane, step.position, slot, shape_, io, ws_);
         if (!st.ok()) return in_layer(static_cast<int>(l), st);
       } else {
         StoreParams p;

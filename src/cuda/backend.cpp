@@ -3,8 +3,9 @@
 //
 // E3, one launch per layer and kernel family for the whole call: the sequences of a call are
 // slots z = 0..B-1 of a batch padded to a power-of-two bucket. The host plans every (slot,
-// layer) into a pinned RouteLaunch array [bucket][n_layers] (planes, positions, routes, slot
-// activations: everything that varies), and each layer's kernels run with grid z = bucket,
+// layer) of the call (every layer of a token, or the one layer of Engine::encode_layer) into a
+// pinned RouteLaunch array [bucket][call layers] (planes, positions, routes, slot activations:
+// everything that varies), and each layer's kernels run with grid z = bucket,
 // slice z reading slot z's struct (kernels.hpp, BatchSpan); an entry of another route, or an
 // empty slot, skips the kernel. Which kernels a layer launches depends on the routes in it
 // (dispatch.hpp, LayerKernels), not on the sequences or their positions, so a step graph is
@@ -77,8 +78,8 @@ struct DeviceContext {
   cuda_detail::ProducerChoice producer;
 };
 
-// One batch slot's activations in device memory, every layer: q and out [n_layers][n_heads][128],
-// k and v [n_layers][n_kv_heads][128]. The backend's staging for host-memory calls, the caller's
+// One batch slot's activations in device memory, the call's layers: q and out
+// [layers][n_heads][128], k and v [layers][n_kv_heads][128]. The backend's staging for host-memory calls, the caller's
 // own buffers for device-memory calls.
 struct SlotIO {
   const float* q = nullptr;
@@ -118,43 +119,48 @@ class CudaSequence final : public DeviceSequence {
 
   // Nothing to allocate (growing planes hold max_context rows); the plan must fit the rows.
   Status reserve(const SequenceStep& step) override {
-    for (std::size_t l = 0; l < cfgs_.size(); ++l)
-      if (step.layers[l].next.capacity > rows_[l])
+    for (std::size_t i = 0; i < step.layers.size(); ++i) {
+      const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
+      if (step.layers[i].next.capacity > rows_[l])
         return make_error(ErrorCode::internal, fmt::format("layer {}: a growing plane outgrew its device rows", l));
+    }
     return {};
   }
   void release() override {}
 
-  // Every layer's launch structs for `step` with its activations in slot `io`: out[0..n_layers).
+  // The launch structs of the step's layers with their activations in slot `io`: out[i] for
+  // layer first_layer + i.
   Status plan(const DeviceContext& ctx, const SequenceStep& step, const SlotIO& io, RouteLaunch* out) const {
     const std::size_t q_elems = static_cast<std::size_t>(ctx.g.n_heads) * ctx.g.head_dim;
     const std::size_t kv_elems = static_cast<std::size_t>(ctx.g.n_kv_heads) * ctx.g.head_dim;
-    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
-      const LayerStep& ls = step.layers[l];
+    for (std::size_t i = 0; i < step.layers.size(); ++i) {
+      const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
+      const LayerStep& ls = step.layers[i];
       const DevicePlane plane{cfgs_[l], ls.next, k_[l].get(), v_[l].get(), rows_[l]};
-      const DeviceLayerIO lio{io.q + l * q_elems, io.k + l * kv_elems, io.v + l * kv_elems, io.out + l * q_elems};
+      const DeviceLayerIO lio{io.q + i * q_elems, io.k + i * kv_elems, io.v + i * kv_elems, io.out + i * q_elems};
       const Status planned =
-          cuda_detail::plan_route(ls.route, plane, step.position, ls.slot, ctx.shape, lio, ws_, ctx.producer, out[l]);
+          cuda_detail::plan_route(ls.route, plane, step.position, ls.slot, ctx.shape, lio, ws_, ctx.producer, out[i]);
       if (!planned.ok()) return make_error(planned.code(), fmt::format("layer {}: {}", l, planned.message()));
     }
     return {};
   }
 
-  // A fill's launch structs: only the store of each layer's row.
+  // A fill's launch structs: only the store of each of the step's layers' row.
   void plan_fill(const DeviceContext& ctx, const SequenceStep& step, const SlotIO& io, RouteLaunch* out) const {
     const std::size_t kv_elems = static_cast<std::size_t>(ctx.g.n_kv_heads) * ctx.g.head_dim;
-    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
+    for (std::size_t i = 0; i < step.layers.size(); ++i) {
+      const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
       RouteLaunch e = cuda_detail::empty_launch(ctx.shape);
       StoreParams& sp = e.store;
       sp.n_kv_heads = ctx.g.n_kv_heads;
       sp.head_dim = ctx.g.head_dim;
-      sp.k = io.k + l * kv_elems;
-      sp.v = io.v + l * kv_elems;
+      sp.k = io.k + i * kv_elems;
+      sp.v = io.v + i * kv_elems;
       sp.plane_k = k_[l].get();
       sp.plane_v = v_[l].get();
       sp.strides = plane_strides(cfgs_[l].kind, rows_[l], ctx.g.n_kv_heads, ctx.g.head_dim);
-      sp.slot = step.layers[l].slot;
-      out[l] = e;
+      sp.slot = step.layers[i].slot;
+      out[i] = e;
     }
   }
 
@@ -218,8 +224,8 @@ class CudaBackend final : public DeviceBackend {
     Result<DeviceInfo> info = device_info();
     if (!info) return info.status();
     info_ = *info;
-    q_elems_ = static_cast<std::size_t>(ctx_.g.n_layers) * ctx_.g.n_heads * ctx_.g.head_dim;
-    kv_elems_ = static_cast<std::size_t>(ctx_.g.n_layers) * ctx_.g.n_kv_heads * ctx_.g.head_dim;
+    q_layer_ = static_cast<std::size_t>(ctx_.g.n_heads) * ctx_.g.head_dim;
+    kv_layer_ = static_cast<std::size_t>(ctx_.g.n_kv_heads) * ctx_.g.head_dim;
     if (ctx_.copt.time_steps)
       for (cudaEvent_t& e : timing_) LADDER_TRY(cuda_status(cudaEventCreate(&e), "creating a timing event"));
     return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
@@ -247,6 +253,7 @@ class CudaBackend final : public DeviceBackend {
   // The count kernel alone over one step's device-memory activations, then a synchronous read.
   Status check_finite_inputs(const SequenceStep& step) override {
     LADDER_TRY(ensure_slots(1));
+    call_layers_ = step.layers.size();
     h_inputs_.get()[0] = SlotInputs{step.attend ? step.io.q : nullptr, step.io.k, step.io.v};
     LADDER_TRY(cuda_status(cudaMemcpyAsync(d_inputs_.get(), h_inputs_.get(), sizeof(SlotInputs), cudaMemcpyHostToDevice,
                                            stream_),
@@ -254,14 +261,15 @@ class CudaBackend final : public DeviceBackend {
     LADDER_TRY(enqueue_counts(1));
     LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), "counting the inputs"));
     static constexpr const char* kArrayNames[kInputArrays] = {"q", "k", "v"};
-    for (int l = 0; l < ctx_.g.n_layers; ++l)
+    for (std::size_t i = 0; i < call_layers_; ++i)
       for (int a = 0; a < kInputArrays; ++a) {
-        const InputCount c = h_counts_.get()[static_cast<std::size_t>(l) * kInputArrays + static_cast<std::size_t>(a)];
+        const InputCount c = h_counts_.get()[i * kInputArrays + static_cast<std::size_t>(a)];
         if (c.nonfinite != 0)
           return make_error(ErrorCode::non_finite,
                             fmt::format("layer {}: {} holds {} NaN or Inf value{} (the finite check is on: nothing "
                                         "was appended)",
-                                        l, kArrayNames[a], c.nonfinite, c.nonfinite == 1 ? "" : "s"));
+                                        static_cast<std::size_t>(step.first_layer) + i, kArrayNames[a], c.nonfinite,
+                                        c.nonfinite == 1 ? "" : "s"));
       }
     return {};
   }
@@ -272,7 +280,10 @@ class CudaBackend final : public DeviceBackend {
     const Memory memory = steps[0].io.memory;
     const int bucket = bucket_for(n);
     LADDER_TRY(ensure_slots(bucket));
-    const std::size_t layers = static_cast<std::size_t>(ctx_.g.n_layers);
+    // Every step of a call covers the same layers (the engine's one LayerSpan).
+    call_layers_ = steps[0].layers.size();
+    const std::size_t layers = call_layers_;
+    const std::size_t first = static_cast<std::size_t>(steps[0].first_layer);
     StepKey key;
     key.bucket = bucket;
     key.memory = memory;
@@ -300,8 +311,8 @@ class CudaBackend final : public DeviceBackend {
       }
       LADDER_TRY(seq.plan(ctx_, st, io, entries));
       for (std::size_t l = 0; l < layers; ++l) {
-        LayerKernels k = cuda_detail::layer_kernels(entries[l], ctx_.producer, seq.max_padded_rows(l));
-        k.max_visible = seq.max_visible(l);
+        LayerKernels k = cuda_detail::layer_kernels(entries[l], ctx_.producer, seq.max_padded_rows(first + l));
+        k.max_visible = seq.max_visible(first + l);
         key.layers[l] = cuda_detail::merge(key.layers[l], k);
       }
     }
@@ -331,15 +342,20 @@ class CudaBackend final : public DeviceBackend {
     }
     if (attend && memory == Memory::host)
       for (int z = 0; z < n; ++z)
-        std::memcpy(steps[static_cast<std::size_t>(z)].io.out, h_out_.get() + static_cast<std::size_t>(z) * q_elems_,
-                    q_elems_ * sizeof(float));
+        std::memcpy(steps[static_cast<std::size_t>(z)].io.out, h_out_.get() + static_cast<std::size_t>(z) * q_call(),
+                    q_call() * sizeof(float));
     return {};
   }
 
  private:
-  // Slot z's staging: where a host-memory call's activations are copied.
+  // One slot's activations in this call (its layers): floats of q (and out), of k (and v).
+  std::size_t q_call() const { return call_layers_ * q_layer_; }
+  std::size_t kv_call() const { return call_layers_ * kv_layer_; }
+
+  // Slot z's staging: where a host-memory call's activations are copied, slots packed by the
+  // call's layer count (a whole token or one layer).
   SlotIO staging_io(int z) const {
-    const std::size_t zq = static_cast<std::size_t>(z) * q_elems_, zkv = static_cast<std::size_t>(z) * kv_elems_;
+    const std::size_t zq = static_cast<std::size_t>(z) * q_call(), zkv = static_cast<std::size_t>(z) * kv_call();
     return {d_q_.get() + zq, d_k_.get() + zkv, d_v_.get() + zkv, d_out_.get() + zq};
   }
 
@@ -351,14 +367,16 @@ class CudaBackend final : public DeviceBackend {
     graphs_.clear();
     slots_ = 0;
     const std::size_t b = static_cast<std::size_t>(bucket);
-    LADDER_TRY(h_q_.allocate(b * q_elems_, "q"));
-    LADDER_TRY(h_k_.allocate(b * kv_elems_, "k"));
-    LADDER_TRY(h_v_.allocate(b * kv_elems_, "v"));
-    LADDER_TRY(h_out_.allocate(b * q_elems_, "out"));
-    LADDER_TRY(d_q_.allocate(b * q_elems_, "q"));
-    LADDER_TRY(d_k_.allocate(b * kv_elems_, "k"));
-    LADDER_TRY(d_v_.allocate(b * kv_elems_, "v"));
-    LADDER_TRY(d_out_.allocate(b * q_elems_, "out"));
+    const std::size_t layers = static_cast<std::size_t>(ctx_.g.n_layers);  // room for whole tokens
+    const std::size_t q_elems = layers * q_layer_, kv_elems = layers * kv_layer_;
+    LADDER_TRY(h_q_.allocate(b * q_elems, "q"));
+    LADDER_TRY(h_k_.allocate(b * kv_elems, "k"));
+    LADDER_TRY(h_v_.allocate(b * kv_elems, "v"));
+    LADDER_TRY(h_out_.allocate(b * q_elems, "out"));
+    LADDER_TRY(d_q_.allocate(b * q_elems, "q"));
+    LADDER_TRY(d_k_.allocate(b * kv_elems, "k"));
+    LADDER_TRY(d_v_.allocate(b * kv_elems, "v"));
+    LADDER_TRY(d_out_.allocate(b * q_elems, "out"));
     const std::size_t entries = b * static_cast<std::size_t>(ctx_.g.n_layers);
     LADDER_TRY(h_steps_.allocate(entries, "step state"));
     LADDER_TRY(d_steps_.allocate(entries, "step state"));
@@ -372,21 +390,21 @@ class CudaBackend final : public DeviceBackend {
 
   // Slot z's activations into the pinned staging (q only when given: a fill has none).
   void take_inputs(int z, const TokenIO& io) {
-    const std::size_t zq = static_cast<std::size_t>(z) * q_elems_, zkv = static_cast<std::size_t>(z) * kv_elems_;
-    if (io.q != nullptr) std::memcpy(h_q_.get() + zq, io.q, q_elems_ * sizeof(float));
-    std::memcpy(h_k_.get() + zkv, io.k, kv_elems_ * sizeof(float));
-    std::memcpy(h_v_.get() + zkv, io.v, kv_elems_ * sizeof(float));
+    const std::size_t zq = static_cast<std::size_t>(z) * q_call(), zkv = static_cast<std::size_t>(z) * kv_call();
+    if (io.q != nullptr) std::memcpy(h_q_.get() + zq, io.q, q_call() * sizeof(float));
+    std::memcpy(h_k_.get() + zkv, io.k, kv_call() * sizeof(float));
+    std::memcpy(h_v_.get() + zkv, io.v, kv_call() * sizeof(float));
   }
 
   BatchSpan span(int bucket) const {
-    return BatchSpan{static_cast<std::size_t>(ctx_.g.n_layers) * sizeof(RouteLaunch), bucket};
+    return BatchSpan{call_layers_ * sizeof(RouteLaunch), bucket};
   }
 
   // The step state and the input pointers; for a host-memory call also the staged activations
   // (q only when attending).
   Status copy_in(int bucket, Memory memory, bool with_q) {
     const std::size_t b = static_cast<std::size_t>(bucket);
-    const std::size_t entries = b * static_cast<std::size_t>(ctx_.g.n_layers);
+    const std::size_t entries = b * call_layers_;
     LADDER_TRY(cuda_status(
         cudaMemcpyAsync(d_steps_.get(), h_steps_.get(), entries * sizeof(RouteLaunch), cudaMemcpyHostToDevice, stream_),
         "copying the step state"));
@@ -396,24 +414,24 @@ class CudaBackend final : public DeviceBackend {
     if (memory == Memory::device) return {};
     if (with_q)
       LADDER_TRY(cuda_status(
-          cudaMemcpyAsync(d_q_.get(), h_q_.get(), b * q_elems_ * sizeof(float), cudaMemcpyHostToDevice, stream_),
+          cudaMemcpyAsync(d_q_.get(), h_q_.get(), b * q_call() * sizeof(float), cudaMemcpyHostToDevice, stream_),
           "copying q"));
     LADDER_TRY(cuda_status(
-        cudaMemcpyAsync(d_k_.get(), h_k_.get(), b * kv_elems_ * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        cudaMemcpyAsync(d_k_.get(), h_k_.get(), b * kv_call() * sizeof(float), cudaMemcpyHostToDevice, stream_),
         "copying k"));
     return cuda_status(
-        cudaMemcpyAsync(d_v_.get(), h_v_.get(), b * kv_elems_ * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        cudaMemcpyAsync(d_v_.get(), h_v_.get(), b * kv_call() * sizeof(float), cudaMemcpyHostToDevice, stream_),
         "copying v");
   }
 
-  // N1's counts of every slot's inputs into h_counts_ ([bucket][n_layers][kInputArrays]).
+  // N1's counts of every slot's inputs into h_counts_ ([bucket][call layers][kInputArrays]).
   Status enqueue_counts(int bucket) {
     cuda_detail::clear_stale_error();
-    LADDER_TRY(cuda_status(cuda_detail::launch_count_inputs(d_inputs_.get(), bucket, ctx_.g.n_layers,
+    LADDER_TRY(cuda_status(cuda_detail::launch_count_inputs(d_inputs_.get(), bucket, static_cast<int>(call_layers_),
                                                             ctx_.g.n_heads * ctx_.g.head_dim,
                                                             ctx_.g.n_kv_heads * ctx_.g.head_dim, d_counts_.get(), stream_),
                            "launching the input count"));
-    const std::size_t n = static_cast<std::size_t>(bucket) * static_cast<std::size_t>(ctx_.g.n_layers) * kInputArrays;
+    const std::size_t n = static_cast<std::size_t>(bucket) * call_layers_ * kInputArrays;
     return cuda_status(
         cudaMemcpyAsync(h_counts_.get(), d_counts_.get(), n * sizeof(InputCount), cudaMemcpyDeviceToHost, stream_),
         "copying the input counts");
@@ -427,7 +445,7 @@ class CudaBackend final : public DeviceBackend {
     StoreParams grid;
     grid.n_kv_heads = ctx_.g.n_kv_heads;
     grid.head_dim = ctx_.g.head_dim;
-    for (int l = 0; l < ctx_.g.n_layers; ++l)
+    for (std::size_t l = 0; l < call_layers_; ++l)
       LADDER_TRY(cuda_status(cuda_detail::launch_store(grid, &d_steps_.get()[l].store, stream_, span(bucket)),
                              "launching a store"));
     return {};
@@ -443,7 +461,7 @@ class CudaBackend final : public DeviceBackend {
     if (key.memory == Memory::device) return {};
     const std::size_t b = static_cast<std::size_t>(key.bucket);
     return cuda_status(
-        cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_elems_ * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+        cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_call() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
         "copying the outputs");
   }
 
@@ -476,11 +494,12 @@ class CudaBackend final : public DeviceBackend {
   DeviceStats stats_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t timing_[2] = {nullptr, nullptr};  // time_steps: recorded before and after a call's work
-  std::size_t q_elems_ = 0, kv_elems_ = 0;  // one slot, every layer
+  std::size_t q_layer_ = 0, kv_layer_ = 0;  // floats of one layer's q (out), k (v)
+  std::size_t call_layers_ = 0;             // layers of the call being run (a whole token, or one)
   int slots_ = 0;
   PinnedArray<float> h_q_, h_k_, h_v_, h_out_;
   DeviceArray<float> d_q_, d_k_, d_v_, d_out_;
-  PinnedArray<RouteLaunch> h_steps_;  // [slots][n_layers]
+  PinnedArray<RouteLaunch> h_steps_;  // [slots][call layers], packed per call
   DeviceArray<RouteLaunch> d_steps_;
   PinnedArray<SlotInputs> h_inputs_;  // [slots]: what the count kernel reads
   DeviceArray<SlotInputs> d_inputs_;

@@ -53,15 +53,23 @@ Status in_layer(SequenceId id, int layer, const Status& st) {
   return make_error(st.code(), fmt::format("sequence {}, layer {}: {}", id, layer, st.message()));
 }
 
-std::size_t q_floats(const Geometry& g) { return static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim; }
-std::size_t kv_floats(const Geometry& g) { return static_cast<std::size_t>(g.n_layers) * g.n_kv_heads * g.head_dim; }
+std::size_t q_floats_per_layer(const Geometry& g) { return static_cast<std::size_t>(g.n_heads) * g.head_dim; }
+std::size_t kv_floats_per_layer(const Geometry& g) { return static_cast<std::size_t>(g.n_kv_heads) * g.head_dim; }
 
-// N1's opt-in check over one token of one sequence (TokenIO layout): q when the call attends.
-Status check_token_finite(const Geometry& g, const TokenIO& io, bool with_q) {
+// The layers one call covers: all of them (a whole token) or one (encode_layer).
+struct LayerSpan {
+  int first = 0;
+  int count = 0;
+};
+
+// N1's opt-in check over one token of one sequence (TokenIO layout, the call's layers): q when
+// the call attends.
+Status check_token_finite(const Geometry& g, const TokenIO& io, bool with_q, LayerSpan layers) {
   const std::size_t q_layer = static_cast<std::size_t>(g.n_heads) * g.head_dim;
   const std::size_t kv_layer = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
-  for (int layer = 0; layer < g.n_layers; ++layer) {
-    const std::size_t l = static_cast<std::size_t>(layer);
+  for (int i = 0; i < layers.count; ++i) {
+    const int layer = layers.first + i;
+    const std::size_t l = static_cast<std::size_t>(i);
     Status s = with_q ? check_finite("q", io.q + l * q_layer, q_layer) : Status{};
     if (s.ok()) s = check_finite("k", io.k + l * kv_layer, kv_layer);
     if (s.ok()) s = check_finite("v", io.v + l * kv_layer, kv_layer);
@@ -117,8 +125,16 @@ class DecodeEngine final : public Engine {
     return ids;
   }
 
-  Status encode(std::span<const SequenceToken> batch) override { return step(batch, true); }
-  Status fill(std::span<const SequenceToken> batch) override { return step(batch, false); }
+  Status encode(std::span<const SequenceToken> batch) override { return step(batch, true, all_layers()); }
+  Status fill(std::span<const SequenceToken> batch) override { return step(batch, false, all_layers()); }
+  Status encode_layer(int layer, std::span<const SequenceToken> batch) override {
+    LADDER_TRY(check_layer_index(layer));
+    return step(batch, true, LayerSpan{layer, 1});
+  }
+  Status fill_layer(int layer, std::span<const SequenceToken> batch) override {
+    LADDER_TRY(check_layer_index(layer));
+    return step(batch, false, LayerSpan{layer, 1});
+  }
 
   const Geometry& geometry() const override { return g_; }
   Device device() const override { return dev_->device(); }
@@ -134,8 +150,15 @@ class DecodeEngine final : public Engine {
   DeviceStats device_stats() const override { return dev_->stats(); }
 
  private:
+  LayerSpan all_layers() const { return LayerSpan{0, g_.n_layers}; }
+  Status check_layer_index(int layer) const {
+    if (layer < 0 || layer >= g_.n_layers)
+      return make_error(ErrorCode::out_of_range, fmt::format("layer {} outside 0..{}", layer, g_.n_layers - 1));
+    return {};
+  }
+
   // Everything a call is checked against before any plane is planned.
-  Status check_call(std::span<const SequenceToken> batch, bool attend) const {
+  Status check_call(std::span<const SequenceToken> batch, bool attend, LayerSpan layers) const {
     if (batch.empty()) return bad("a call needs at least one sequence");
     std::vector<SequenceId> ids;
     const Memory memory = batch.front().io.memory;
@@ -158,7 +181,7 @@ class DecodeEngine final : public Engine {
                                                        "one call's activations live in one kind of memory",
                                                        memory_name(t.io.memory), memory_name(memory))));
       if (check_finite_ && memory == Memory::host) {
-        const Status s = check_token_finite(g_, t.io, attend);
+        const Status s = check_token_finite(g_, t.io, attend, layers);
         if (!s.ok()) return in_sequence(t.sequence, s);
       }
       ids.push_back(t.sequence);
@@ -169,25 +192,28 @@ class DecodeEngine final : public Engine {
     return {};
   }
 
-  // One sequence's plan: every layer's append and, when attending, its route (the whole
-  // decision, predicates included, in `decisions` for the trace).
-  Status plan(const SequenceToken& t, bool attend, SequenceStep& out, std::vector<RouteDecision>& decisions) const {
+  // One sequence's plan: each of the call's layers' append and, when attending, its route (the
+  // whole decision, predicates included, in `decisions` for the trace).
+  Status plan(const SequenceToken& t, bool attend, LayerSpan layers, SequenceStep& out,
+              std::vector<RouteDecision>& decisions) const {
     const Sequence& s = seqs_.at(t.sequence);
     out.position = t.position;
     out.attend = attend;
     out.io = t.io;
-    out.layers.resize(cfgs_.size());
-    decisions.assign(cfgs_.size(), RouteDecision{});
-    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
-      const int layer = static_cast<int>(l);
+    out.first_layer = layers.first;
+    out.layers.resize(static_cast<std::size_t>(layers.count));
+    decisions.assign(out.layers.size(), RouteDecision{});
+    for (std::size_t i = 0; i < out.layers.size(); ++i) {
+      const int layer = layers.first + static_cast<int>(i);
+      const std::size_t l = static_cast<std::size_t>(layer);
       Result<AppendPlan> p = plan_append(cfgs_[l], s.states[l], t.position);
       if (!p) return in_layer(t.sequence, layer, p.status());
-      LayerStep& ls = out.layers[l];
+      LayerStep& ls = out.layers[i];
       ls.slot = p->slot;
       ls.next = p->next;
       if (attend) {
-        decisions[l] = choose_route(g_.layer_class(layer), ls.next, opt_.caps, sw_);
-        ls.route = decisions[l].route;
+        decisions[i] = choose_route(g_.layer_class(layer), ls.next, opt_.caps, sw_);
+        ls.route = decisions[i].route;
         // choose_route never picks what the admissibility rule refuses; a refusal is a bug.
         const Status admissible = check_route(ls.route, cfgs_[l], ls.next);
         if (!admissible.ok()) return in_layer(t.sequence, layer, make_error(ErrorCode::internal, admissible.message()));
@@ -196,13 +222,13 @@ class DecodeEngine final : public Engine {
     return {};
   }
 
-  Status step(std::span<const SequenceToken> batch, bool attend) {
-    LADDER_TRY(check_call(batch, attend));
+  Status step(std::span<const SequenceToken> batch, bool attend, LayerSpan layers) {
+    LADDER_TRY(check_call(batch, attend, layers));
     std::vector<SequenceStep> steps(batch.size());
     std::vector<std::vector<RouteDecision>> decisions(batch.size());
     std::vector<DeviceSequence*> devs(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      LADDER_TRY(plan(batch[i], attend, steps[i], decisions[i]));
+      LADDER_TRY(plan(batch[i], attend, layers, steps[i], decisions[i]));
       devs[i] = seqs_.at(batch[i].sequence).planes.get();
     }
     // N1's opt-in check over activations in device memory: the device reads them, before any
@@ -215,7 +241,7 @@ class DecodeEngine final : public Engine {
     // Room for this call's trace first: a trace that cannot grow refuses the call up front.
     if (attend && opt_.record_trace) {
       try {
-        trace_.reserve(trace_.size() + batch.size() * cfgs_.size());
+        trace_.reserve(trace_.size() + batch.size() * static_cast<std::size_t>(layers.count));
       } catch (const std::bad_alloc&) {
         return make_error(ErrorCode::out_of_memory, "cannot grow the trace");
       }
@@ -240,24 +266,26 @@ class DecodeEngine final : public Engine {
   // Cannot fail: the trace's room was reserved before the run.
   void commit(SequenceId id, const SequenceStep& st, const std::vector<RouteDecision>& decisions) {
     Sequence& s = seqs_.at(id);
-    for (std::size_t l = 0; l < cfgs_.size(); ++l) {
-      s.states[l] = st.layers[l].next;
+    for (std::size_t i = 0; i < st.layers.size(); ++i) {
+      const int layer = st.first_layer + static_cast<int>(i);
+      s.states[static_cast<std::size_t>(layer)] = st.layers[i].next;
       if (!st.attend || !opt_.record_trace) continue;
       TraceEntry e;
       e.sequence = id;
       e.position = st.position;
-      e.layer = static_cast<int>(l);
+      e.layer = layer;
       e.cls = g_.layer_class(e.layer);
-      e.decision = decisions[l];
-      e.state = st.layers[l].next;
+      e.decision = decisions[i];
+      e.state = st.layers[i].next;
       e.visible = g_.visible(e.cls, st.position);
       e.schedule = pinned_schedule(e.visible);
       trace_.push_back(e);
     }
     if (dev_->counts_inputs()) return;  // the device counted what it read (step() adds it)
-    if (st.attend) count_range(st.io.q, q_floats(g_), range_);
-    count_range(st.io.k, kv_floats(g_), range_);
-    count_range(st.io.v, kv_floats(g_), range_);
+    const std::size_t n = st.layers.size();
+    if (st.attend) count_range(st.io.q, n * q_floats_per_layer(g_), range_);
+    count_range(st.io.k, n * kv_floats_per_layer(g_), range_);
+    count_range(st.io.v, n * kv_floats_per_layer(g_), range_);
   }
 
   Geometry g_;

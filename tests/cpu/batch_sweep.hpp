@@ -217,6 +217,96 @@ inline BatchRun run_batch(Device device, const Switches& sw, int others, int ste
   return run;
 }
 
+// E3's layer-by-layer form: `sequences` sequences (key i, filled first to depth 23 * i so their
+// planes differ) decode `steps` tokens together, either whole (fill / encode) or one layer at a
+// time (fill_layer / encode_layer for layers 0 .. n_layers - 1 of each token, each call holding
+// that layer's activations only). Returns every output ([token][sequence][n_layers * n_heads *
+// head_dim], poisoned before each call), the routes of each token in (sequence, layer) order,
+// N1's counters and the worst error against the f64 reference.
+struct LayeredRun {
+  std::vector<std::vector<std::vector<float>>> out;
+  std::vector<Route> routes;
+  RangeStats counted;
+  double worst_error = 0.0;
+};
+inline LayeredRun run_whole_or_layered(Device device, bool layered, int sequences, int steps,
+                                       const MakeEngine& make = {}) {
+  const Geometry g = batch_geometry();
+  EngineOptions opt;
+  opt.device = device;
+  opt.record_trace = true;
+  opt.initial_growing_capacity = kBatchInitialGrowing;
+  Result<std::unique_ptr<Engine>> made = make ? make(g, opt) : Engine::create(g, opt);
+  EXPECT_TRUE(made.ok()) << made.status().to_string();
+  LayeredRun run;
+  if (!made) return run;
+  Engine& e = **made;
+  std::vector<SequenceId> ids{0};
+  while (static_cast<int>(ids.size()) < sequences) ids.push_back(e.add_sequence().value());
+  const std::size_t qn = static_cast<std::size_t>(g.n_heads) * g.head_dim;
+  const std::size_t kvn = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
+  // One call (whole or per layer) over the listed sequences at their positions.
+  const auto call = [&](const std::vector<int>& who, const std::vector<int>& pos, bool attend,
+                        std::vector<std::vector<float>>* outs) {
+    std::vector<TokenData> data;
+    data.reserve(who.size());
+    for (std::size_t j = 0; j < who.size(); ++j)
+      data.push_back(token_data(g, static_cast<std::uint64_t>(who[j]), pos[j]));
+    const int layer_calls = layered ? g.n_layers : 1;
+    for (int lc = 0; lc < layer_calls; ++lc) {
+      const std::size_t l = static_cast<std::size_t>(lc);
+      std::vector<SequenceToken> batch;
+      for (std::size_t j = 0; j < who.size(); ++j) {
+        TokenIO io{data[j].q.data(), data[j].k.data(), data[j].v.data(), outs ? (*outs)[j].data() : nullptr};
+        if (layered) io = TokenIO{io.q + l * qn, io.k + l * kvn, io.v + l * kvn, outs ? io.out + l * qn : nullptr};
+        if (!attend) io.q = io.out = nullptr;
+        batch.push_back({ids[static_cast<std::size_t>(who[j])], pos[j], io});
+      }
+      const Status s = !layered ? (attend ? e.encode(batch) : e.fill(batch))
+                                : (attend ? e.encode_layer(lc, batch) : e.fill_layer(lc, batch));
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      if (!s.ok()) return false;
+    }
+    return true;
+  };
+  std::vector<int> next(static_cast<std::size_t>(sequences), 0);
+  for (int p = 0;; ++p) {
+    std::vector<int> who, pos;
+    for (int i = 0; i < sequences; ++i)
+      if (p < 23 * i) {
+        who.push_back(i);
+        pos.push_back(p);
+        ++next[static_cast<std::size_t>(i)];
+      }
+    if (who.empty()) break;
+    if (!call(who, pos, false, nullptr)) return run;
+  }
+  for (int step = 0; step < steps; ++step) {
+    std::vector<int> who, pos;
+    for (int i = 0; i < sequences; ++i) {
+      who.push_back(i);
+      pos.push_back(next[static_cast<std::size_t>(i)]);
+    }
+    std::vector<std::vector<float>> outs(who.size(), std::vector<float>(g.n_layers * qn, std::nanf("")));
+    const std::size_t trace_before = e.trace().size();
+    if (!call(who, pos, true, &outs)) return run;
+    std::map<std::pair<SequenceId, int>, Route> route_of;
+    for (std::size_t t = trace_before; t < e.trace().size(); ++t)
+      route_of[{e.trace()[t].sequence, e.trace()[t].layer}] = e.trace()[t].decision.route;
+    for (const auto& [key, route] : route_of) run.routes.push_back(route);  // (sequence, layer) order
+    if (step % kBatchReferenceStride == 0 || step == steps - 1)
+      for (std::size_t j = 0; j < who.size(); ++j)
+        for (int l = 0; l < g.n_layers; ++l)
+          run.worst_error = std::max(run.worst_error, batch_reference_error(g, static_cast<std::uint64_t>(who[j]), pos[j], l,
+                                                                            route_of.at({ids[j], l}),
+                                                                            outs[j].data() + static_cast<std::size_t>(l) * qn));
+    for (int i = 0; i < sequences; ++i) ++next[static_cast<std::size_t>(i)];
+    run.out.push_back(std::move(outs));
+  }
+  run.counted = e.range_stats();
+  return run;
+}
+
 // The first step at which two runs' target outputs differ in any bit, or -1.
 inline int first_difference(const BatchRun& a, const BatchRun& b) {
   if (a.target_out.size() != b.target_out.size()) return 0;

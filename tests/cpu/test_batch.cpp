@@ -273,5 +273,62 @@ TEST(CpuBatch, InjectedFailuresLeaveEverySequenceAsItWas) {
   EXPECT_TRUE(e.remove_sequence(ids[1]).ok());
 }
 
+// E3's layer-by-layer form (encode_layer / fill_layer, what an attention backend called once
+// per layer uses) gives exactly the bits, routes and counters of whole-token calls, on every
+// sequence of a batch whose planes are empty, filling, wrapped and grown.
+TEST(CpuBatch, LayerByLayerCallsGiveTheWholeTokenBits) {
+  constexpr int kSequences = 4;
+  constexpr int kSteps = 90;
+  const test::LayeredRun whole = test::run_whole_or_layered(Device::cpu, false, kSequences, kSteps);
+  const test::LayeredRun layered = test::run_whole_or_layered(Device::cpu, true, kSequences, kSteps);
+  ASSERT_EQ(whole.out.size(), static_cast<std::size_t>(kSteps));
+  ASSERT_EQ(layered.out.size(), whole.out.size());
+  for (std::size_t s = 0; s < whole.out.size(); ++s)
+    for (std::size_t j = 0; j < whole.out[s].size(); ++j)
+      ASSERT_EQ(std::memcmp(whole.out[s][j].data(), layered.out[s][j].data(), whole.out[s][j].size() * sizeof(float)), 0)
+          << "step " << s << ", sequence " << j;
+  EXPECT_EQ(whole.routes, layered.routes);
+  EXPECT_EQ(whole.counted, layered.counted);
+  EXPECT_LE(whole.worst_error, test::kBatchRelTol);
+  EXPECT_EQ(std::set<Route>(whole.routes.begin(), whole.routes.end()).size(), 3u) << "vec, splitk and interleaved";
+}
+
+// Per-layer positions: each layer's plane keeps its own next position, so a layer called out
+// of turn is refused and changes nothing, an out-of-range layer is refused, and a whole-token
+// call after a half-done token is refused on the layers that are ahead.
+TEST(CpuBatch, LayerCallsAreCheckedPerLayer) {
+  Fixture f;
+  f.reserve(64);
+  Result<std::unique_ptr<Engine>> made = Engine::create(f.g, EngineOptions{});
+  ASSERT_TRUE(made.ok());
+  Engine& e = **made;
+  const std::size_t qn = static_cast<std::size_t>(f.g.n_heads) * f.g.head_dim;
+  const std::size_t kvn = static_cast<std::size_t>(f.g.n_kv_heads) * f.g.head_dim;
+  const auto layer_token = [&](int position, int layer) {
+    SequenceToken t = f.token(0, 0, position);
+    const std::size_t l = static_cast<std::size_t>(layer);
+    t.io = TokenIO{t.io.q + l * qn, t.io.k + l * kvn, t.io.v + l * kvn, t.io.out + l * qn};
+    return t;
+  };
+  SequenceToken t00 = layer_token(0, 0);
+  ASSERT_TRUE(e.encode_layer(0, std::span<const SequenceToken>(&t00, 1)).ok());
+  const auto before = all_states(e);
+  SequenceToken t10 = layer_token(1, 0);
+  EXPECT_EQ(e.encode_layer(1, std::span<const SequenceToken>(&t10, 1)).code(), ErrorCode::out_of_order)
+      << "layer 1 has not had position 0";
+  EXPECT_EQ(e.encode_layer(f.g.n_layers, std::span<const SequenceToken>(&t00, 1)).code(), ErrorCode::out_of_range);
+  EXPECT_EQ(e.encode_layer(-1, std::span<const SequenceToken>(&t00, 1)).code(), ErrorCode::out_of_range);
+  SequenceToken whole = f.token(0, 0, 0);
+  EXPECT_EQ(e.encode(std::span<const SequenceToken>(&whole, 1)).code(), ErrorCode::out_of_order)
+      << "layer 0 already has position 0";
+  EXPECT_EQ(all_states(e), before);
+  for (int l = 1; l < f.g.n_layers; ++l) {
+    SequenceToken t = layer_token(0, l);
+    ASSERT_TRUE(e.encode_layer(l, std::span<const SequenceToken>(&t, 1)).ok()) << "layer " << l;
+  }
+  SequenceToken next = f.token(0, 0, 1);
+  EXPECT_TRUE(e.encode(std::span<const SequenceToken>(&next, 1)).ok()) << "every layer has position 0 now";
+}
+
 }  // namespace
 }  // namespace ladder
