@@ -18,8 +18,8 @@ void reference_attention(const HeadShape& shape, const double* q, const double* 
 double relative_error(const float* a, const double* b, std::size_t n);
 
 // IEEE half <-> float (round to nearest even), exact on the f16 -> f32 side.
-std::uint16_t f32_to_f16(float f);
-float f16_to_f32(std::uint16_t h);
+KvWord f32_to_f16(float f);
+float f16_to_f32(KvWord h);
 
 // Distance in units in the last place between two finite floats (0 when bit-identical).
 std::int64_t ulp_distance(float a, float b);

@@ -9,18 +9,24 @@
 
 namespace ladder {
 
-void count_range(const float* x, std::size_t n, RangeStats& stats) {
+void count_range(const float* x, std::size_t n, RangeStats& stats, KvDtype d) {
+  const float range_max = kv_range_max(d);
   for (std::size_t i = 0; i < n; ++i) {
     const float v = x[i];
     if (!std::isfinite(v)) {
       ++stats.nonfinite;
-    } else if (v > kKvRangeMax || v < -kKvRangeMax) {
+    } else if (v > range_max || v < -range_max) {
       ++stats.saturated;
     }
   }
 }
 
-std::uint16_t kv_to_f16(float x) { return f32_to_f16(kv_range(x)); }
+KvWord kv_encode(float x, KvDtype d) {
+  const float ruled = kv_range(x, kv_range_max(d));
+  return d == KvDtype::bf16 ? f32_to_bf16(ruled) : f32_to_f16(ruled);
+}
+
+float kv_decode(KvWord w, KvDtype d) { return d == KvDtype::bf16 ? bf16_to_f32(w) : f16_to_f32(w); }
 
 Status check_finite(const char* what, const float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {

@@ -230,9 +230,9 @@ class DecodeEngine final : public Engine {
       e.schedule = pinned_schedule(e.visible);
       trace_.push_back(e);
     }
-    if (st.attend) count_range(st.io.q, q_floats(g_), range_);
-    count_range(st.io.k, kv_floats(g_), range_);
-    count_range(st.io.v, kv_floats(g_), range_);
+    if (st.attend) count_range(st.io.q, q_floats(g_), range_, g_.kv_dtype);
+    count_range(st.io.k, kv_floats(g_), range_, g_.kv_dtype);
+    count_range(st.io.v, kv_floats(g_), range_, g_.kv_dtype);
   }
 
   Geometry g_;
