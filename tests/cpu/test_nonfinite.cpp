@@ -167,14 +167,26 @@ TEST_P(NonfiniteSweep, EveryRouteFollowsThePolicy) {
 INSTANTIATE_TEST_SUITE_P(Cpu, NonfiniteSweep, ::testing::ValuesIn(test::nonfinite_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// The same sweep on bf16 planes: the rule's bound is the same (kv_dtype.hpp), the stored rows
+// and the reference's rows are bf16.
+std::vector<test::NonfiniteCase> bf16_cases() {
+  std::vector<test::NonfiniteCase> cases = test::nonfinite_cases();
+  for (test::NonfiniteCase& c : cases) c.cfg.kv_dtype = KvDtype::bf16;
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(CpuBf16, NonfiniteSweep, ::testing::ValuesIn(bf16_cases()),
+                         [](const auto& info) { return info.param.name; });
+
 // ---- through the Engine --------------------------------------------------------------------
 
 TEST(NonfiniteEngine, EveryLayerFollowsThePolicy) {
   const std::vector<float> values = test::poison_values();
+  for (KvDtype dt : test::kAllDtypes)
   for (test::Site site : {test::Site::q, test::Site::cur_k, test::Site::cur_v}) {
     for (float value : values) {
       for (int layer : {1, 3}) {  // an SWA layer and the NoPE layer
-        const test::SweepTally t = test::run_engine_nonfinite(Device::cpu, site, value, layer);
+        SCOPED_TRACE(kv_dtype_name(dt));
+        const test::SweepTally t = test::run_engine_nonfinite(Device::cpu, site, value, layer, dt);
         EXPECT_GT(t.finite_runs, 0);
         if (std::isnan(kv_range(value, kKvRangeMax))) {
           EXPECT_GT(t.nan_runs, 0) << value;
