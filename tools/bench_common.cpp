@@ -215,6 +215,7 @@ PlaneConfig layer_plane_config(const Geometry& g, PlaneKind kind, int depth) {
   cfg.capacity = depth;
   cfg.window = kind == PlaneKind::ring ? depth : 0;
   cfg.max_context = 2 * depth + 1;  // room for the ring to wrap past `depth`
+  cfg.kv_dtype = g.kv_dtype;
   return cfg;
 }
 
@@ -228,11 +229,11 @@ std::string utc_now() {
   return buf;
 }
 
-std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed) {
+std::vector<KvWord> random_words(std::size_t n, std::uint64_t seed, KvDtype dtype) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<std::uint16_t> h(n);
-  for (auto& x : h) x = f32_to_f16(u(gen));
+  std::vector<KvWord> h(n);
+  for (auto& x : h) x = kv_encode(u(gen), dtype);
   return h;
 }
 
