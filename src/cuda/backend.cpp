@@ -101,9 +101,9 @@ class CudaSequence final : public DeviceSequence {
       LADDER_TRY(k_[l].allocate(elems, "a plane's K rows"));
       LADDER_TRY(v_[l].allocate(elems, "a plane's V rows"));
       cuda_detail::clear_stale_error();
-      LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(k_[l].get(), static_cast<std::int64_t>(elems), stream),
+      LADDER_TRY(cuda_status(cuda_detail::launch_poison(k_[l].get(), static_cast<std::int64_t>(elems), g.kv_dtype, stream),
                              "poisoning a plane"));
-      LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(v_[l].get(), static_cast<std::int64_t>(elems), stream),
+      LADDER_TRY(cuda_status(cuda_detail::launch_poison(v_[l].get(), static_cast<std::int64_t>(elems), g.kv_dtype, stream),
                              "poisoning a plane"));
     }
     Result<DeviceWorkspace> ws = allocate_workspace(max_scratch_needs(g));
@@ -142,6 +142,7 @@ class CudaSequence final : public DeviceSequence {
     for (std::size_t l = 0; l < cfgs_.size(); ++l) {
       RouteLaunch e = cuda_detail::empty_launch(ctx.shape);
       StoreParams& sp = e.store;
+      sp.kv_dtype = cfgs_[l].kv_dtype;
       sp.n_kv_heads = ctx.g.n_kv_heads;
       sp.head_dim = ctx.g.head_dim;
       sp.k = io.k + l * kv_elems;
@@ -167,7 +168,7 @@ class CudaSequence final : public DeviceSequence {
  private:
   std::vector<PlaneConfig> cfgs_;
   std::vector<int> rows_;
-  std::vector<DeviceArray<std::uint16_t>> k_, v_;
+  std::vector<DeviceArray<KvWord>> k_, v_;
   DeviceWorkspace ws_;
 };
 
@@ -340,6 +341,7 @@ class CudaBackend final : public DeviceBackend {
     LADDER_TRY(copy_in(bucket, false));
     cuda_detail::clear_stale_error();
     StoreParams grid;
+    grid.kv_dtype = ctx_.g.kv_dtype;
     grid.n_kv_heads = ctx_.g.n_kv_heads;
     grid.head_dim = ctx_.g.head_dim;
     for (int l = 0; l < ctx_.g.n_layers; ++l)

@@ -81,8 +81,8 @@ cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* d
 cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                              const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch = {});
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {});
-// Fills n halfs with the f16 NaN pattern (unwritten rows poison whoever reads them).
-cudaError_t launch_poison_halfs(std::uint16_t* dst, std::int64_t n, cudaStream_t stream);
+// Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
+cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);
 
 // The read-bandwidth probe: streams `bytes` (a multiple of 16) with 16-byte loads.
 cudaError_t launch_read_stream(const void* src, std::int64_t bytes, unsigned blocks, unsigned never, unsigned* sink,
