@@ -341,10 +341,10 @@ TEST(CopyKernels, PadAndStageZeroFillTheirPadding) {
   src.state = plane.state();
   src.logical_start = logical_start(119, 40);
   const int padded = 2 * kBlockTokens;
-  const std::uint16_t kStale = 0x1234;
+  const KvWord kStale = 0x1234;
   const HeadShape shape = test::make_shape(4, kKv, kHd);
-  std::vector<std::uint16_t> sk(static_cast<std::size_t>(padded) * kKv * kHd, kStale), sv = sk;
-  std::vector<std::uint16_t> pk(static_cast<std::size_t>(kBlockTokens) * kKv * kHd, kStale), pv = pk;
+  std::vector<KvWord> sk(static_cast<std::size_t>(padded) * kKv * kHd, kStale), sv = sk;
+  std::vector<KvWord> pk(static_cast<std::size_t>(kBlockTokens) * kKv * kHd, kStale), pv = pk;
   const RowCopyParams stage = stage_copy(src, src.logical_start, kVisible, padded, shape, sk.data(), sv.data());
   const RowCopyParams pad = pad_copy(src, PlaneKind::growing, kVisible, shape, pk.data(), pv.data());
   ASSERT_EQ(pad.first, kBlockTokens);

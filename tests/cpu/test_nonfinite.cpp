@@ -65,10 +65,10 @@ TEST(RangeRule, BulkStoreMatchesTheScalarRule) {
     for (int lane = 0; lane < kN; ++lane) {
       std::vector<float> src(kN, 0.25f);
       src[static_cast<std::size_t>(lane)] = specials[s];
-      std::vector<std::uint16_t> dst(kN, 0);
+      std::vector<KvWord> dst(kN, 0);
       cpu::detail::narrow_row(src.data(), dst.data(), kN, KvDtype::f16);
       const std::uint16_t want = kv_to_f16(specials[s]);
-      const std::uint16_t got = dst[static_cast<std::size_t>(lane)];
+      const KvWord got = dst[static_cast<std::size_t>(lane)];
       if (std::isnan(kv_range(specials[s], kKvRangeMax))) {
         EXPECT_TRUE((got & 0x7c00) == 0x7c00 && (got & 0x3ff) != 0) << specials[s] << " lane " << lane;
       } else {

@@ -91,8 +91,8 @@ TEST(GpuApi, HeadsPerWarpNeverChangesBits) {
       return g;
     }(), after.state().len));
     ASSERT_TRUE(ws.ok()) << ws.status().to_string();
-    const std::vector<std::uint16_t> hk(after.k(), after.k() + after.elements());
-    const std::vector<std::uint16_t> hv(after.v(), after.v() + after.elements());
+    const std::vector<KvWord> hk(after.k(), after.k() + after.elements());
+    const std::vector<KvWord> hv(after.v(), after.v() + after.elements());
     const std::vector<float> poison = nan_filled(tok.q.size());
     float* dq = to_device(tok.q);
     float* dk = to_device(tok.k);

@@ -208,7 +208,7 @@ TEST(GpuFused, ArrivalCountersResetThemselves) {
   const Token tok = random_token(shape, rng);
   const int slot = plane.append(9000).value();
   const std::size_t elems = plane.elements();
-  std::uint16_t *dk = nullptr, *dv = nullptr;
+  KvWord *dk = nullptr, *dv = nullptr;
   float *dq = nullptr, *dck = nullptr, *dcv = nullptr, *dout = nullptr;
   ASSERT_EQ(cudaMalloc(&dk, elems * 2), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dv, elems * 2), cudaSuccess);
