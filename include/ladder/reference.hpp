@@ -9,7 +9,7 @@
 namespace ladder {
 
 // k_rows/v_rows: the visible tokens in logical order, [visible][n_kv_heads][head_dim], given in
-// f64 exactly as the kernels will see them (f16-rounded plane rows; for the interleaved route
+// f64 exactly as the kernels will see them (plane rows rounded to the plane's dtype; for the interleaved route
 // the current token unrounded). out: [n_heads][head_dim].
 void reference_attention(const HeadShape& shape, const double* q, const double* k_rows,
                          const double* v_rows, int visible, double* out);

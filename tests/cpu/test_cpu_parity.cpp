@@ -75,6 +75,11 @@ TEST_F(Determinism, BitIdenticalAcrossRunsAndThreadCounts) {
        {Route::splitk, Route::staged}},
       {"ring full wrapped", test::ring_config(kMuseKvHeads, kMuseHeadDim, 512, 512, 8192), 700,
        {Route::vec, Route::splitk, Route::staged}},
+      // bf16 planes: the fast producer's 16-bit-shift widening and the exact twin's.
+      {"bf16 growing ragged (pad)", test::growing_config(kMuseKvHeads, kMuseHeadDim, 1024, 8192, KvDtype::bf16), 700,
+       {Route::vec, Route::interleaved, Route::splitk}},
+      {"bf16 ring partially wrapped", test::ring_config(kMuseKvHeads, kMuseHeadDim, 512, 552, 8192, KvDtype::bf16),
+       600, {Route::splitk, Route::staged}},
   };
   const HeadShape shape = test::make_shape(kMuseHeads, kMuseKvHeads, kMuseHeadDim);
   std::mt19937 rng(11);

@@ -21,8 +21,8 @@ using test::Token;
 // P3's bar: ||out - ref|| / ||ref|| < 2e-3 (for both KV dtypes: the reference reads the stored
 // elements, so the dtype's rounding is not part of this error).
 constexpr double kSpecTolerance = 2e-3;
-// The reference is fed the very f16-rounded rows the kernels read (and the unrounded f32
-// current token on the interleaved route), so f16 storage contributes no error here: what is
+// The reference is fed the very stored (f16 or bf16) rows the kernels read (and the unrounded f32
+// current token on the interleaved route), so the storage rounding contributes no error here: what is
 // left is f32 accumulation (128-term dot products, softmax_exp's 2e-7, sums over at most a few
 // thousand tokens in f32). Measured worst over this sweep: 2.3e-7, four orders of magnitude under
 // P3's bar; the tighter bound (40x the measurement) catches an addressing or ordering bug that

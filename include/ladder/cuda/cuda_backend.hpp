@@ -64,7 +64,7 @@ void free_workspace(DeviceWorkspace& ws);
 // Which producer the routes run (docs/gpu.md, "Two producers").
 enum class GpuProducer {
   automatic,    // tensor_core, unless the environment says LADDER_GPU_DAG=exact
-  tensor_core,  // mma.sync f16 hi/lo split: the default; same partition and merge, not the CPU's bits
+  tensor_core,  // mma.sync, q and weights split hi/lo in the plane's dtype: the default; same partition and merge, not the CPU's bits
   exact_dag,    // THE PRODUCER DAG on CUDA cores: the CPU twins' bits, ~10x slower
 };
 
