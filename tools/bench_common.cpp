@@ -178,7 +178,7 @@ Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::v
 }
 
 std::int64_t layer_bytes(const Geometry& g, int visible) {
-  const std::int64_t row = g.kv_bytes_per_token_layer();  // K and V, f16, all KV heads
+  const std::int64_t row = g.kv_bytes_per_token_layer();  // K and V, the geometry's dtype, all KV heads
   const std::int64_t q_out = std::int64_t{2} * g.n_heads * g.head_dim * 4;
   const std::int64_t cur_kv = std::int64_t{2} * g.n_kv_heads * g.head_dim * 4;
   return row * visible + row + q_out + cur_kv;

@@ -95,18 +95,19 @@ struct LayerBuffers {
 Status make_layer(const Geometry& g, const PlaneConfig& cfg, const AppendPlan& plan, const std::vector<KvWord>& rows,
                   const std::vector<float>& acts, LayerBuffers& b) {
   const std::size_t halfs = static_cast<std::size_t>(plan.next.capacity) * cfg.n_kv_heads * cfg.head_dim;
+  const std::size_t plane_bytes = halfs * sizeof(KvWord);
   const std::size_t q_elems = static_cast<std::size_t>(g.n_heads) * g.head_dim;
   const std::size_t kv_elems = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
-  LADDER_TRY(b.k.allocate(halfs * 2));
-  LADDER_TRY(b.v.allocate(halfs * 2));
+  LADDER_TRY(b.k.allocate(plane_bytes));
+  LADDER_TRY(b.v.allocate(plane_bytes));
   LADDER_TRY(b.q.allocate(q_elems * 4));
   LADDER_TRY(b.out.allocate(q_elems * 4));
   LADDER_TRY(b.cur_k.allocate(kv_elems * 4));
   LADDER_TRY(b.cur_v.allocate(kv_elems * 4));
   // Rows are random and distinct per plane (an offset into one random pool), never zeros.
   const std::size_t offset = (reinterpret_cast<std::uintptr_t>(b.k.as<void>()) >> 8) % (rows.size() - halfs + 1);
-  LADDER_TRY(cu(cudaMemcpy(b.k.as<void>(), rows.data() + offset, halfs * 2, cudaMemcpyHostToDevice), "uploading K"));
-  LADDER_TRY(cu(cudaMemcpy(b.v.as<void>(), rows.data() + (rows.size() - halfs - offset), halfs * 2,
+  LADDER_TRY(cu(cudaMemcpy(b.k.as<void>(), rows.data() + offset, plane_bytes, cudaMemcpyHostToDevice), "uploading K"));
+  LADDER_TRY(cu(cudaMemcpy(b.v.as<void>(), rows.data() + (rows.size() - halfs - offset), plane_bytes,
                            cudaMemcpyHostToDevice),
                 "uploading V"));
   LADDER_TRY(cu(cudaMemcpy(b.q.as<void>(), acts.data(), q_elems * 4, cudaMemcpyHostToDevice), "uploading q"));
