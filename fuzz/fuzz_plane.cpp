@@ -94,8 +94,9 @@ Setup read_setup(Bytes& in) {
   return s;
 }
 
-bool half_equal(std::uint16_t a, std::uint16_t b) {
-  const auto is_nan = [](std::uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; };
+// Two stored f16 words that hold the same value, any two NaNs counting as equal.
+bool half_equal(KvWord a, KvWord b) {
+  const auto is_nan = [](KvWord h) { return std::isnan(kv_decode(h, KvDtype::f16)); };
   return a == b || (is_nan(a) && is_nan(b));
 }
 

@@ -96,6 +96,7 @@ struct Report {
   std::string date;        // UTC, ISO 8601
   std::int64_t cache_bytes = 0;  // L2 (GPU) or last-level cache (CPU) used for rotation
   int threads = 0;               // CPU worker threads
+  std::string kv_dtype = "f16";  // the planes' element type (--kv-dtype)
   Ceiling ceiling;
   std::vector<Row> rows;
   std::vector<std::string> notes;
@@ -179,8 +180,8 @@ int layer_position(PlaneKind kind, int depth);
 // The current time, UTC, ISO 8601 (a report's date).
 std::string utc_now();
 
-// Synthetic inputs, uniform in [-1, 1) (never zeros): f16 plane rows and f32 activations.
-std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed);
+// Synthetic inputs, uniform in [-1, 1) (never zeros): plane rows of a dtype and f32 activations.
+std::vector<KvWord> random_words(std::size_t n, std::uint64_t seed, KvDtype dtype);
 std::vector<float> random_floats(std::size_t n, std::uint64_t seed);
 
 // How many buffer sets of `set_bytes` to rotate among so they total >= factor x the cache,

@@ -257,7 +257,7 @@ Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::v
 }
 
 std::int64_t layer_bytes(const Geometry& g, int visible) {
-  const std::int64_t row = g.kv_bytes_per_token_layer();  // K and V, f16, all KV heads
+  const std::int64_t row = g.kv_bytes_per_token_layer();  // K and V, the geometry's dtype, all KV heads
   const std::int64_t q_out = std::int64_t{2} * g.n_heads * g.head_dim * 4;
   const std::int64_t cur_kv = std::int64_t{2} * g.n_kv_heads * g.head_dim * 4;
   return row * visible + row + q_out + cur_kv;
@@ -294,6 +294,7 @@ PlaneConfig layer_plane_config(const Geometry& g, PlaneKind kind, int depth) {
   cfg.capacity = depth;
   cfg.window = kind == PlaneKind::ring ? depth : 0;
   cfg.max_context = 2 * depth + 1;  // room for the ring to wrap past `depth`
+  cfg.kv_dtype = g.kv_dtype;
   return cfg;
 }
 
@@ -307,11 +308,11 @@ std::string utc_now() {
   return buf;
 }
 
-std::vector<std::uint16_t> random_halfs(std::size_t n, std::uint64_t seed) {
+std::vector<KvWord> random_words(std::size_t n, std::uint64_t seed, KvDtype dtype) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<std::uint16_t> h(n);
-  for (auto& x : h) x = f32_to_f16(u(gen));
+  std::vector<KvWord> h(n);
+  for (auto& x : h) x = kv_encode(u(gen), dtype);
   return h;
 }
 

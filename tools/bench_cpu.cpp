@@ -64,7 +64,7 @@ Ceiling host_ceiling(int threads) {
 }
 
 Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const Options& o, std::int64_t llc,
-                        const std::vector<std::uint16_t>& pool, const std::vector<float>& acts) {
+                        const std::vector<KvWord>& pool, const std::vector<float>& acts) {
   const PlaneConfig cfg = layer_plane_config(g, c.plane, depth);
   const int position = layer_position(c.plane, depth);
   Result<HostPlane> made = HostPlane::create(cfg);
@@ -74,8 +74,8 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
     Result<int> slot = base.append(p);
     if (!slot.ok()) return slot.status();
   }
-  std::memcpy(base.k(), pool.data(), base.elements() * 2);
-  std::memcpy(base.v(), pool.data() + pool.size() - base.elements(), base.elements() * 2);
+  std::memcpy(base.k(), pool.data(), base.elements() * sizeof(KvWord));
+  std::memcpy(base.v(), pool.data() + pool.size() - base.elements(), base.elements() * sizeof(KvWord));
   Result<int> slot = base.append(position);
   if (!slot.ok()) return slot.status();
 
@@ -151,8 +151,8 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
 
   int max_depth = 4096;
   for (int d : o.depths) max_depth = std::max(max_depth, d);
-  const std::vector<std::uint16_t> pool =
-      random_halfs(static_cast<std::size_t>(max_depth) * g.n_kv_heads * g.head_dim, kSeed);
+  const std::vector<KvWord> pool =
+      random_words(static_cast<std::size_t>(max_depth) * g.n_kv_heads * g.head_dim, kSeed, g.kv_dtype);
   const std::vector<float> acts =
       random_floats(static_cast<std::size_t>(g.n_heads + 2 * g.n_kv_heads) * g.head_dim, kSeed + 7);
   const std::size_t total = o.depths.size() * o.cases.size() + o.step_depths.size();

@@ -92,28 +92,29 @@ struct LayerBuffers {
   int slot = 0;
 };
 
-Status make_layer(const Geometry& g, const PlaneConfig& cfg, const AppendPlan& plan, const std::vector<std::uint16_t>& rows,
+Status make_layer(const Geometry& g, const PlaneConfig& cfg, const AppendPlan& plan, const std::vector<KvWord>& rows,
                   const std::vector<float>& acts, LayerBuffers& b) {
   const std::size_t halfs = static_cast<std::size_t>(plan.next.capacity) * cfg.n_kv_heads * cfg.head_dim;
+  const std::size_t plane_bytes = halfs * sizeof(KvWord);
   const std::size_t q_elems = static_cast<std::size_t>(g.n_heads) * g.head_dim;
   const std::size_t kv_elems = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
-  LADDER_TRY(b.k.allocate(halfs * 2));
-  LADDER_TRY(b.v.allocate(halfs * 2));
+  LADDER_TRY(b.k.allocate(plane_bytes));
+  LADDER_TRY(b.v.allocate(plane_bytes));
   LADDER_TRY(b.q.allocate(q_elems * 4));
   LADDER_TRY(b.out.allocate(q_elems * 4));
   LADDER_TRY(b.cur_k.allocate(kv_elems * 4));
   LADDER_TRY(b.cur_v.allocate(kv_elems * 4));
   // Rows are random and distinct per plane (an offset into one random pool), never zeros.
   const std::size_t offset = (reinterpret_cast<std::uintptr_t>(b.k.as<void>()) >> 8) % (rows.size() - halfs + 1);
-  LADDER_TRY(cu(cudaMemcpy(b.k.as<void>(), rows.data() + offset, halfs * 2, cudaMemcpyHostToDevice), "uploading K"));
-  LADDER_TRY(cu(cudaMemcpy(b.v.as<void>(), rows.data() + (rows.size() - halfs - offset), halfs * 2,
+  LADDER_TRY(cu(cudaMemcpy(b.k.as<void>(), rows.data() + offset, plane_bytes, cudaMemcpyHostToDevice), "uploading K"));
+  LADDER_TRY(cu(cudaMemcpy(b.v.as<void>(), rows.data() + (rows.size() - halfs - offset), plane_bytes,
                            cudaMemcpyHostToDevice),
                 "uploading V"));
   LADDER_TRY(cu(cudaMemcpy(b.q.as<void>(), acts.data(), q_elems * 4, cudaMemcpyHostToDevice), "uploading q"));
   LADDER_TRY(cu(cudaMemcpy(b.cur_k.as<void>(), acts.data() + q_elems, kv_elems * 4, cudaMemcpyHostToDevice), "k"));
   LADDER_TRY(cu(cudaMemcpy(b.cur_v.as<void>(), acts.data() + q_elems + kv_elems, kv_elems * 4, cudaMemcpyHostToDevice),
                 "v"));
-  b.plane = cuda::DevicePlane{cfg, plan.next, b.k.as<std::uint16_t>(), b.v.as<std::uint16_t>(), 0};
+  b.plane = cuda::DevicePlane{cfg, plan.next, b.k.as<KvWord>(), b.v.as<KvWord>(), 0};
   b.io = cuda::DeviceLayerIO{b.q.as<float>(), b.cur_k.as<float>(), b.cur_v.as<float>(), b.out.as<float>()};
   b.slot = plan.slot;
   return {};
@@ -173,7 +174,7 @@ HeadShape shape_of(const Geometry& g) { return HeadShape{g.n_heads, g.n_kv_heads
 
 // Single layer: `c.route` on the plane layer_plane_config() describes (bench.hpp).
 Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const Options& o, std::int64_t l2,
-                        cudaStream_t s, const std::vector<std::uint16_t>& pool, const std::vector<float>& acts) {
+                        cudaStream_t s, const std::vector<KvWord>& pool, const std::vector<float>& acts) {
   const PlaneConfig cfg = layer_plane_config(g, c.plane, depth);
   const int position = layer_position(c.plane, depth);
   Result<AppendPlan> plan = plan_at(cfg, position);
@@ -222,7 +223,7 @@ enum class StepLink {
 // The 52-layer step at depth D (the token at position D-1): every layer's plane in the state
 // the append rule gives it there, the route the ladder picks, one graph per buffer set.
 Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const char* name, StepLink link,
-                       const Options& o, std::int64_t l2, cudaStream_t s, const std::vector<std::uint16_t>& pool,
+                       const Options& o, std::int64_t l2, cudaStream_t s, const std::vector<KvWord>& pool,
                        const std::vector<float>& acts) {
   const int position = depth - 1;
   std::map<LayerClass, std::pair<PlaneConfig, AppendPlan>> per_class;
@@ -356,7 +357,7 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
   // One random pool, large enough for the biggest plane plus distinct offsets per plane.
   const std::size_t pool_halfs =
       2 * static_cast<std::size_t>(std::max(max_depth, 4096)) * g.n_kv_heads * g.head_dim + 4096;
-  const std::vector<std::uint16_t> pool = random_halfs(pool_halfs, kSeed);
+  const std::vector<KvWord> pool = random_words(pool_halfs, kSeed, g.kv_dtype);
   const std::vector<float> acts =
       random_floats(static_cast<std::size_t>(g.n_heads + 2 * g.n_kv_heads) * g.head_dim, kSeed + 7);
 

@@ -28,6 +28,7 @@ void GeometryFlags::add_to(CLI::App& app) {
                                       "Layer i is NoPE when i % period == phase (0 = no NoPE layers)");
   given_.nope_phase = app.add_option("--nope-phase", nope_phase_, "See --nope-period");
   given_.weight_bytes = app.add_option("--weight-bytes", weight_bytes_, "Weight bytes streamed per token (budget)");
+  app.add_option("--kv-dtype", kv_dtype_, "KV plane element type: f16 or bf16")->capture_default_str();
 }
 
 Geometry GeometryFlags::resolve() const {
@@ -50,6 +51,10 @@ Geometry GeometryFlags::resolve() const {
   take(given_.nope_phase, g.nope_phase, nope_phase_);
   take(given_.weight_bytes, g.weight_bytes_per_token, weight_bytes_);
   if (changed) g.name = "custom (from " + preset_ + ")";
+  // The element type is not a shape field: the preset's name stays, describe() names the dtype.
+  Result<KvDtype> dtype = parse_kv_dtype(kv_dtype_);
+  if (!dtype) throw UsageError("--kv-dtype: " + dtype.status().message());
+  g.kv_dtype = *dtype;
   const Status st = g.validate();
   if (!st.ok()) throw UsageError("invalid geometry: " + st.message());
   return g;

@@ -15,7 +15,8 @@
 namespace ladder::cli {
 
 // --geometry PRESET plus per-field overrides (--n-layers, --heads, --kv-heads, --head-dim,
-// --window, --max-context, --ring-slack, --nope-period, --nope-phase, --weight-bytes).
+// --window, --max-context, --ring-slack, --nope-period, --nope-phase, --weight-bytes), and the
+// KV element type --kv-dtype f16|bf16 (default f16).
 class GeometryFlags {
  public:
   void add_to(CLI::App& app);
@@ -27,6 +28,7 @@ class GeometryFlags {
   int n_layers_ = 0, heads_ = 0, kv_heads_ = 0, head_dim_ = 0, window_ = 0, max_context_ = 0, ring_slack_ = 0,
       nope_period_ = 0, nope_phase_ = 0;
   std::int64_t weight_bytes_ = 0;
+  std::string kv_dtype_ = "f16";
   struct Given {
     CLI::Option *n_layers = nullptr, *heads = nullptr, *kv_heads = nullptr, *head_dim = nullptr, *window = nullptr,
                 *max_context = nullptr, *ring_slack = nullptr, *nope_period = nullptr, *nope_phase = nullptr,

@@ -140,6 +140,7 @@ nlohmann::json to_json(const bench::Report& rep) {
           {"date", rep.date},
           {"cache_bytes", rep.cache_bytes},
           {"threads", rep.threads},
+          {"kv_dtype", rep.kv_dtype},
           {"ceiling",
            {{"copy_gb_per_s", rep.ceiling.copy_gbps},
             {"read_gb_per_s", rep.ceiling.read_gbps},
@@ -154,7 +155,8 @@ nlohmann::json to_json(const bench::Report& rep) {
 
 void print_table(const bench::Report& rep) {
   const double ceiling = rep.ceiling.gbps();
-  std::printf("ladder bench on %s: %s, %s\n", rep.device.c_str(), rep.device_name.c_str(), rep.date.c_str());
+  std::printf("ladder bench on %s: %s, %s, KV %s\n", rep.device.c_str(), rep.device_name.c_str(), rep.date.c_str(),
+              rep.kv_dtype.c_str());
   std::printf("ceiling %.0f GB/s (%s): copy %.0f GB/s (bytes read + written), read-only %.0f GB/s\n", ceiling,
               rep.ceiling.source(), rep.ceiling.copy_gbps, rep.ceiling.read_gbps);
   const bool targets = rep.device == "cuda";
@@ -219,6 +221,7 @@ int run(const Options& o) {
   bo.reps = o.reps > 0 ? o.reps : (device == Device::cuda ? kDefaultGpuReps : kDefaultCpuReps);
   Result<bench::Report> rep = device == Device::cuda ? bench::run_gpu(g, bo) : bench::run_cpu(g, bo);
   if (!rep.ok()) throw std::runtime_error(rep.status().to_string());
+  rep->kv_dtype = kv_dtype_name(g.kv_dtype);
 
   const nlohmann::json j = to_json(*rep);
   if (!o.output.empty()) {

@@ -78,6 +78,7 @@ int run(const Options& o) {
     nlohmann::json j;
     j["derived_from_geometry_not_measured"] = true;
     j["geometry"] = g.describe();
+    j["kv_dtype"] = kv_dtype_name(g.kv_dtype);
     j["kv_bytes_per_token_layer"] = g.kv_bytes_per_token_layer();
     j["weight_bytes_per_token"] = g.weight_bytes_per_token;
     j["swa_layers"] = g.count_layers(LayerClass::swa);
@@ -98,8 +99,9 @@ int run(const Options& o) {
 
   std::printf("KV read per decoded token: derived from the geometry, not measured\n");
   std::printf("geometry: %s\n", g.describe().c_str());
-  std::printf("KV per token per layer: %s B (2 planes x %d KV heads x %d dims x 2 B f16)\n",
-              with_commas(g.kv_bytes_per_token_layer()).c_str(), g.n_kv_heads, g.head_dim);
+  std::printf("KV per token per layer: %s B (2 planes x %d KV heads x %d dims x %d B %s)\n",
+              with_commas(g.kv_bytes_per_token_layer()).c_str(), g.n_kv_heads, g.head_dim, kv_dtype_bytes(g.kv_dtype),
+              kv_dtype_name(g.kv_dtype));
   if (weights > 0)
     std::printf("weights per token: %s B (%s)\n", with_commas(g.weight_bytes_per_token).c_str(),
                 human_bytes(weights).c_str());

@@ -123,13 +123,16 @@ std::vector<int> walk_order(Route r, const PlaneState& st, int position, int vis
   return walk;
 }
 
+// "f16 plane row" / "bf16 plane row": where a run reads the current token from.
+std::string plane_row_text(const Geometry& g) { return fmt::format("{} plane row", kv_dtype_name(g.kv_dtype)); }
+
 double reference_error(const Geometry& g, const Input& in, const std::vector<float>& out, bool bypass) {
   const std::size_t n = static_cast<std::size_t>(in.visible) * in.kvn;
   std::vector<double> k(n), v(n), q(in.q.begin(), in.q.end()), ref(in.q.size());
   for (std::size_t i = 0; i < n; ++i) {
     const bool raw = bypass && i >= n - static_cast<std::size_t>(in.kvn);
-    k[i] = raw ? in.k[i] : f16_to_f32(f32_to_f16(in.k[i]));
-    v[i] = raw ? in.v[i] : f16_to_f32(f32_to_f16(in.v[i]));
+    k[i] = raw ? in.k[i] : kv_decode(kv_encode(in.k[i], g.kv_dtype), g.kv_dtype);
+    v[i] = raw ? in.v[i] : kv_decode(kv_encode(in.v[i], g.kv_dtype), g.kv_dtype);
   }
   const HeadShape shape{g.n_heads, g.n_kv_heads, g.head_dim, g.scale()};
   reference_attention(shape, q.data(), k.data(), v.data(), in.visible, ref.data());
@@ -218,7 +221,7 @@ Comparison compare(const Run& x, const Run& y) {
   if (x.bypass != y.bypass) {
     const Run& b = x.bypass ? x : y;
     c.reasons.push_back(fmt::format("current-token bypass: {} reads the current token from the f32 activations, the "
-                                    "other from its f16 plane row",
+                                    "other from its plane row",
                                     b.id));
   }
   if (x.walk != y.walk)
@@ -299,6 +302,7 @@ int run(const Options& o) {
   if (o.json) {
     nlohmann::json j;
     j["geometry"] = g.describe();
+    j["kv_dtype"] = kv_dtype_name(g.kv_dtype);
     j["position"] = o.position;
     j["visible"] = in.visible;
     j["seed"] = o.seed;
@@ -310,7 +314,7 @@ int run(const Options& o) {
         jr["repeat_bit_identical"] = r.repeatable;
         jr["relative_error"] = r.rel_error;
         jr["token_order"] = describe_walk(r);
-        jr["current_token"] = r.bypass ? "f32 activations" : "f16 plane row";
+        jr["current_token"] = r.bypass ? "f32 activations" : plane_row_text(g);
         jr["plane"] = {{"capacity", r.state.capacity}, {"len", r.state.len},
                        {"origin_logical", r.state.origin_logical}, {"origin_physical", r.state.origin_physical}};
       } else {
@@ -340,7 +344,7 @@ int run(const Options& o) {
     std::printf("  %-36s %s (cap %d, len %d, origin %d->%d); walks %s; current token from %s; rel err %.3g; "
                 "repeat %s\n",
                 r.id.c_str(), layout_name(r.layout), r.state.capacity, r.state.len, r.state.origin_logical,
-                r.state.origin_physical, describe_walk(r).c_str(), r.bypass ? "f32 activations" : "f16 plane row",
+                r.state.origin_physical, describe_walk(r).c_str(), r.bypass ? "f32 activations" : plane_row_text(g).c_str(),
                 r.rel_error, r.repeatable ? "bit-identical" : "DIFFERS");
   }
   std::printf("\npairs:\n");

@@ -1,6 +1,7 @@
 // Model geometry: how many layers of which class, the GQA head layout, window, max context.
 // Muse Glimmer (the chapter's model) is the preset; any geometry that validates is supported
-// on the CPU. The GPU kernels support head_dim 128 only and say so (ErrorCode::unsupported).
+// on the CPU. The GPU kernels support head_dim limits::kGpuHeadDim only and say so
+// (ErrorCode::unsupported). The KV element type is the geometry's kv_dtype (kv_dtype.hpp).
 #pragma once
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "ladder/errors.hpp"
+#include "ladder/kv_dtype.hpp"
 
 namespace ladder {
 
@@ -20,6 +22,11 @@ namespace limits {
 inline constexpr int kMaxLayers = 4096;          // 32x the deepest published decoder (128 layers)
 inline constexpr int kMaxHeads = 4096;           // query heads; KV heads are at most this too
 inline constexpr int kMaxHeadDim = 512;          // twice the largest head of published decoders (256)
+// head_dim must be a multiple of this: the exact producers deal dims to lanes in chunks of 4
+// (THE PRODUCER DAG, kernel_params.hpp).
+inline constexpr int kHeadDimMultiple = 4;
+// The one head_dim the CUDA kernels are written for: 32 lanes x 4 dims (src/cuda/common.cuh).
+inline constexpr int kGpuHeadDim = 128;
 inline constexpr int kMaxContext = 1 << 30;      // positions 0 .. 2^30-1; position + 1 stays an int
 inline constexpr int kMaxRows = 1 << 30;         // rows of one plane (ring capacity incl. slack)
 }  // namespace limits
@@ -51,6 +58,8 @@ struct Geometry {
   std::vector<LayerClass> layer_classes;
   // Weight bytes streamed per decoded token; used only by the budget arithmetic (C3).
   std::int64_t weight_bytes_per_token = 0;
+  // The element type of every KV plane (kv_dtype.hpp); f16 unless a caller asks for bf16.
+  KvDtype kv_dtype = KvDtype::f16;
 
   static Geometry muse_glimmer();
 
@@ -72,13 +81,17 @@ struct Geometry {
   }
   // Tokens of KV a layer at `position` attends to (K3).
   int visible(LayerClass c, int position) const;
-  // Bytes of K and V per token per layer: 2 planes x n_kv_heads x head_dim x sizeof(f16).
+  // Bytes of K and V per token per layer: 2 planes x n_kv_heads x head_dim x element bytes.
   std::int64_t kv_bytes_per_token_layer() const {
-    return std::int64_t{2} * n_kv_heads * head_dim * 2;
+    return std::int64_t{2} * n_kv_heads * head_dim * kv_dtype_bytes(kv_dtype);
   }
   int count_layers(LayerClass c) const;
   std::string describe() const;
 };
+
+// The head_dim rule of every geometry, plane and route (invalid_argument naming `what`):
+// 1..limits::kMaxHeadDim and a multiple of limits::kHeadDimMultiple.
+Status check_head_dim(int head_dim, const char* what);
 
 // K3: visible = min(position + 1, window) (window 0: position + 1); the window's first token.
 inline int visible_rows(int position, int window) {

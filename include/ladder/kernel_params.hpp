@@ -2,7 +2,7 @@
 // per kernel, not thirty positional ints). Shapes at the boundary:
 //   q, out      : f32 [n_heads][head_dim]
 //   cur_k/cur_v : f32 [n_kv_heads][head_dim]         (this token's activations)
-//   planes      : f16 bits, addressed by PlaneStrides  (see plane.hpp)
+//   planes      : KvWord elements of a KvDtype (kv_dtype.hpp), addressed by PlaneStrides (plane.hpp)
 //   partials    : f32 [n_heads][nwg][parts][2 + head_dim]  (m, s, o[head_dim]) per (head,
 //                 workgroup, part): parts = 1 when the producer merged its warps (step 4), nsg
 //                 when it leaves step 4 to the reducer (the tensor-core producer)
@@ -55,8 +55,8 @@ enum class RowOrder : std::uint8_t {
 };
 
 struct RowSource {
-  const std::uint16_t* k = nullptr;
-  const std::uint16_t* v = nullptr;
+  const KvWord* k = nullptr;
+  const KvWord* v = nullptr;
   PlaneStrides strides;
   RowOrder order = RowOrder::contiguous;
   PlaneState state;       // origins, for ring_logical
@@ -73,7 +73,7 @@ struct RowSource {
 //  * vec/staged:  rows.order = contiguous; tokens t >= tail_first come from `tail`
 //                 (the pad scratch, rows t - tail_first) — tail_first = visible when no pad.
 //  * interleaved: rows.order = contiguous (a growing plane never wraps); token visible-1 is
-//                 read from cur_k/cur_v in f32 and also stored (f16) into store_k/store_v at
+//                 read from cur_k/cur_v in f32 and also stored (kv_dtype) into store_k/store_v at
 //                 store_slot by exactly one worker.
 // Which producer kernel a ProducerParams is for. A batched launch (one launch per layer and
 // kernel family for every sequence of a call) reads one struct per sequence and skips those of
@@ -83,6 +83,9 @@ enum class KernelFamily : std::uint8_t { none, splitk, vec, interleaved, splitk_
 struct ProducerParams {
   KernelFamily family = KernelFamily::none;
   HeadShape shape;
+  // The dtype of every plane and scratch row the producer reads or stores (rows, tail,
+  // store_k/v) and the range bound it applies to q and the current token.
+  KvDtype kv_dtype = KvDtype::f16;
   int visible = 0;
   Schedule sched;
   const float* q = nullptr;
@@ -91,8 +94,8 @@ struct ProducerParams {
   int tail_first = 0;
   const float* cur_k = nullptr;
   const float* cur_v = nullptr;
-  std::uint16_t* store_k = nullptr;
-  std::uint16_t* store_v = nullptr;
+  KvWord* store_k = nullptr;
+  KvWord* store_v = nullptr;
   int store_slot = -1;
   float* partials = nullptr;
 };
@@ -108,14 +111,15 @@ struct ReduceParams {
   float* out = nullptr;
 };
 
-// G1: f32 activations in, f16 plane rows out (one token, all KV heads).
+// G1: f32 activations in, plane rows of kv_dtype out (one token, all KV heads).
 struct StoreParams {
+  KvDtype kv_dtype = KvDtype::f16;
   int n_kv_heads = 0;
   int head_dim = 0;
   const float* k = nullptr;
   const float* v = nullptr;
-  std::uint16_t* plane_k = nullptr;
-  std::uint16_t* plane_v = nullptr;
+  KvWord* plane_k = nullptr;
+  KvWord* plane_v = nullptr;
   PlaneStrides strides;
   int slot = 0;
 };
@@ -135,8 +139,8 @@ struct RowCopyParams {
   int first = 0;
   int count = 0;
   int rows = 0;
-  std::uint16_t* dst_k = nullptr;
-  std::uint16_t* dst_v = nullptr;
+  KvWord* dst_k = nullptr;
+  KvWord* dst_v = nullptr;
   PlaneStrides dst_strides;
 };
 
@@ -144,7 +148,7 @@ struct RowCopyParams {
 // (`dst_k`, `dst_v`); rows == 0 when the span has no ragged tail or is a token-major ring (on
 // the vec route a ring is a whole number of blocks: R1).
 inline RowCopyParams pad_copy(const RowSource& span, PlaneKind kind, int visible, const HeadShape& shape,
-                              std::uint16_t* dst_k, std::uint16_t* dst_v) {
+                              KvWord* dst_k, KvWord* dst_v) {
   RowCopyParams c;
   c.n_kv_heads = shape.n_kv_heads;
   c.head_dim = shape.head_dim;
@@ -165,7 +169,7 @@ inline RowCopyParams pad_copy(const RowSource& span, PlaneKind kind, int visible
 // The staging copy of a ring's `visible` rows from logical token `first_logical` into
 // `padded_rows` token-major rows at (`dst_k`, `dst_v`).
 inline RowCopyParams stage_copy(const RowSource& ring, int first_logical, int visible, int padded_rows,
-                                const HeadShape& shape, std::uint16_t* dst_k, std::uint16_t* dst_v) {
+                                const HeadShape& shape, KvWord* dst_k, KvWord* dst_v) {
   RowCopyParams c;
   c.n_kv_heads = shape.n_kv_heads;
   c.head_dim = shape.head_dim;

@@ -1,4 +1,5 @@
-// KV planes (K1–K4). A plane is two f16 arrays (K and V) plus the explicit-origin metadata
+// KV planes (K1–K4). A plane is two arrays of KvWord (K and V) holding elements of the plane's
+// kv_dtype (kv_dtype.hpp: f16 or bf16) plus the explicit-origin metadata
 // below. The metadata and its append rule are shared by the CPU and GPU planes; only where
 // the rows live differs.
 //
@@ -14,6 +15,7 @@
 #include "ladder/errors.hpp"
 #include "ladder/geometry.hpp"
 #include "ladder/hd.hpp"
+#include "ladder/kv_dtype.hpp"
 #include "ladder/nonfinite.hpp"
 
 namespace ladder {
@@ -66,11 +68,12 @@ struct PlaneConfig {
   // initial capacity (the plane grows by doubling, capped at max_context).
   int capacity = 0;
   int max_context = 0;      // positions >= max_context are refused
+  KvDtype kv_dtype = KvDtype::f16;  // what the plane's words mean (kv_dtype.hpp)
 
   // Refuses (invalid_argument) fields outside their ranges (the upper bounds of
   // geometry.hpp's `limits`) and a plane whose largest size in bytes does not fit in 64 bits.
   Status validate() const;
-  // Bytes of one of the plane's two f16 arrays (K or V) at `rows` rows, with checked
+  // Bytes of one of the plane's two arrays (K or V) at `rows` rows, with checked
   // arithmetic: invalid_argument when the product overflows 64 bits.
   Result<std::int64_t> array_bytes(int rows) const;
   // The most rows the plane ever holds: the ring's capacity; a growing plane's initial capacity
@@ -97,7 +100,7 @@ Result<PlaneState> state_after(const PlaneConfig& cfg, int position);
 // was. The cost is holding every growing layer's new rows at once at the token where they grow.
 struct PreparedAppend {
   AppendPlan plan;
-  std::vector<std::uint16_t> k, v;  // the grown rows; empty when the plane does not grow
+  std::vector<KvWord> k, v;  // the grown rows; empty when the plane does not grow
 };
 
 // A plane in host memory: the CPU device's storage and the tests' reference storage.
@@ -122,8 +125,8 @@ class HostPlane {
   int commit_append(PreparedAppend&& p) noexcept;
   // Convenience: append and store f32 K/V for all KV heads ([n_kv_heads][head_dim] each).
   Result<int> append_row(int position, const float* k, const float* v);
-  // Write f32 K/V rows of one token into a physical slot (range rule, then rounded to f16;
-  // counted in range_stats).
+  // Write f32 K/V rows of one token into a physical slot (range rule, then rounded to the
+  // plane's dtype; counted in range_stats).
   void write_row(int slot, const float* k, const float* v);
 
   // N1's counters: what the range rule (nonfinite.hpp) did to the values read by the calls on
@@ -132,20 +135,20 @@ class HostPlane {
   const RangeStats& range_stats() const { return range_; }
   void count_inputs(const float* q, std::size_t q_count, const float* k, const float* v);
 
-  std::uint16_t* k() { return k_.data(); }
-  std::uint16_t* v() { return v_.data(); }
-  const std::uint16_t* k() const { return k_.data(); }
-  const std::uint16_t* v() const { return v_.data(); }
+  KvWord* k() { return k_.data(); }
+  KvWord* v() { return v_.data(); }
+  const KvWord* k() const { return k_.data(); }
+  const KvWord* v() const { return v_.data(); }
   std::size_t elements() const { return k_.size(); }
 
  private:
   HostPlane(PlaneConfig cfg, PlaneState st) : cfg_(cfg), state_(st) {}
   // The rows relaid out for a larger capacity (head-major: each KV head's rows move to their
   // new, longer span), unwritten rows poisoned. Throws std::bad_alloc.
-  void grown_rows(int new_capacity, std::vector<std::uint16_t>& k, std::vector<std::uint16_t>& v) const;
+  void grown_rows(int new_capacity, std::vector<KvWord>& k, std::vector<KvWord>& v) const;
   PlaneConfig cfg_;
   PlaneState state_;
-  std::vector<std::uint16_t> k_, v_;
+  std::vector<KvWord> k_, v_;
   RangeStats range_;
 };
 

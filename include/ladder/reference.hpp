@@ -9,7 +9,7 @@
 namespace ladder {
 
 // k_rows/v_rows: the visible tokens in logical order, [visible][n_kv_heads][head_dim], given in
-// f64 exactly as the kernels will see them (f16-rounded plane rows; for the interleaved route
+// f64 exactly as the kernels will see them (plane rows rounded to the plane's dtype; for the interleaved route
 // the current token unrounded). out: [n_heads][head_dim].
 void reference_attention(const HeadShape& shape, const double* q, const double* k_rows,
                          const double* v_rows, int visible, double* out);
@@ -18,8 +18,8 @@ void reference_attention(const HeadShape& shape, const double* q, const double* 
 double relative_error(const float* a, const double* b, std::size_t n);
 
 // IEEE half <-> float (round to nearest even), exact on the f16 -> f32 side.
-std::uint16_t f32_to_f16(float f);
-float f16_to_f32(std::uint16_t h);
+KvWord f32_to_f16(float f);
+float f16_to_f32(KvWord h);
 
 // Distance in units in the last place between two finite floats (0 when bit-identical).
 std::int64_t ulp_distance(float a, float b);

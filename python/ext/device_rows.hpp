@@ -21,12 +21,12 @@ class DeviceRows {
   virtual const PlaneState& state() const = 0;
   // Metadata append with the library's rule (plan_append); growth keeps the rows. Returns the slot.
   virtual int append(int position) = 0;
-  // One token's f32 rows from host memory or device memory, stored as f16 at `slot`.
+  // One token's f32 rows from host memory or device memory, stored in the plane's dtype at `slot`.
   virtual void write_row(int slot, const float* k, const float* v, Where from) = 0;
   // The plane's K (values=false) or V rows in storage layout, copied to the host.
-  virtual std::vector<std::uint16_t> copy(bool values) const = 0;
+  virtual std::vector<KvWord> copy(bool values) const = 0;
   // Replaces the plane's K (values=false) or V rows with `data` (storage layout, same size).
-  virtual void upload(bool values, const std::vector<std::uint16_t>& data) = 0;
+  virtual void upload(bool values, const std::vector<KvWord>& data) = 0;
   // Runs `r` for this token on `stream` (a cudaStream_t as an integer; 0 = the default stream)
   // with q, k, v, out in device memory. Synchronous with respect to the stream only.
   virtual void attend(Route r, int position, int slot, const HeadShape& shape, const float* q, const float* k,

@@ -67,6 +67,7 @@ class CudaRows final : public DeviceRows {
       // Rows already in device memory go straight to the plane through the library's store
       // kernel (range rule, round to nearest even), on the default stream: no trip to the host.
       StoreParams p;
+      p.kv_dtype = plane_.cfg.kv_dtype;
       p.n_kv_heads = plane_.cfg.n_kv_heads;
       p.head_dim = plane_.cfg.head_dim;
       p.k = k;
@@ -87,30 +88,30 @@ class CudaRows final : public DeviceRows {
       std::copy(k, k + n, hk.begin());
       std::copy(v, v + n, hv.begin());
     }
-    // Rows are ruled and rounded on the host with the library's store rule (kv_to_f16), the same
-    // as HostPlane.
+    // Rows are ruled and rounded on the host with the library's store rule (kv_encode in the
+    // plane's dtype), the same as HostPlane.
     const PlaneStrides s = plane_.strides();
     const int d = plane_.cfg.head_dim;
-    std::vector<std::uint16_t> row(d);
+    std::vector<KvWord> row(d);
     for (int h = 0; h < plane_.cfg.n_kv_heads; ++h) {
       const std::int64_t at = s.offset(slot, h);
-      for (int i = 0; i < d; ++i) row[i] = kv_to_f16(hk[h * d + i]);
-      check_cuda(cudaMemcpy(plane_.k + at, row.data(), d * 2, cudaMemcpyHostToDevice), "storing k");
-      for (int i = 0; i < d; ++i) row[i] = kv_to_f16(hv[h * d + i]);
-      check_cuda(cudaMemcpy(plane_.v + at, row.data(), d * 2, cudaMemcpyHostToDevice), "storing v");
+      for (int i = 0; i < d; ++i) row[i] = kv_encode(hk[h * d + i], plane_.cfg.kv_dtype);
+      check_cuda(cudaMemcpy(plane_.k + at, row.data(), d * sizeof(KvWord), cudaMemcpyHostToDevice), "storing k");
+      for (int i = 0; i < d; ++i) row[i] = kv_encode(hv[h * d + i], plane_.cfg.kv_dtype);
+      check_cuda(cudaMemcpy(plane_.v + at, row.data(), d * sizeof(KvWord), cudaMemcpyHostToDevice), "storing v");
     }
   }
 
-  std::vector<std::uint16_t> copy(bool values) const override {
-    std::vector<std::uint16_t> out(elements());
-    check_cuda(cudaMemcpy(out.data(), values ? plane_.v : plane_.k, out.size() * 2, cudaMemcpyDeviceToHost),
+  std::vector<KvWord> copy(bool values) const override {
+    std::vector<KvWord> out(elements());
+    check_cuda(cudaMemcpy(out.data(), values ? plane_.v : plane_.k, out.size() * sizeof(KvWord), cudaMemcpyDeviceToHost),
                "copying the plane to the host");
     return out;
   }
 
-  void upload(bool values, const std::vector<std::uint16_t>& data) override {
+  void upload(bool values, const std::vector<KvWord>& data) override {
     if (data.size() != elements()) raise(error_types().base, "plane upload of the wrong size");
-    check_cuda(cudaMemcpy(values ? plane_.v : plane_.k, data.data(), data.size() * 2, cudaMemcpyHostToDevice),
+    check_cuda(cudaMemcpy(values ? plane_.v : plane_.k, data.data(), data.size() * sizeof(KvWord), cudaMemcpyHostToDevice),
                "copying rows to the plane");
   }
 
@@ -142,19 +143,20 @@ class CudaRows final : public DeviceRows {
 
   void allocate(int rows) {
     const std::size_t n = static_cast<std::size_t>(rows) * plane_.cfg.n_kv_heads * plane_.cfg.head_dim;
-    DeviceBuffer k(n * 2), v(n * 2);
-    // Unwritten rows hold f16 NaN, as on the host, so a read of a row nobody stored shows up.
-    poison(k.p, n);
-    poison(v.p, n);
+    DeviceBuffer k(n * sizeof(KvWord)), v(n * sizeof(KvWord));
+    // Unwritten rows hold a NaN of the plane's dtype, as on the host, so a read of a row nobody
+    // stored shows up.
+    poison(k.p, n, plane_.cfg.kv_dtype);
+    poison(v.p, n, plane_.cfg.kv_dtype);
     k_ = std::move(k);
     v_ = std::move(v);
-    plane_.k = static_cast<std::uint16_t*>(k_.p);
-    plane_.v = static_cast<std::uint16_t*>(v_.p);
+    plane_.k = static_cast<KvWord*>(k_.p);
+    plane_.v = static_cast<KvWord*>(v_.p);
   }
 
-  static void poison(void* p, std::size_t halfs) {
-    const std::vector<std::uint16_t> nan(halfs, kPoisonHalf);
-    check_cuda(cudaMemcpy(p, nan.data(), halfs * 2, cudaMemcpyHostToDevice), "initialising a plane");
+  static void poison(void* p, std::size_t words, KvDtype dtype) {
+    const std::vector<KvWord> nan(words, kv_quiet_nan(dtype));
+    check_cuda(cudaMemcpy(p, nan.data(), words * sizeof(KvWord), cudaMemcpyHostToDevice), "initialising a plane");
   }
 
   // A growing plane is head-major: each KV head's rows move to their place in the larger plane.
@@ -166,11 +168,11 @@ class CudaRows final : public DeviceRows {
     for (int h = 0; h < plane_.cfg.n_kv_heads; ++h) {
       const std::size_t from = static_cast<std::size_t>(h) * old_rows * d;
       const std::size_t to = static_cast<std::size_t>(h) * rows * d;
-      check_cuda(cudaMemcpy(plane_.k + to, static_cast<std::uint16_t*>(old_k.p) + from,
-                            static_cast<std::size_t>(old_rows) * d * 2, cudaMemcpyDeviceToDevice),
+      check_cuda(cudaMemcpy(plane_.k + to, static_cast<KvWord*>(old_k.p) + from,
+                            static_cast<std::size_t>(old_rows) * d * sizeof(KvWord), cudaMemcpyDeviceToDevice),
                  "growing a plane");
-      check_cuda(cudaMemcpy(plane_.v + to, static_cast<std::uint16_t*>(old_v.p) + from,
-                            static_cast<std::size_t>(old_rows) * d * 2, cudaMemcpyDeviceToDevice),
+      check_cuda(cudaMemcpy(plane_.v + to, static_cast<KvWord*>(old_v.p) + from,
+                            static_cast<std::size_t>(old_rows) * d * sizeof(KvWord), cudaMemcpyDeviceToDevice),
                  "growing a plane");
     }
   }
@@ -186,7 +188,6 @@ class CudaRows final : public DeviceRows {
     ws_ = take(cuda::allocate_workspace(grown));
   }
 
-  static constexpr std::uint16_t kPoisonHalf = 0x7E00;  // f16 quiet NaN
   cuda::DevicePlane plane_;
   DeviceBuffer k_, v_;
   cuda::DeviceWorkspace ws_;

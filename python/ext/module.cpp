@@ -13,6 +13,7 @@
 
 #include "arrays.hpp"
 #include "attend.hpp"
+#include "cpu/kv_convert.hpp"
 #include "device_rows.hpp"
 #include "errors.hpp"
 #include "integers.hpp"
@@ -236,10 +237,10 @@ nb::list route_trace_py(const Geometry& g, nb::handle positions_arg, nb::handle 
 }
 
 // ---- plane data as numpy ------------------------------------------------------------------------
-nb::ndarray<nb::numpy, std::uint16_t> owned_u16(std::vector<std::uint16_t> data, std::vector<std::size_t> shape) {
-  auto* heap = new std::vector<std::uint16_t>(std::move(data));
-  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<std::uint16_t>*>(p); });
-  return nb::ndarray<nb::numpy, std::uint16_t>(heap->data(), shape.size(), shape.data(), owner);
+nb::ndarray<nb::numpy, KvWord> owned_u16(std::vector<KvWord> data, std::vector<std::size_t> shape) {
+  auto* heap = new std::vector<KvWord>(std::move(data));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<KvWord>*>(p); });
+  return nb::ndarray<nb::numpy, KvWord>(heap->data(), shape.size(), shape.data(), owner);
 }
 
 nb::ndarray<nb::numpy, float> new_f32(std::vector<std::size_t> shape) {
@@ -267,7 +268,7 @@ nb::tuple window_rows(const Plane& p) {
   const int last = st.next_position - 1;
   const int visible = last < 0 ? 0 : visible_rows(last, cfg.window);
   const int first = last < 0 ? 0 : logical_start(last, cfg.window);
-  const std::vector<std::uint16_t> kh = p.copy_k(), vh = p.copy_v();
+  const std::vector<KvWord> kh = p.copy_k(), vh = p.copy_v();
   const PlaneStrides s = plane_strides(cfg.kind, st.capacity, cfg.n_kv_heads, cfg.head_dim);
   const std::vector<std::size_t> shape{static_cast<std::size_t>(visible), static_cast<std::size_t>(cfg.n_kv_heads),
                                        static_cast<std::size_t>(cfg.head_dim)};
@@ -280,8 +281,8 @@ nb::tuple window_rows(const Plane& p) {
       const std::int64_t src = s.offset(row, h);
       const std::int64_t dst = (static_cast<std::int64_t>(t) * cfg.n_kv_heads + h) * cfg.head_dim;
       for (int d = 0; d < cfg.head_dim; ++d) {
-        kd[dst + d] = f16_to_f32(kh[src + d]);
-        vd[dst + d] = f16_to_f32(vh[src + d]);
+        kd[dst + d] = kv_decode(kh[src + d], cfg.kv_dtype);
+        vd[dst + d] = kv_decode(vh[src + d], cfg.kv_dtype);
       }
     }
   }
@@ -310,22 +311,34 @@ PlaneState locked_state(const Plane& p) {
 }
 
 // K or V as float16 in storage layout, copied under the plane's lock.
-nb::object f16_copy(const Plane& p, bool values) {
-  std::vector<std::uint16_t> data;
+// K or V in storage layout: float16 for an f16 plane; float32 for a bf16 plane (numpy has no
+// bfloat16; the widening is exact, so the values are the stored ones).
+nb::object storage_copy(const Plane& p, bool values) {
+  std::vector<KvWord> data;
   std::vector<std::size_t> shape;
   {
     const PlaneGuard guard(p);
     data = values ? p.copy_v() : p.copy_k();
     shape = storage_shape(p.config(), p.state());
   }
-  return owned_u16(std::move(data), std::move(shape)).cast().attr("view")("float16");
+  if (p.config().kv_dtype == KvDtype::f16)
+    return owned_u16(std::move(data), std::move(shape)).cast().attr("view")("float16");
+  auto wide = new_f32(std::move(shape));
+  cpu::detail::widen_row(data.data(), wide.data(), static_cast<int>(data.size()), p.config().kv_dtype);
+  return wide.cast();
+}
+
+KvDtype dtype_arg(const std::string& name) {
+  Result<KvDtype> d = parse_kv_dtype(name);
+  if (!d) raise(error_types().invalid_argument, d.status().message());
+  return *d;
 }
 
 std::string geometry_repr(const Geometry& g) {
   return fmt::format("Geometry(name='{}', n_layers={}, n_heads={}, n_kv_heads={}, head_dim={}, window={}, "
-                     "max_context={}, ring_slack={}, nope_period={}, nope_phase={})",
+                     "max_context={}, ring_slack={}, nope_period={}, nope_phase={}, kv_dtype='{}')",
                      g.name, g.n_layers, g.n_heads, g.n_kv_heads, g.head_dim, g.window, g.max_context, g.ring_slack,
-                     g.nope_period, g.nope_phase);
+                     g.nope_period, g.nope_phase, kv_dtype_name(g.kv_dtype));
 }
 
 }  // namespace
@@ -350,7 +363,8 @@ NB_MODULE(_ladder, m) {
           "__init__",
           [](Geometry* g, nb::handle n_layers, nb::handle n_heads, nb::handle n_kv_heads, nb::handle head_dim,
              nb::handle window, nb::handle max_context, nb::handle ring_slack, nb::handle nope_period,
-             nb::handle nope_phase, std::optional<std::vector<std::string>> classes, std::string name) {
+             nb::handle nope_phase, std::optional<std::vector<std::string>> classes, std::string name,
+             const std::string& kv_dtype) {
             PyObject* bad = error_types().invalid_argument;
             Geometry v;
             v.name = std::move(name);
@@ -365,12 +379,15 @@ NB_MODULE(_ladder, m) {
             v.nope_phase = int_arg(nope_phase, "nope_phase", bad);
             if (classes)
               for (const std::string& c : *classes) v.layer_classes.push_back(parse_layer_class(c));
+            v.kv_dtype = dtype_arg(kv_dtype);
             check(v.validate());
             new (g) Geometry(std::move(v));
           },
           "n_layers"_a, "n_heads"_a, "n_kv_heads"_a, "head_dim"_a, "window"_a, "max_context"_a, "ring_slack"_a = 0,
           "nope_period"_a = 0, "nope_phase"_a = 0, "layer_classes"_a = nb::none(), "name"_a = "custom",
-          "A validated geometry (raises InvalidArgumentError). layer_classes: optional per-layer 'swa'/'nope'.")
+          "kv_dtype"_a = "f16",
+          "A validated geometry (raises InvalidArgumentError). layer_classes: optional per-layer 'swa'/'nope'. "
+          "kv_dtype: the KV planes' element type, 'f16' (default) or 'bf16'.")
       .def_static("muse_glimmer", &Geometry::muse_glimmer,
                   "The chapter's model: 52 layers (39 SWA + 13 NoPE), 32:2 heads, head_dim 128, window 2048.")
       .def_rw("name", &Geometry::name)
@@ -384,6 +401,14 @@ NB_MODULE(_ladder, m) {
       .def_prop_rw("nope_period", int_getter(&Geometry::nope_period), int_setter(&Geometry::nope_period, "nope_period"))
       .def_prop_rw("nope_phase", int_getter(&Geometry::nope_phase), int_setter(&Geometry::nope_phase, "nope_phase"))
       .def_rw("weight_bytes_per_token", &Geometry::weight_bytes_per_token)
+      .def_prop_rw("kv_dtype", [](const Geometry& g) { return std::string(kv_dtype_name(g.kv_dtype)); },
+                   [](Geometry& g, const std::string& d) { g.kv_dtype = dtype_arg(d); },
+                   "The KV planes' element type: 'f16' or 'bf16' (anything else raises InvalidArgumentError).")
+      .def("with_kv_dtype", [](const Geometry& g, const std::string& d) {
+            Geometry c = g;
+            c.kv_dtype = dtype_arg(d);
+            return c;
+          }, "kv_dtype"_a, "A copy of this geometry with another KV element type.")
       .def("validate", [](const Geometry& g) { check(g.validate()); }, "Raises InvalidArgumentError when invalid.")
       .def("layer_class", [](const Geometry& g, nb::handle layer_arg) {
             const int layer = int_arg(layer_arg, "layer", error_types().invalid_argument);
@@ -417,9 +442,10 @@ NB_MODULE(_ladder, m) {
       .def(
           "__init__",
           [](PlaneConfig* c, const std::string& kind, nb::handle n_kv_heads, nb::handle head_dim, nb::handle capacity,
-             nb::handle max_context, nb::handle window) {
+             nb::handle max_context, nb::handle window, const std::string& kv_dtype) {
             PyObject* bad = error_types().invalid_argument;
             PlaneConfig v;
+            v.kv_dtype = dtype_arg(kv_dtype);
             v.kind = parse_plane_kind(kind);
             v.n_kv_heads = int_arg(n_kv_heads, "n_kv_heads", bad);
             v.head_dim = int_arg(head_dim, "head_dim", bad);
@@ -429,16 +455,19 @@ NB_MODULE(_ladder, m) {
             check(v.validate());
             new (c) PlaneConfig(v);
           },
-          "kind"_a, "n_kv_heads"_a, "head_dim"_a, "capacity"_a, "max_context"_a, "window"_a = 0)
+          "kind"_a, "n_kv_heads"_a, "head_dim"_a, "capacity"_a, "max_context"_a, "window"_a = 0, "kv_dtype"_a = "f16")
       .def_prop_ro("kind", [](const PlaneConfig& c) { return std::string(plane_kind_name(c.kind)); })
       .def_ro("n_kv_heads", &PlaneConfig::n_kv_heads)
       .def_ro("head_dim", &PlaneConfig::head_dim)
       .def_ro("window", &PlaneConfig::window)
       .def_ro("capacity", &PlaneConfig::capacity)
       .def_ro("max_context", &PlaneConfig::max_context)
+      .def_prop_ro("kv_dtype", [](const PlaneConfig& c) { return std::string(kv_dtype_name(c.kv_dtype)); })
       .def("__repr__", [](const PlaneConfig& c) {
-        return fmt::format("PlaneConfig(kind='{}', n_kv_heads={}, head_dim={}, capacity={}, max_context={}, window={})",
-                           plane_kind_name(c.kind), c.n_kv_heads, c.head_dim, c.capacity, c.max_context, c.window);
+        return fmt::format("PlaneConfig(kind='{}', n_kv_heads={}, head_dim={}, capacity={}, max_context={}, window={}, "
+                           "kv_dtype='{}')",
+                           plane_kind_name(c.kind), c.n_kv_heads, c.head_dim, c.capacity, c.max_context, c.window,
+                           kv_dtype_name(c.kv_dtype));
       });
 
   nb::class_<PlaneState>(m, "PlaneState", "Explicit origins: logical origin_logical lives at physical origin_physical.")
@@ -489,7 +518,7 @@ NB_MODULE(_ladder, m) {
       });
 
   // ---- Plane ----
-  nb::class_<Plane>(m, "Plane", "A KV plane (K and V, f16) with explicit origins, in host or device memory.")
+  nb::class_<Plane>(m, "Plane", "A KV plane (K and V, f16 or bf16: config.kv_dtype) with explicit origins, in host or device memory.")
       .def(
           "__init__",
           [](Plane* p, const PlaneConfig& cfg, const std::string& device) { new (p) Plane(cfg, where_from(device)); },
@@ -525,7 +554,7 @@ NB_MODULE(_ladder, m) {
             return d;
           },
           "Values the range rule changed in this host plane's writes and attends: {'saturated': finite values "
-          "beyond +-65504 read as +-65504, 'nonfinite': NaN/Inf values read as NaN}; None for a device plane.")
+          "beyond +-65504 read as +-65504 (both dtypes), 'nonfinite': NaN/Inf values read as NaN}; None for a device plane.")
       .def("append", [](Plane& p, nb::handle position) {
             const int pos = int_arg(position, "position", error_types().position);
             const PlaneGuard guard(p);
@@ -539,7 +568,8 @@ NB_MODULE(_ladder, m) {
             const PlaneGuard guard(p);
             p.write_row(s, ki, vi);
           }, "slot"_a.none(), "k"_a.none(), "v"_a.none(),
-          "Store one token's K and V (float32, float16 or bfloat16), each (n_kv_heads, head_dim), at a slot (f16).")
+          "Store one token's K and V (float32, float16 or bfloat16), each (n_kv_heads, head_dim), at a slot (rounded "
+          "to the plane's kv_dtype).")
       .def("append_row", [](Plane& p, nb::handle position, nb::handle k, nb::handle v) {
             const int pos = int_arg(position, "position", error_types().position);
             const ArrayInfo ki = in_array(k, "k"), vi = in_array(v, "v");
@@ -561,10 +591,12 @@ NB_MODULE(_ladder, m) {
            "k"_a.none(), "v"_a.none(),
            "Append the next n positions with rows from arrays k, v (float32, float16 or bfloat16; host arrays, or "
            "CUDA tensors for a device plane) of shape (n, n_kv_heads, head_dim); returns the slots. Every append is checked first, so a refusal changes nothing.")
-      .def("keys", [](const Plane& p) { return f16_copy(p, false); },
-           "A float16 copy of K in storage layout: ring (capacity, n_kv_heads, head_dim), growing "
-           "(n_kv_heads, capacity, head_dim). Unwritten rows are NaN.")
-      .def("values", [](const Plane& p) { return f16_copy(p, true); },
+      .def_prop_ro("kv_dtype", [](const Plane& p) { return std::string(kv_dtype_name(p.config().kv_dtype)); })
+      .def("keys", [](const Plane& p) { return storage_copy(p, false); },
+           "A copy of K in storage layout: ring (capacity, n_kv_heads, head_dim), growing "
+           "(n_kv_heads, capacity, head_dim); float16 for an f16 plane, float32 (the stored bf16 values, exactly) "
+           "for a bf16 plane. Unwritten rows are NaN.")
+      .def("values", [](const Plane& p) { return storage_copy(p, true); },
            "A float16 copy of V in storage layout (see keys()).")
       .def("window_rows", &window_rows,
            "The visible window ending at the last appended position, in logical order: (k, v), float32, "

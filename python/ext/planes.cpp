@@ -78,15 +78,15 @@ std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
     return slots;
   }
   // Device plane: the rows are rounded and placed on the host, then the plane goes up in one copy.
-  std::vector<std::uint16_t> hk = device_->copy(false), hv = device_->copy(true);
+  std::vector<KvWord> hk = device_->copy(false), hv = device_->copy(true);
   const PlaneStrides s = plane_strides(cfg.kind, state().capacity, cfg.n_kv_heads, cfg.head_dim);
   for (std::int64_t i = 0; i < n; ++i)
     for (int h = 0; h < cfg.n_kv_heads; ++h) {
       const std::int64_t at = s.offset(slots[i], h);
       const std::size_t src = i * row + static_cast<std::size_t>(h) * cfg.head_dim;
       for (int d = 0; d < cfg.head_dim; ++d) {
-        hk[at + d] = kv_to_f16(kp[src + d]);  // the store's range rule (docs/nonfinite.md)
-        hv[at + d] = kv_to_f16(vp[src + d]);
+        hk[at + d] = kv_encode(kp[src + d], cfg.kv_dtype);  // the store's range rule (docs/nonfinite.md)
+        hv[at + d] = kv_encode(vp[src + d], cfg.kv_dtype);
       }
     }
   device_->upload(false, hk);
@@ -94,11 +94,11 @@ std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
   return slots;
 }
 
-std::vector<std::uint16_t> Plane::copy_k() const {
+std::vector<KvWord> Plane::copy_k() const {
   if (host_) return {host_->k(), host_->k() + host_->elements()};
   return device_->copy(false);
 }
-std::vector<std::uint16_t> Plane::copy_v() const {
+std::vector<KvWord> Plane::copy_v() const {
   if (host_) return {host_->v(), host_->v() + host_->elements()};
   return device_->copy(true);
 }

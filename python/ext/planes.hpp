@@ -30,15 +30,15 @@ class Plane {
   const PlaneState& state() const;
   // Metadata append (K4: a refused append raises and leaves the plane untouched); the slot.
   int append(int position);
-  // Stores one token's f32 K/V ([n_kv_heads][head_dim] each) at a physical slot, rounded to f16.
+  // Stores one token's f32 K/V ([n_kv_heads][head_dim] each) at a physical slot, rounded to the plane's dtype.
   void write_row(int slot, const ArrayInfo& k, const ArrayInfo& v);
   // Appends next_position, next_position+1, ... with one row each from k, v (host float32,
   // [n][n_kv_heads][head_dim]); all appends are checked first, so a refusal changes nothing.
   // Returns the slots.
   std::vector<int> extend(const ArrayInfo& k, const ArrayInfo& v);
-  // The stored f16 rows in storage layout, copied to host memory.
-  std::vector<std::uint16_t> copy_k() const;
-  std::vector<std::uint16_t> copy_v() const;
+  // The stored rows (words of the plane's dtype) in storage layout, copied to host memory.
+  std::vector<KvWord> copy_k() const;
+  std::vector<KvWord> copy_v() const;
 
   HostPlane& host() { return *host_; }
   DeviceRows& device() { return *device_; }

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "cpu/half_convert.hpp"
+#include "cpu/kv_convert.hpp"
 #include "device_convert.hpp"
 #include "ladder/reference.hpp"
 
@@ -43,25 +43,6 @@ Elem checked_float(const ArrayInfo& a, const char* name, const std::vector<Dim>&
 }
 
 namespace {
-// bfloat16 is the top half of a float32: widening is a shift, exact.
-float bf16_to_f32(std::uint16_t h) {
-  const std::uint32_t x = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &x, sizeof f);
-  return f;
-}
-
-// Round to nearest even on the dropped half; a NaN stays a (quiet) NaN with its sign.
-std::uint16_t f32_to_bf16(float f) {
-  std::uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  constexpr std::uint32_t kAbs = 0x7fffffffu, kInf = 0x7f800000u, kQuiet = 0x0040u;
-  if ((x & kAbs) > kInf) return static_cast<std::uint16_t>((x >> 16) | kQuiet);
-  constexpr std::uint32_t kHalfUlp = 0x7fffu;
-  x += kHalfUlp + ((x >> 16) & 1u);
-  return static_cast<std::uint16_t>(x >> 16);
-}
-
 std::size_t elements(const std::vector<Dim>& dims) {
   std::size_t n = 1;
   for (const Dim& d : dims) n *= static_cast<std::size_t>(d.size);
@@ -76,10 +57,11 @@ void to_f32_host(const void* src, Elem e, float* dst, std::size_t n) {
       std::memcpy(dst, src, n * sizeof(float));
       return;
     case Elem::f16:
-      cpu::detail::halfs_to_floats(h, dst, static_cast<int>(n));
+      cpu::detail::widen_row<KvDtype::f16>(h, dst, static_cast<int>(n));
       return;
     case Elem::bf16:
-      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
+      // bfloat16 (kv_dtype.hpp's conversions): the top half of a float32, widened exactly.
+      cpu::detail::widen_row<KvDtype::bf16>(h, dst, static_cast<int>(n));
       return;
   }
 }

@@ -106,3 +106,37 @@ def test_extend_on_a_device_plane(rng):
     assert host.extend(k, v) == dev.extend(k, v)
     assert host.state == dev.state
     np.testing.assert_array_equal(host.values().view(np.uint16), dev.values().view(np.uint16))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_route_on_bf16_device_planes(rng, case):
+    """bf16 device planes: every route against the reference of the bf16-rounded rows, and the
+    device plane's stored words equal a host bf16 plane's (the GPU store rounds as the CPU does)."""
+    from test_kv_dtype import bf16_cfg, bf16_round
+
+    _, f16_cfg, position, route = case
+    cfg = bf16_cfg(f16_cfg)
+    dev, host = ladder.Plane(cfg, device="cuda"), ladder.Plane(cfg)
+    k_hist, v_hist = [], []
+    for pos in range(position):
+        k, v = random_rows(rng, 2, 128)
+        dev.append_row(pos, torch.from_numpy(k).cuda(), torch.from_numpy(v).cuda())
+        host.append_row(pos, k, v)
+        k_hist.append(bf16_round(k))
+        v_hist.append(bf16_round(v))
+    k, v = random_rows(rng, 2, 128)
+    q = rng.standard_normal((32, 128)).astype(np.float32)
+    slot = dev.append(position)
+    out = torch.full((32, 128), float("nan"), device="cuda")
+    ladder.attend(route, dev, position, slot, *(torch.from_numpy(a).cuda() for a in (q, k, v)), out=out)
+    cur = (k.astype(np.float64), v.astype(np.float64)) if route == "interleaved" else (bf16_round(k), bf16_round(v))
+    visible = min(position + 1, cfg.window) if cfg.kind == "ring" else position + 1
+    first = position + 1 - visible
+    k_rows = np.stack(k_hist[first:position] + [cur[0]])
+    v_rows = np.stack(v_hist[first:position] + [cur[1]])
+    res = out.cpu().numpy()
+    assert np.isfinite(res).all()
+    assert rel_err(res, reference(q, k_rows, v_rows)) < TOLERANCE
+    host.append_row(position, k, v)
+    np.testing.assert_array_equal(dev.keys().view(np.uint32), host.keys().view(np.uint32))
+    np.testing.assert_array_equal(dev.values().view(np.uint32), host.values().view(np.uint32))

@@ -36,9 +36,9 @@ Status Geometry::validate() const {
   if (n_heads % n_kv_heads != 0)
     return bad(fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({}) for grouped-query attention",
                            n_heads, n_kv_heads));
-  if (head_dim <= 0 || head_dim % 4 != 0 || head_dim > limits::kMaxHeadDim)
-    return bad(fmt::format("head_dim must be a positive multiple of 4 up to {} (got {})", limits::kMaxHeadDim,
-                           head_dim));
+  LADDER_TRY(check_head_dim(head_dim, "head_dim"));
+  if (!kv_dtype_valid(kv_dtype))
+    return bad(fmt::format("kv_dtype must be f16 or bf16 (got enum value {})", static_cast<int>(kv_dtype)));
   if (window < 0) return bad(fmt::format("window must be >= 0, 0 meaning unbounded (got {})", window));
   if (max_context <= 0 || max_context > limits::kMaxContext)
     return bad(fmt::format("max_context must be in 1..{} (got {})", limits::kMaxContext, max_context));
@@ -54,6 +54,13 @@ Status Geometry::validate() const {
   if (!layer_classes.empty() && static_cast<int>(layer_classes.size()) != n_layers)
     return bad(fmt::format("layer_classes lists {} layers but n_layers is {}", layer_classes.size(), n_layers));
   if (weight_bytes_per_token < 0) return bad("weight_bytes_per_token must be >= 0");
+  return {};
+}
+
+Status check_head_dim(int head_dim, const char* what) {
+  if (head_dim <= 0 || head_dim % limits::kHeadDimMultiple != 0 || head_dim > limits::kMaxHeadDim)
+    return bad(fmt::format("{} must be a positive multiple of {} up to {} (got {})", what, limits::kHeadDimMultiple,
+                           limits::kMaxHeadDim, head_dim));
   return {};
 }
 
@@ -75,10 +82,10 @@ int Geometry::count_layers(LayerClass c) const {
 
 std::string Geometry::describe() const {
   return fmt::format("{}: {} layers ({} SWA + {} NoPE), {}:{} heads (GQA {}:1), head_dim {}, window {}, "
-                     "max context {}, ring capacity {}",
+                     "max context {}, ring capacity {}, KV {}",
                      name, n_layers, count_layers(LayerClass::swa), count_layers(LayerClass::nope), n_heads,
                      n_kv_heads, n_heads / (n_kv_heads > 0 ? n_kv_heads : 1), head_dim, window, max_context,
-                     ring_capacity());
+                     ring_capacity(), kv_dtype_name(kv_dtype));
 }
 
 }  // namespace ladder

@@ -9,9 +9,10 @@
 
 namespace ladder {
 
-void count_range(const float* x, std::size_t n, RangeStats& stats) {
+void count_range(const float* x, std::size_t n, RangeStats& stats, KvDtype d) {
+  const float range_max = kv_range_max(d);
   for (std::size_t i = 0; i < n; ++i) {
-    switch (range_class(x[i])) {
+    switch (range_class(x[i], range_max)) {
       case RangeClass::kept: break;
       case RangeClass::saturated: ++stats.saturated; break;
       case RangeClass::nonfinite: ++stats.nonfinite; break;
@@ -19,7 +20,12 @@ void count_range(const float* x, std::size_t n, RangeStats& stats) {
   }
 }
 
-std::uint16_t kv_to_f16(float x) { return f32_to_f16(kv_range(x)); }
+KvWord kv_encode(float x, KvDtype d) {
+  const float ruled = kv_range(x, kv_range_max(d));
+  return d == KvDtype::bf16 ? f32_to_bf16(ruled) : f32_to_f16(ruled);
+}
+
+float kv_decode(KvWord w, KvDtype d) { return d == KvDtype::bf16 ? bf16_to_f32(w) : f16_to_f32(w); }
 
 Status check_finite(const char* what, const float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {

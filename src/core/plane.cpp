@@ -11,9 +11,6 @@
 namespace ladder {
 
 namespace {
-// Unwritten plane rows hold f16 NaN, so a kernel that reads a row nobody stored poisons its
-// output instead of silently using stale data.
-constexpr std::uint16_t kPoisonHalf = 0x7E00;
 Status bad(std::string msg) { return make_error(ErrorCode::invalid_argument, std::move(msg)); }
 }  // namespace
 
@@ -34,8 +31,12 @@ PlaneStrides plane_strides(PlaneKind kind, int capacity, int n_kv_heads, int hea
 Status PlaneConfig::validate() const {
   if (n_kv_heads <= 0 || n_kv_heads > limits::kMaxHeads)
     return bad(fmt::format("plane n_kv_heads must be in 1..{} (got {})", limits::kMaxHeads, n_kv_heads));
+  // Only the size limit here: the multiple-of-kHeadDimMultiple rule is the routes' (check_head_dim),
+  // so a plane of any head_dim can hold rows and refuse attention with a message.
   if (head_dim <= 0 || head_dim > limits::kMaxHeadDim)
     return bad(fmt::format("plane head_dim must be in 1..{} (got {})", limits::kMaxHeadDim, head_dim));
+  if (!kv_dtype_valid(kv_dtype))
+    return bad(fmt::format("plane kv_dtype must be f16 or bf16 (got enum value {})", static_cast<int>(kv_dtype)));
   if (max_context <= 0 || max_context > limits::kMaxContext)
     return bad(fmt::format("plane max_context must be in 1..{} (got {})", limits::kMaxContext, max_context));
   if (capacity <= 0 || capacity > limits::kMaxRows)
@@ -61,7 +62,7 @@ Result<std::int64_t> PlaneConfig::array_bytes(int rows) const {
   std::int64_t elements = 0, bytes = 0;
   if (__builtin_mul_overflow(static_cast<std::int64_t>(rows), static_cast<std::int64_t>(n_kv_heads), &elements) ||
       __builtin_mul_overflow(elements, static_cast<std::int64_t>(head_dim), &elements) ||
-      __builtin_mul_overflow(elements, static_cast<std::int64_t>(sizeof(std::uint16_t)), &bytes) ||
+      __builtin_mul_overflow(elements, static_cast<std::int64_t>(kv_dtype_bytes(kv_dtype)), &bytes) ||
       rows < 0 || n_kv_heads < 0 || head_dim < 0)
     return bad(fmt::format("a plane of {} rows x {} KV heads x {} dims does not fit in 64-bit byte counts", rows,
                            n_kv_heads, head_dim));
@@ -73,6 +74,7 @@ PlaneConfig PlaneConfig::for_layer(const Geometry& g, LayerClass c, int initial_
   p.n_kv_heads = g.n_kv_heads;
   p.head_dim = g.head_dim;
   p.max_context = g.max_context;
+  p.kv_dtype = g.kv_dtype;
   if (c == LayerClass::swa) {
     p.kind = PlaneKind::ring;
     p.window = g.window;
@@ -160,10 +162,13 @@ Result<HostPlane> HostPlane::create(const PlaneConfig& cfg) {
   HostPlane p(cfg, st);
   Result<std::int64_t> bytes = cfg.array_bytes(cfg.capacity);
   if (!bytes) return bytes.status();
-  const std::size_t n = static_cast<std::size_t>(*bytes) / sizeof(std::uint16_t);
+  const std::size_t n = static_cast<std::size_t>(*bytes) / sizeof(KvWord);
+  // Unwritten rows hold a NaN of the plane's dtype, so a kernel that reads a row nobody stored
+  // poisons its output instead of silently using stale data.
+  const KvWord poison = kv_quiet_nan(cfg.kv_dtype);
   try {
-    p.k_.assign(n, kPoisonHalf);
-    p.v_.assign(n, kPoisonHalf);
+    p.k_.assign(n, poison);
+    p.v_.assign(n, poison);
   } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
     return make_error(ErrorCode::out_of_memory,
                       fmt::format("cannot allocate a plane of {} rows ({} bytes each for K and V)", cfg.capacity,
@@ -172,12 +177,13 @@ Result<HostPlane> HostPlane::create(const PlaneConfig& cfg) {
   return p;
 }
 
-void HostPlane::grown_rows(int new_capacity, std::vector<std::uint16_t>& nk, std::vector<std::uint16_t>& nv) const {
+void HostPlane::grown_rows(int new_capacity, std::vector<KvWord>& nk, std::vector<KvWord>& nv) const {
+  const KvWord poison = kv_quiet_nan(cfg_.kv_dtype);
   const std::size_t hd = static_cast<std::size_t>(cfg_.head_dim);
   const std::size_t old_cap = static_cast<std::size_t>(state_.capacity);
   const std::size_t new_cap = static_cast<std::size_t>(new_capacity);
-  nk.assign(new_cap * cfg_.n_kv_heads * hd, kPoisonHalf);
-  nv.assign(nk.size(), kPoisonHalf);
+  nk.assign(new_cap * cfg_.n_kv_heads * hd, poison);
+  nv.assign(nk.size(), poison);
   for (int h = 0; h < cfg_.n_kv_heads; ++h) {
     std::copy_n(k_.begin() + h * old_cap * hd, old_cap * hd, nk.begin() + h * new_cap * hd);
     std::copy_n(v_.begin() + h * old_cap * hd, old_cap * hd, nv.begin() + h * new_cap * hd);
@@ -219,8 +225,8 @@ void HostPlane::write_row(int slot, const float* k, const float* v) {
   for (int h = 0; h < cfg_.n_kv_heads; ++h) {
     const std::int64_t base = s.offset(slot, h);
     for (int d = 0; d < cfg_.head_dim; ++d) {
-      k_[static_cast<std::size_t>(base + d)] = kv_to_f16(k[h * cfg_.head_dim + d]);
-      v_[static_cast<std::size_t>(base + d)] = kv_to_f16(v[h * cfg_.head_dim + d]);
+      k_[static_cast<std::size_t>(base + d)] = kv_encode(k[h * cfg_.head_dim + d], cfg_.kv_dtype);
+      v_[static_cast<std::size_t>(base + d)] = kv_encode(v[h * cfg_.head_dim + d], cfg_.kv_dtype);
     }
   }
   count_inputs(nullptr, 0, k, v);
@@ -228,9 +234,9 @@ void HostPlane::write_row(int slot, const float* k, const float* v) {
 
 void HostPlane::count_inputs(const float* q, std::size_t q_count, const float* k, const float* v) {
   const std::size_t row = static_cast<std::size_t>(cfg_.n_kv_heads) * cfg_.head_dim;
-  if (q != nullptr) count_range(q, q_count, range_);
-  count_range(k, row, range_);
-  count_range(v, row, range_);
+  if (q != nullptr) count_range(q, q_count, range_, cfg_.kv_dtype);
+  count_range(k, row, range_, cfg_.kv_dtype);
+  count_range(v, row, range_, cfg_.kv_dtype);
 }
 
 Result<int> HostPlane::append_row(int position, const float* k, const float* v) {

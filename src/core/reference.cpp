@@ -56,7 +56,7 @@ double relative_error(const float* a, const double* b, std::size_t n) {
   return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-std::uint16_t f32_to_f16(float f) {
+KvWord f32_to_f16(float f) {
   std::uint32_t x;
   std::memcpy(&x, &f, sizeof x);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
@@ -82,7 +82,7 @@ std::uint16_t f32_to_f16(float f) {
   return static_cast<std::uint16_t>(sign | h);
 }
 
-float f16_to_f32(std::uint16_t hbits) {
+float f16_to_f32(KvWord hbits) {
   const std::uint32_t sign = static_cast<std::uint32_t>(hbits & 0x8000u) << 16;
   std::uint32_t exp = (hbits >> 10) & 0x1fu;
   std::uint32_t mant = hbits & 0x3ffu;

@@ -114,6 +114,7 @@ class CpuBackend final : public DeviceBackend {
         if (!st.ok()) return in_layer(static_cast<int>(l), st);
       } else {
         StoreParams p;
+        p.kv_dtype = plane.config().kv_dtype;
         p.n_kv_heads = g_.n_kv_heads;
         p.head_dim = g_.head_dim;
         p.k = k;

@@ -1,8 +1,8 @@
 // The three producer twins (splitk, vec/staged, interleaved) and the reducer. They share one
 // body, because THE PRODUCER DAG (kernel_params.hpp) is one DAG: the families differ only in
 // where token t's row comes from. Work is split over (KV head, workgroup) tasks; a task runs
-// every sibling query head of its KV head, so each f16 row is converted once and reused by all
-// of them. Vector instructions run across the 32 DAG lanes or across head dimensions, never
+// every sibling query head of its KV head, so each plane row is converted once and reused by all
+// of them (either KV dtype: the rows are widened to f32 exactly, kv_convert.hpp). Vector instructions run across the 32 DAG lanes or across head dimensions, never
 // along one lane's or one dimension's accumulation chain, so every head's arithmetic is the
 // DAG's, operation for operation.
 #include <algorithm>
@@ -14,15 +14,13 @@
 #define LADDER_CPU_AVX2 1
 #endif
 
-#include "cpu/half_convert.hpp"
+#include "cpu/kv_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
 #include "ladder/softmax.hpp"
 
 namespace ladder::cpu {
 namespace {
-
-using detail::halfs_to_floats;
 
 constexpr int kLanes = 32;                      // DAG lanes (a warp)
 constexpr int kChunk = 4;                       // consecutive dims a lane owns per chunk
@@ -193,17 +191,17 @@ void fma_into(float* out, const float* x, float c, int n) {
   for (; d < n; ++d) out[d] = fmaf(x[d], c, out[d]);
 }
 
-// One row of one KV head: f16 from a plane or scratch, or f32 from the current token.
+// One row of one KV head: plane elements from a plane or scratch, or f32 from the current token.
 struct RowRef {
-  const std::uint16_t* half = nullptr;
+  const KvWord* stored = nullptr;
   const float* full = nullptr;
 };
 
-void load_row(const RowRef& r, float* dst, int n) {
+void load_row(const RowRef& r, float* dst, int n, KvDtype d) {
   if (r.full != nullptr) {
-    detail::floats_in_range(r.full, dst, n);  // the bypass reads what the store would keep (N1)
+    detail::floats_in_range(r.full, dst, n, kv_range_max(d));  // the bypass reads what the store would keep (N1)
   } else {
-    halfs_to_floats(r.half, dst, n);
+    detail::widen_row(r.stored, dst, n, d);
   }
 }
 
@@ -256,7 +254,8 @@ class Producer {
     const int head0 = kv_head * hpk_;
     for (int i = 0; i < hpk_; ++i) {
       std::fill(sc.natural.begin(), sc.natural.begin() + lane_floats_, -0.0f);
-      detail::floats_in_range(p_.q + static_cast<std::size_t>(head0 + i) * hd, sc.natural.data(), hd_);
+      detail::floats_in_range(p_.q + static_cast<std::size_t>(head0 + i) * hd, sc.natural.data(), hd_,
+                              kv_range_max(p_.kv_dtype));
       to_lanes(sc.natural.data(), rounds_, sc.q_lanes.data() + static_cast<std::size_t>(i) * lane_floats_);
     }
     // K padding dims are +0.0 (times q's -0.0 gives -0.0); only dims < head_dim are rewritten.
@@ -282,7 +281,7 @@ class Producer {
     const bool in_tail = use_tail_ && t >= p_.tail_first;
     const RowSource& src = in_tail ? p_.tail : p_.rows;
     const int r = in_tail ? src.row(t - p_.tail_first) : src.row(t);
-    const std::uint16_t* base = key ? src.k : src.v;
+    const KvWord* base = key ? src.k : src.v;
     return {base + src.strides.offset(r, kv_head), nullptr};
   }
 
@@ -293,7 +292,7 @@ class Producer {
     const int first = block * kBlockTokens;
     const int count = std::min(kBlockTokens, p_.visible - first);
     for (int i = 0; i < count; ++i) {
-      load_row(row(kv_head, first + i, true), sc.natural.data(), hd_);
+      load_row(row(kv_head, first + i, true), sc.natural.data(), hd_, p_.kv_dtype);
       to_lanes(sc.natural.data(), rounds_, sc.k_lanes.data() + static_cast<std::size_t>(i) * lane_floats_);
     }
     for (int h = 0; h < hpk_; ++h) {
@@ -312,7 +311,7 @@ class Producer {
       }
     }
     for (int i = 0; i < count; ++i)
-      load_row(row(kv_head, first + i, false), sc.v_rows.data() + static_cast<std::size_t>(i) * hd, hd_);
+      load_row(row(kv_head, first + i, false), sc.v_rows.data() + static_cast<std::size_t>(i) * hd, hd_, p_.kv_dtype);
     for (int h = 0; h < hpk_; ++h)
       accumulate(o + h * hd, sc.weights.data() + static_cast<std::size_t>(h) * kBlockTokens, sc.v_rows.data(),
                  count, hd_);

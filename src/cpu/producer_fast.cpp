@@ -2,8 +2,9 @@
 //
 // Work: one task per (KV head, split). A split is a fixed run of 64-token chunks (fast_schedule,
 // a function of the visible length only). For each chunk, 16 tokens at a time, the task widens
-// the K rows once (F16C) into an L1 tile stored transposed (kt[d][token], so a vector holds 8
-// tokens of one dim) and computes the scores of every query head of the group from it with the
+// the K rows once into an L1 tile stored transposed (kt[d][token], so a vector holds 8
+// tokens of one dim; F16C for f16 planes, a 16-bit shift for bf16: the class is templated on the
+// dtype, one code path for both) and computes the scores of every query head of the group from it with the
 // register-blocked kernels of producer_fast_kernels.hpp (each widened K element feeds every head:
 // 16 in Muse Glimmer), 8 scores per vector with no horizontal sum; then one fold per head with
 // the shared softmax rules (score_max, fold_block_max, softmax_exp on 8 lanes, bit-identical to
@@ -24,7 +25,7 @@
 #include <new>
 #include <vector>
 
-#include "cpu/half_convert.hpp"
+#include "cpu/kv_convert.hpp"
 #include "cpu/producer_fast_exp.hpp"
 #include "cpu/producer_fast_kernels.hpp"
 #include "cpu/thread_pool.hpp"
@@ -77,13 +78,13 @@ struct Tiles {
   AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
   AlignedFloats o;       // [hpk][hd8]
   std::vector<SoftmaxStats> stats;          // [hpk]
-  std::vector<std::uint16_t> zero_row;      // [hd] f16 zeros: the K row of a padding token
+  std::vector<KvWord> zero_row;             // [hd] +0 words (either dtype): a padding token's K row
 };
 
 // The plane rows of one chunk's tokens; nullptr marks the current token (read from cur_k/cur_v).
 struct ChunkRows {
-  const std::uint16_t* k[kFastChunkTokens];
-  const std::uint16_t* v[kFastChunkTokens];
+  const KvWord* k[kFastChunkTokens];
+  const KvWord* v[kFastChunkTokens];
 };
 
 // w[i] = softmax_exp(s[i] - m) for i < count (in place), zero for count <= i < padded; returns
@@ -117,13 +118,14 @@ float weights_in_place(float* s, int count, int padded, float m) {
 #endif
 }
 
-// floats_in_range (half_convert.hpp) with its 8-lane form, bit for bit the same values.
-void range_row(const float* src, float* dst, int n) {
+// floats_in_range (kv_convert.hpp) with its 8-lane form, bit for bit the same values.
+void range_row(const float* src, float* dst, int n, float range_max) {
   int i = 0;
 #if defined(LADDER_FAST_AVX2)
-  for (; i + kLanes <= n; i += kLanes) _mm256_storeu_ps(dst + i, detail::kv_range8(_mm256_loadu_ps(src + i)));
+  for (; i + kLanes <= n; i += kLanes)
+    _mm256_storeu_ps(dst + i, detail::kv_range8(_mm256_loadu_ps(src + i), range_max));
 #endif
-  detail::floats_in_range(src + i, dst + i, n - i);
+  detail::floats_in_range(src + i, dst + i, n - i, range_max);
 }
 
 // score_block for H = 1 .. kScoreHeads heads, chosen at run time.
@@ -167,6 +169,8 @@ struct HeadState {
   SoftmaxStats* stats;  // [hpk]
 };
 
+// D: the dtype of every row the producer reads (ProducerParams::kv_dtype).
+template <KvDtype D>
 class FastProducer {
  public:
   explicit FastProducer(const ProducerParams& p)
@@ -198,7 +202,7 @@ class FastProducer {
     tl.o.fit(group * hpk * hd8);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
-    std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, std::uint16_t{0});
+    std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, KvWord{0});
     // Padding dims of the widened rows stay zero for the whole task.
     std::fill(tl.rows.data(), tl.rows.data() + kSubTokens * hd8, 0.0f);
 
@@ -213,7 +217,7 @@ class FastProducer {
       st.q = tl.q.data() + j * hpk * hd;
       st.o = tl.o.data() + j * hpk * hd8;
       st.stats = tl.stats.data() + j * hpk;
-      range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_);  // N1
+      range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
       std::fill(st.o, st.o + hpk * hd8, 0.0f);
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
       chunk_rows(kv_head, first_chunk, rows[j][0]);
@@ -280,10 +284,10 @@ class FastProducer {
   // Asks for the given rows to be brought into the cache, issued one phase ahead (the V rows of
   // a sub-block while its K rows are scored, the next chunk's K rows while V is accumulated), so
   // the stream from memory overlaps the arithmetic.
-  void prefetch_rows(const std::uint16_t* const* rows, int n) const {
+  void prefetch_rows(const KvWord* const* rows, int n) const {
 #if defined(LADDER_FAST_AVX2)
     constexpr int kLine = 64;
-    const int row_bytes = hd_ * static_cast<int>(sizeof(std::uint16_t));
+    const int row_bytes = hd_ * kv_dtype_bytes(D);
     for (int i = 0; i < n; ++i) {
       if (rows[i] == nullptr) continue;
       const char* at = reinterpret_cast<const char*>(rows[i]);
@@ -298,28 +302,27 @@ class FastProducer {
 
   // One row widened into dst (hd_ floats): a plane row, or the current token's f32 row, read
   // before rounding with the range rule (N1), as the store keeps it.
-  void widen_row(const std::uint16_t* row, bool key, int kv_head, float* dst) const {
+  void widen_row(const KvWord* row, bool key, int kv_head, float* dst) const {
     if (row == nullptr) {
       const float* cur = key ? p_.cur_k : p_.cur_v;
-      detail::floats_in_range(cur + static_cast<std::size_t>(kv_head) * hd_, dst, hd_);
+      detail::floats_in_range(cur + static_cast<std::size_t>(kv_head) * hd_, dst, hd_, KvTraits<D>::kRangeMax);
       return;
     }
-    detail::halfs_to_floats(row, dst, hd_);
+    detail::widen_row<D>(row, dst, hd_);
   }
 
   // V rows of a sub-block (n <= kSubTokens) into rows ([n][hd8], padding dims left as they
   // are: zero). Plane rows of a head_dim that is a multiple of 8 are widened by one unrolled
-  // loop of F16C conversions; the rest row by row through widen_row. Both are exact.
-  void widen_v_rows(const std::uint16_t* const* v, int n, int kv_head, float* rows) const {
+  // loop of 8-wide conversions (widen8); the rest row by row through widen_row. Both are exact.
+  void widen_v_rows(const KvWord* const* v, int n, int kv_head, float* rows) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     for (int i = 0; i < n; ++i) {
       float* dst = rows + i * hd8;
 #if defined(LADDER_FAST_AVX2)
       if (v[i] != nullptr && hd_ % kLanes == 0) {
-        const std::uint16_t* src = v[i];
+        const KvWord* src = v[i];
 #pragma GCC unroll 8
-        for (int d = 0; d < hd_; d += kLanes)
-          _mm256_store_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
+        for (int d = 0; d < hd_; d += kLanes) _mm256_store_ps(dst + d, detail::widen8<D>(src + d));
         continue;
       }
 #endif
@@ -328,19 +331,19 @@ class FastProducer {
   }
 
   // K rows of a sub-block (n <= kSubTokens tokens) into tl.kt transposed, padding tokens zero.
-  // F16C and an 8 x 8 transpose in registers when every row is a plane row and hd is a multiple
-  // of 8; otherwise (the current token's f32 row, a ragged head_dim) row by row through
-  // tl.rows. Both are exact (f16 -> f32 is), so the path never changes a bit.
-  void widen_k_transposed(Tiles& tl, const std::uint16_t* const* k, int n, int kv_head) const {
+  // 8-wide widening and an 8 x 8 transpose in registers when every row is a plane row and hd is
+  // a multiple of 8; otherwise (the current token's f32 row, a ragged head_dim) row by row
+  // through tl.rows. Both are exact (element -> f32 is), so the path never changes a bit.
+  void widen_k_transposed(Tiles& tl, const KvWord* const* k, int n, int kv_head) const {
     bool plane_rows = hd_ % kLanes == 0;
     for (int i = 0; i < n && plane_rows; ++i) plane_rows = k[i] != nullptr;
 #if defined(LADDER_FAST_AVX2)
     if (plane_rows) {
-      const std::uint16_t* r[kSubTokens];
+      const KvWord* r[kSubTokens];
       for (int i = 0; i < kSubTokens; ++i) r[i] = i < n ? k[i] : tl.zero_row.data();
       for (int d = 0; d < hd_; d += kLanes) {
-        detail::transpose_rows8(r, d, tl.kt.data(), 0);
-        detail::transpose_rows8(r + kLanes, d, tl.kt.data(), kLanes);
+        detail::transpose_rows8<D>(r, d, tl.kt.data(), 0);
+        detail::transpose_rows8<D>(r + kLanes, d, tl.kt.data(), kLanes);
       }
       return;
     }
@@ -411,12 +414,17 @@ class FastProducer {
   FastSchedule sched_;
 };
 
+template <KvDtype D>
+Status produce_fast_as(const ProducerParams& p) {
+  const FastProducer<D> prod(p);
+  return detail::parallel_for(prod.tasks(), [&](int task) { prod.run_task(task); });
+}
+
 }  // namespace
 
 Status produce_fast(const ProducerParams& p) {
   if (p.visible <= 0 || p.q == nullptr || p.partials == nullptr) return {};
-  const FastProducer prod(p);
-  return detail::parallel_for(prod.tasks(), [&](int task) { prod.run_task(task); });
+  return p.kv_dtype == KvDtype::bf16 ? produce_fast_as<KvDtype::bf16>(p) : produce_fast_as<KvDtype::f16>(p);
 }
 
 }  // namespace ladder::cpu

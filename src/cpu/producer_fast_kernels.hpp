@@ -10,7 +10,8 @@
 //  * accumulate_block<H, DB>: o[h][d] += sum over tokens in increasing order of w[h][t] v[t][d]
 //    for H heads and DB vectors of 8 dims: per token DB V loads and a broadcast of w[h][t] per
 //    head (6 x 2 = 12 accumulators).
-//  * transpose_rows8: 8 rows of 8 f16 values widened (F16C) and transposed into kt.
+//  * transpose_rows8<D>: 8 rows of 8 plane elements of dtype D widened (F16C for f16, a 16-bit
+//    shift for bf16: kv_convert.hpp's widen8) and transposed into kt.
 //
 // Each lane of every kernel is the same chain of fmaf as the portable loops below it, so the two
 // builds give the same bits.
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cpu/kv_convert.hpp"
 #include "ladder/softmax.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -109,13 +111,14 @@ template <int H, int DB>
 }
 
 #if defined(LADDER_FAST_AVX2)
-// rows[i] + d0 holds 8 f16 values of token i (i < 8); writes kt[(d0 + j) * kSubTokens + col + i]
-// = rows[i][d0 + j] for j < 8: the 8 x 8 block widened and transposed in registers.
-inline void transpose_rows8(const std::uint16_t* const rows[kLanes], int d0, float* kt, int col) {
+// rows[i] + d0 holds 8 elements of dtype D of token i (i < 8); writes
+// kt[(d0 + j) * kSubTokens + col + i] = rows[i][d0 + j] for j < 8: the 8 x 8 block widened and
+// transposed in registers.
+template <KvDtype D>
+inline void transpose_rows8(const KvWord* const rows[kLanes], int d0, float* kt, int col) {
   __m256 r[kLanes];
 #pragma GCC unroll 8
-  for (int i = 0; i < kLanes; ++i)
-    r[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + d0)));
+  for (int i = 0; i < kLanes; ++i) r[i] = widen8<D>(rows[i] + d0);
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);

@@ -25,8 +25,7 @@ Status check_io(const HeadShape& shape, const PlaneConfig& cfg, const LayerIO& i
     return bad(fmt::format("head shape {}:{} is not grouped-query attention (n_heads must be a positive multiple "
                            "of n_kv_heads)",
                            shape.n_heads, shape.n_kv_heads));
-  if (shape.head_dim <= 0 || shape.head_dim % 4 != 0)
-    return bad(fmt::format("head_dim must be a positive multiple of 4 (got {})", shape.head_dim));
+  LADDER_TRY(check_head_dim(shape.head_dim, "head_dim"));
   if (!std::isfinite(shape.scale))
     return bad(fmt::format("softmax scale must be finite (got {})", shape.scale));
   if (shape.n_kv_heads != cfg.n_kv_heads || shape.head_dim != cfg.head_dim)
@@ -74,6 +73,7 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
 
   ProducerParams pp;
   pp.shape = shape;
+  pp.kv_dtype = cfg.kv_dtype;
   pp.visible = visible;
   pp.sched = sched;
   pp.q = io.q;
@@ -87,6 +87,7 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
 
   if (r != Route::interleaved) {
     StoreParams sp;
+    sp.kv_dtype = cfg.kv_dtype;
     sp.n_kv_heads = shape.n_kv_heads;
     sp.head_dim = shape.head_dim;
     sp.k = io.k;

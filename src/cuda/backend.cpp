@@ -106,9 +106,9 @@ class CudaSequence final : public DeviceSequence {
       LADDER_TRY(k_[l].allocate(elems, "a plane's K rows"));
       LADDER_TRY(v_[l].allocate(elems, "a plane's V rows"));
       cuda_detail::clear_stale_error();
-      LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(k_[l].get(), static_cast<std::int64_t>(elems), stream),
+      LADDER_TRY(cuda_status(cuda_detail::launch_poison(k_[l].get(), static_cast<std::int64_t>(elems), g.kv_dtype, stream),
                              "poisoning a plane"));
-      LADDER_TRY(cuda_status(cuda_detail::launch_poison_halfs(v_[l].get(), static_cast<std::int64_t>(elems), stream),
+      LADDER_TRY(cuda_status(cuda_detail::launch_poison(v_[l].get(), static_cast<std::int64_t>(elems), g.kv_dtype, stream),
                              "poisoning a plane"));
     }
     Result<DeviceWorkspace> ws = allocate_workspace(max_scratch_needs(g));
@@ -152,6 +152,7 @@ class CudaSequence final : public DeviceSequence {
       const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
       RouteLaunch e = cuda_detail::empty_launch(ctx.shape);
       StoreParams& sp = e.store;
+      sp.kv_dtype = cfgs_[l].kv_dtype;
       sp.n_kv_heads = ctx.g.n_kv_heads;
       sp.head_dim = ctx.g.head_dim;
       sp.k = io.k + i * kv_elems;
@@ -177,7 +178,7 @@ class CudaSequence final : public DeviceSequence {
  private:
   std::vector<PlaneConfig> cfgs_;
   std::vector<int> rows_;
-  std::vector<DeviceArray<std::uint16_t>> k_, v_;
+  std::vector<DeviceArray<KvWord>> k_, v_;
   DeviceWorkspace ws_;
 };
 
@@ -429,7 +430,8 @@ class CudaBackend final : public DeviceBackend {
     cuda_detail::clear_stale_error();
     LADDER_TRY(cuda_status(cuda_detail::launch_count_inputs(d_inputs_.get(), bucket, static_cast<int>(call_layers_),
                                                             ctx_.g.n_heads * ctx_.g.head_dim,
-                                                            ctx_.g.n_kv_heads * ctx_.g.head_dim, d_counts_.get(), stream_),
+                                                            ctx_.g.n_kv_heads * ctx_.g.head_dim,
+                                                            kv_range_max(ctx_.g.kv_dtype), d_counts_.get(), stream_),
                            "launching the input count"));
     const std::size_t n = static_cast<std::size_t>(bucket) * call_layers_ * kInputArrays;
     return cuda_status(
@@ -443,6 +445,7 @@ class CudaBackend final : public DeviceBackend {
     LADDER_TRY(enqueue_counts(bucket));
     cuda_detail::clear_stale_error();
     StoreParams grid;
+    grid.kv_dtype = ctx_.g.kv_dtype;
     grid.n_kv_heads = ctx_.g.n_kv_heads;
     grid.head_dim = ctx_.g.head_dim;
     for (std::size_t l = 0; l < call_layers_; ++l)

@@ -1,14 +1,19 @@
-// Shared device-side helpers for the CUDA kernel families: lane layout, f16 row loads and
-// stores, launch checks. Every kernel here is specialised for head_dim 128 (the dispatcher
-// refuses other head_dims with ErrorCode::unsupported before anything launches).
+// Shared device-side helpers for the CUDA kernel families: lane layout, plane row loads and
+// stores for either KV dtype (kv_dtype.hpp: a kernel is instantiated per dtype, chosen on the
+// host from the plane's config), launch checks. Every kernel here is specialised for head_dim
+// limits::kGpuHeadDim (the dispatcher refuses other head_dims with ErrorCode::unsupported before
+// anything launches).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "ladder/geometry.hpp"
 #include "ladder/kernel_params.hpp"
+#include "ladder/kv_dtype.hpp"
 #include "ladder/nonfinite.hpp"
 #include "ladder/softmax.hpp"
 
@@ -17,7 +22,7 @@ namespace ladder::cuda_detail {
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullMask = 0xffffffffu;
 // The only head_dim the kernels support: 32 lanes x 4 dims (THE PRODUCER DAG, step 2).
-inline constexpr int kHeadDim = 128;
+inline constexpr int kHeadDim = limits::kGpuHeadDim;
 inline constexpr int kDimsPerLane = kHeadDim / kWarpSize;
 static_assert(kDimsPerLane == 4, "each lane owns one 4-dim chunk of a 128-dim row");
 
@@ -32,18 +37,29 @@ struct Float4 {
   float x[kDimsPerLane];
 };
 
-// Four f16 plane elements as loaded (8 bytes), widened later: lets a warp issue a whole block's
+// Four plane elements as loaded (8 bytes), widened later: lets a warp issue a whole block's
 // loads before the first is used.
 using RawRow = uint2;
 
-__device__ __forceinline__ RawRow load_raw4(const std::uint16_t* src) { return *reinterpret_cast<const uint2*>(src); }
+__device__ __forceinline__ RawRow load_raw4(const KvWord* src) { return *reinterpret_cast<const uint2*>(src); }
 
-__device__ __forceinline__ Float4 widen_half4(RawRow raw) {
-  const __half2 lo = *reinterpret_cast<const __half2*>(&raw.x);
-  const __half2 hi = *reinterpret_cast<const __half2*>(&raw.y);
-  const float2 a = __half22float2(lo);
-  const float2 b = __half22float2(hi);
-  return Float4{{a.x, a.y, b.x, b.y}};
+// Four stored elements of dtype D as f32, exactly: f16 through the half intrinsics; bf16 is the
+// top half of an f32, so each word moves into the upper 16 bits (the first element of a 32-bit
+// pair is its low half).
+template <KvDtype D>
+__device__ __forceinline__ Float4 widen4(RawRow raw) {
+  if constexpr (D == KvDtype::bf16) {
+    constexpr unsigned kHigh = 0xffff0000u;
+    constexpr int kHalfBits = 16;
+    return Float4{{__uint_as_float(raw.x << kHalfBits), __uint_as_float(raw.x & kHigh),
+                   __uint_as_float(raw.y << kHalfBits), __uint_as_float(raw.y & kHigh)}};
+  } else {
+    const __half2 lo = *reinterpret_cast<const __half2*>(&raw.x);
+    const __half2 hi = *reinterpret_cast<const __half2*>(&raw.y);
+    const float2 a = __half22float2(lo);
+    const float2 b = __half22float2(hi);
+    return Float4{{a.x, a.y, b.x, b.y}};
+  }
 }
 
 __device__ __forceinline__ Float4 load_float4(const float* src) {
@@ -51,26 +67,39 @@ __device__ __forceinline__ Float4 load_float4(const float* src) {
   return Float4{{f.x, f.y, f.z, f.w}};
 }
 
-// N1's range rule (nonfinite.hpp) on four f32 values read unrounded (q, the current token).
+// N1's range rule (nonfinite.hpp) with dtype D's bound on four f32 values read unrounded (q, the
+// current token).
+template <KvDtype D>
 __device__ __forceinline__ Float4 in_range4(const Float4& f) {
-  return Float4{{kv_range(f.x[0]), kv_range(f.x[1]), kv_range(f.x[2]), kv_range(f.x[3])}};
+  constexpr float r = KvTraits<D>::kRangeMax;
+  return Float4{{kv_range(f.x[0], r), kv_range(f.x[1], r), kv_range(f.x[2], r), kv_range(f.x[3], r)}};
 }
 
-// The store: the range rule, then f32 -> f16 round to nearest even (ladder::kv_to_f16 on the
-// host).
-__device__ __forceinline__ void store_half4(std::uint16_t* dst, const Float4& f) {
-  const __half2 lo = __floats2half2_rn(kv_range(f.x[0]), kv_range(f.x[1]));
-  const __half2 hi = __floats2half2_rn(kv_range(f.x[2]), kv_range(f.x[3]));
+// The store: the range rule, then f32 -> D round to nearest even (ladder::kv_encode on the host).
+// bf16 uses the host's own bit arithmetic (kv_dtype.hpp), so a stored NaN has the host's bits too.
+template <KvDtype D>
+__device__ __forceinline__ void store4(KvWord* dst, const Float4& f) {
+  constexpr float r = KvTraits<D>::kRangeMax;
   uint2 raw;
-  raw.x = *reinterpret_cast<const unsigned*>(&lo);
-  raw.y = *reinterpret_cast<const unsigned*>(&hi);
+  if constexpr (D == KvDtype::bf16) {
+    constexpr int kHalfBits = 16;
+    raw.x = static_cast<unsigned>(f32_to_bf16(kv_range(f.x[0], r))) |
+            (static_cast<unsigned>(f32_to_bf16(kv_range(f.x[1], r))) << kHalfBits);
+    raw.y = static_cast<unsigned>(f32_to_bf16(kv_range(f.x[2], r))) |
+            (static_cast<unsigned>(f32_to_bf16(kv_range(f.x[3], r))) << kHalfBits);
+  } else {
+    const __half2 lo = __floats2half2_rn(kv_range(f.x[0], r), kv_range(f.x[1], r));
+    const __half2 hi = __floats2half2_rn(kv_range(f.x[2], r), kv_range(f.x[3], r));
+    raw.x = *reinterpret_cast<const unsigned*>(&lo);
+    raw.y = *reinterpret_cast<const unsigned*>(&hi);
+  }
   *reinterpret_cast<uint2*>(dst) = raw;
 }
 
-__device__ __forceinline__ void store_zero4(std::uint16_t* dst) { *reinterpret_cast<uint2*>(dst) = make_uint2(0u, 0u); }
+__device__ __forceinline__ void store_zero4(KvWord* dst) { *reinterpret_cast<uint2*>(dst) = make_uint2(0u, 0u); }
 
-// Copies 4 f16 elements bit-exactly (staging and padding never round).
-__device__ __forceinline__ void copy_half4(std::uint16_t* dst, const std::uint16_t* src) {
+// Copies 4 elements bit-exactly, either dtype (staging and padding never round).
+__device__ __forceinline__ void copy4(KvWord* dst, const KvWord* src) {
   *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
 }
 

@@ -1,4 +1,4 @@
-// G3 pad and G5 staging: one row copy (RowCopyParams). Rows are copied bit-exactly (staging and
+// G3 pad and G5 staging: one row copy (RowCopyParams). Rows are copied bit-exactly (any KV dtype) (staging and
 // padding never round) and the rows past `count` are zero-filled, so the vec producer reads a
 // padded tail or a staged window exactly as it reads an unwrapped plane (P2).
 #include "cuda/common.cuh"
@@ -24,8 +24,8 @@ __device__ void copy_rows(const RowCopyParams& p) {
     const std::int64_t dst = p.dst_strides.offset(r, kvh) + d;
     if (r < p.count) {
       const std::int64_t src = p.src.strides.offset(p.src.row(p.first + r), kvh) + d;
-      copy_half4(p.dst_k + dst, p.src.k + src);
-      copy_half4(p.dst_v + dst, p.src.v + src);
+      copy4(p.dst_k + dst, p.src.k + src);
+      copy4(p.dst_v + dst, p.src.v + src);
     } else {
       store_zero4(p.dst_k + dst);
       store_zero4(p.dst_v + dst);

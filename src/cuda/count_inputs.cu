@@ -12,7 +12,8 @@ inline constexpr int kCountThreads = 256;
 inline constexpr int kCountWarps = kCountThreads / kWarpSize;
 
 __global__ void __launch_bounds__(kCountThreads)
-    count_inputs_kernel(const SlotInputs* slots, int n_layers, int q_layer, int kv_layer, InputCount* out) {
+    count_inputs_kernel(const SlotInputs* slots, int n_layers, int q_layer, int kv_layer, float range_max,
+                        InputCount* out) {
   const int layer = static_cast<int>(blockIdx.x);
   const int array = static_cast<int>(blockIdx.y);  // InputArray
   const int slot = static_cast<int>(blockIdx.z);
@@ -23,7 +24,7 @@ __global__ void __launch_bounds__(kCountThreads)
   if (base != nullptr) {
     const float* x = base + static_cast<std::int64_t>(layer) * n;
     for (int i = static_cast<int>(threadIdx.x); i < n; i += kCountThreads) {
-      const RangeClass c = range_class(x[i]);
+      const RangeClass c = range_class(x[i], range_max);
       saturated += c == RangeClass::saturated ? 1u : 0u;
       nonfinite += c == RangeClass::nonfinite ? 1u : 0u;
     }
@@ -50,10 +51,10 @@ __global__ void __launch_bounds__(kCountThreads)
 }  // namespace
 
 cudaError_t launch_count_inputs(const SlotInputs* slots, int count, int n_layers, int q_layer, int kv_layer,
-                                InputCount* out, cudaStream_t stream) {
+                                float range_max, InputCount* out, cudaStream_t stream) {
   if (count <= 0 || n_layers <= 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(n_layers), kInputArrays, static_cast<unsigned>(count));
-  count_inputs_kernel<<<grid, kCountThreads, 0, stream>>>(slots, n_layers, q_layer, kv_layer, out);
+  count_inputs_kernel<<<grid, kCountThreads, 0, stream>>>(slots, n_layers, q_layer, kv_layer, range_max, out);
   return cudaGetLastError();
 }
 

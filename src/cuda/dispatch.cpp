@@ -111,6 +111,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   l.head_major = head_major;
   const PlaneStrides strides = plane.strides();
 
+  l.store.kv_dtype = cfg.kv_dtype;
   l.store.n_kv_heads = shape.n_kv_heads;
   l.store.head_dim = shape.head_dim;
   l.store.k = io.k;
@@ -122,6 +123,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 
   ProducerParams& p = l.producer;
   p.shape = shape;
+  p.kv_dtype = cfg.kv_dtype;
   p.visible = visible;
   p.sched = pinned_schedule(visible);
   p.q = io.q;
@@ -206,6 +208,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 
 LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer, int max_padded_rows) {
   LayerKernels k;
+  k.kv_dtype = l.producer.kv_dtype;
   const bool fused = (l.route == Route::splitk || l.route == Route::vec) && producer.fused;
   if (fused) {
     k.bits = LayerKernels::fused;
@@ -241,6 +244,9 @@ unsigned indirect_workgroups(const BatchSpan& batch) {
 }
 
 LayerKernels merge(LayerKernels a, const LayerKernels& b) {
+  // An empty key (no entry merged yet) takes the entry's dtype: every entry of one engine has
+  // its geometry's dtype.
+  if (a.bits == 0) a.kv_dtype = b.kv_dtype;
   a.bits = static_cast<std::uint8_t>(a.bits | b.bits);
   a.copy_rows = std::max(a.copy_rows, b.copy_rows);
   a.max_visible = std::max(a.max_visible, b.max_visible);
@@ -267,6 +273,7 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   };
   // Grid sizes come from the shape, never from an entry (which may be an empty slot).
   StoreParams store;
+  store.kv_dtype = k.kv_dtype;  // the host structs pick the instantiation; entries live on the device
   store.n_kv_heads = shape.n_kv_heads;
   store.head_dim = shape.head_dim;
   RowCopyParams copy;
@@ -274,6 +281,7 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   copy.head_dim = shape.head_dim;
   ProducerParams prod;
   prod.shape = shape;
+  prod.kv_dtype = k.kv_dtype;
   ReduceParams reduce;
   reduce.shape = shape;
   if (k.bits & LayerKernels::fused) {
@@ -379,8 +387,8 @@ Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
   // this count covers every head shape whose partials fit (a few hundred KB at most).
   const std::int64_t arrivals = needs.partial_floats / partial_stride(kSupportedHeadDim) * cuda_detail::kFusedArrivalsPerGroup;
   Status s = grab(&ws.partials, needs.partial_floats, sizeof(float), "partials");
-  if (s.ok()) s = grab(&ws.pad, needs.pad_halfs, sizeof(std::uint16_t), "pad");
-  if (s.ok()) s = grab(&ws.stage, needs.stage_halfs, sizeof(std::uint16_t), "stage");
+  if (s.ok()) s = grab(&ws.pad, needs.pad_halfs, sizeof(KvWord), "pad");
+  if (s.ok()) s = grab(&ws.stage, needs.stage_halfs, sizeof(KvWord), "stage");
   if (s.ok()) s = grab(&ws.arrivals, arrivals, sizeof(unsigned), "arrival counters");
   if (s.ok() && arrivals > 0)
     s = cuda_detail::cuda_status(cudaMemset(ws.arrivals, 0, static_cast<std::size_t>(arrivals) * sizeof(unsigned)),
@@ -430,7 +438,7 @@ Status attend_layer_host(Route r, HostPlane& plane, int position, int slot, cons
   const std::size_t plane_elems = plane.elements();
   const std::size_t q_elems = static_cast<std::size_t>(shape.n_heads) * shape.head_dim;
   const std::size_t kv_elems = static_cast<std::size_t>(shape.n_kv_heads) * shape.head_dim;
-  DeviceArray<std::uint16_t> dk, dv;
+  DeviceArray<KvWord> dk, dv;
   DeviceArray<float> dq, dcur_k, dcur_v, dout;
   LADDER_TRY(dk.allocate(plane_elems, "plane K"));
   LADDER_TRY(dv.allocate(plane_elems, "plane V"));

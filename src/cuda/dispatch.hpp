@@ -68,6 +68,8 @@ struct LayerKernels {
   std::uint8_t bits = 0;
   int copy_rows = 0;    // the most rows a copy of this layer may write (bounds its grid)
   int max_visible = 0;  // the most rows the layer's plane can make visible (bounds the producers' grids)
+  // The planes' element type, which picks the kernels' instantiation (one engine, one dtype).
+  KvDtype kv_dtype = KvDtype::f16;
   bool operator==(const LayerKernels&) const = default;
   auto operator<=>(const LayerKernels&) const = default;
 };

@@ -1,7 +1,7 @@
 // The splitk and vec routes as one kernel per layer (fused_tc.cuh). splitk is ring-native like
 // splitk.cu (token t is state.physical(logical_start + t)); vec walks one contiguous span from
 // row 0 like vec.cu. In both the current token's row is taken from the activations (rounded to
-// f16 as the store rounds it) instead of the plane, and stored by the kernel itself.
+// the plane's dtype as the store rounds it) instead of the plane, and stored by the kernel itself.
 #include "cuda/fused_tc.cuh"
 #include "cuda/kernels.hpp"
 
@@ -10,19 +10,20 @@ namespace {
 
 // Where a row lives: its plane row, or kCurrent for the current token. Both routes read the
 // plane through p.rows (ring_logical for splitk, contiguous for vec).
-template <class Order>
+template <class Order, KvDtype D>
 struct FusedRows {
   static constexpr KernelFamily kFamily = Order::kFamily;
+  static constexpr KvDtype kDtype = D;
   static constexpr int kCurrent = -1;
   __device__ static int current(const ProducerParams& p) { return Order::current(p); }
   __device__ static int locate(const ProducerParams& p, int t) {
     return t == Order::current(p) ? kCurrent : p.rows.row(t);
   }
   // nullptr: the copy zero-fills the row and reads nothing; the kernel writes it afterwards.
-  __device__ static const std::uint16_t* k_row(const ProducerParams& p, int loc, int kvh) {
+  __device__ static const KvWord* k_row(const ProducerParams& p, int loc, int kvh) {
     return loc == kCurrent ? nullptr : p.rows.k + p.rows.strides.offset(loc, kvh);
   }
-  __device__ static const std::uint16_t* v_row(const ProducerParams& p, int loc, int kvh) {
+  __device__ static const KvWord* v_row(const ProducerParams& p, int loc, int kvh) {
     return loc == kCurrent ? nullptr : p.rows.v + p.rows.strides.offset(loc, kvh);
   }
 };
@@ -47,12 +48,16 @@ int fused_groups(const HeadShape& shape) {
 
 cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                                 const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  return launch_fused_tc<FusedRows<LogicalOrder>>(p, dp, tail, dtail, programmatic, stream, batch);
+  return p.kv_dtype == KvDtype::bf16
+             ? launch_fused_tc<FusedRows<LogicalOrder, KvDtype::bf16>>(p, dp, tail, dtail, programmatic, stream, batch)
+             : launch_fused_tc<FusedRows<LogicalOrder, KvDtype::f16>>(p, dp, tail, dtail, programmatic, stream, batch);
 }
 
 cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                              const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  return launch_fused_tc<FusedRows<PhysicalOrder>>(p, dp, tail, dtail, programmatic, stream, batch);
+  return p.kv_dtype == KvDtype::bf16
+             ? launch_fused_tc<FusedRows<PhysicalOrder, KvDtype::bf16>>(p, dp, tail, dtail, programmatic, stream, batch)
+             : launch_fused_tc<FusedRows<PhysicalOrder, KvDtype::f16>>(p, dp, tail, dtail, programmatic, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

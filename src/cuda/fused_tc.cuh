@@ -4,7 +4,7 @@
 //
 //  * Store. The current token (index Family::current(p) in the route's visiting order: visible - 1
 //    on splitk, its physical slot on vec) is never read from the plane in this launch: its tile
-//    row is zero-filled by the copy (source size 0) and then written with f16(cur_k/cur_v), the
+//    row is zero-filled by the copy (source size 0) and then written with D(cur_k/cur_v), the
 //    very bits the store kernel would have put in the plane. The CTA of tile 0 that owns the
 //    token's block writes the plane row (one warp per KV head). So the row is stored once and
 //    read as the route prescribes, with no ordering between CTAs.
@@ -76,7 +76,8 @@ __device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned n, unsig
 }
 
 template <class Family>
-__device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, std::uint16_t* smem, unsigned* flag) {
+__device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, KvWord* smem, unsigned* flag) {
+  constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
   const int flat = static_cast<int>(blockIdx.y);
   if (flat >= sched.slots()) return;
@@ -93,7 +94,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
   const int group = lane >> 2;
   const int quad = lane & 3;
 
-  std::uint16_t* wsm = smem + pair * kTcSlotHalfs;
+  KvWord* wsm = smem + pair * kTcSlotHalfs;
   unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcPairs * kTcSlotHalfs) + pair * kTcXWords;
   float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
   float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
@@ -124,8 +125,8 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
   if (tile == 0 && cta_current && threadIdx.x < kWarpSize) {
     const int d0 = lane * kDimsPerLane;
     const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
-    store_half4(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
-    store_half4(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
+    store4<D>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
+    store4<D>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
   }
 
   SoftmaxStats st[2];
@@ -148,8 +149,9 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
         const int d = 16 * kk + 8 * hi8 + 2 * quad;
         const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
         const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
-        split_pair(kv_range(a.x), kv_range(a.y), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
-        split_pair(kv_range(c.x), kv_range(c.y), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
+        constexpr float r = KvTraits<D>::kRangeMax;
+        split_pair<D>(kv_range(a.x, r), kv_range(a.y, r), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
+        split_pair<D>(kv_range(c.x, r), kv_range(c.y, r), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
       }
     }
     const float scale = p.shape.scale;
@@ -167,18 +169,18 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
         tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
       cp_async_commit();
 
-      std::uint16_t* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
-      std::uint16_t* vtile = ktile + kTcTileHalfs;
+      KvWord* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
+      KvWord* vtile = ktile + kTcTileHalfs;
       const int first = b * kBlockTokens;
       const int count = min(kBlockTokens, p.visible - first);
       if (live && b == b_cur && half == 0) {
-        // The current row, as the store rounds it (f16 round to nearest even).
+        // The current row, as the store rounds it (dtype D, round to nearest even).
         const int row = t_cur - first;
         const int d0 = lane * kDimsPerLane;
         const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
         const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
-        store_half4(ktile + row * kTcRowHalfs + d0, kc);
-        store_half4(vtile + row * kTcRowHalfs + d0, vc);
+        store4<D>(ktile + row * kTcRowHalfs + d0, kc);
+        store4<D>(vtile + row * kTcRowHalfs + d0, vc);
       }
       // The current row is written before either warp of the pair reads it (CTA-uniform).
       if (cta_current && i == current_iter) __syncthreads();
@@ -193,7 +195,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
         for (int j = 0; j < 2; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-        tc_scores(q, ktile, half, lane, acc);
+        tc_scores<D>(q, ktile, half, lane, acc);
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -223,8 +225,8 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
             acc[j][e] = tc_weight(acc[j][e] - st[e >> 1].m);
             bsum[e >> 1] += acc[j][e];
           }
-          split_pair(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
-          split_pair(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
+          split_pair<D>(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
+          split_pair<D>(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -261,7 +263,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
         for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-        tc_pv(phi, plo, vtile, half, lane, o);
+        tc_pv<D>(phi, plo, vtile, half, lane, o);
       }
     }
     cp_async_wait<0>();
@@ -474,7 +476,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, st
 
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads) fused_tc_kernel(ProducerParams p, FusedTail tail) {
-  extern __shared__ __align__(16) std::uint16_t fused_smem[];
+  extern __shared__ __align__(16) KvWord fused_smem[];
   __shared__ unsigned flag;
   produce_fused<Family>(p, tail, fused_smem, &flag);
 }
@@ -484,7 +486,7 @@ __global__ void __launch_bounds__(kTcThreads) fused_tc_kernel(ProducerParams p, 
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads) fused_tc_kernel_indirect(const ProducerParams* pp, const FusedTail* tp,
                                                                       std::size_t stride) {
-  extern __shared__ __align__(16) std::uint16_t fused_smem[];
+  extern __shared__ __align__(16) KvWord fused_smem[];
   __shared__ unsigned flag;
   const ProducerParams p = batch_entry(pp, stride);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch

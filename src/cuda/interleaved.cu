@@ -1,7 +1,7 @@
 // G4 interleaved producer for growing head-major planes (never wrapped: row t holds token t).
 // Current-token bypass: token visible-1 is read by every workgroup from the f32 activations
 // cur_k/cur_v (after the range rule of nonfinite.hpp, as the store applies it), never
-// round-tripped through f16; one warp per KV head also stores it into the
+// round-tripped through the plane's dtype; one warp per KV head also stores it into the
 // plane (fused store). Sibling query heads are scheduled together (all siblings of a KV head in
 // one warp, see producer.cuh): a schedule choice, never a change in what any head computes.
 #include "cuda/producers.cuh"
@@ -10,8 +10,10 @@ namespace ladder::cuda_detail {
 namespace {
 
 // A token's location: its plane row, or kCurrent for the current token.
+template <KvDtype D>
 struct InterleavedRows {
   static constexpr KernelFamily kFamily = KernelFamily::interleaved;
+  static constexpr KvDtype kDtype = D;
   static constexpr bool kFusedStore = true;
   static constexpr int kCurrent = -1;
   __device__ static int locate(const ProducerParams& p, int t) {
@@ -25,17 +27,17 @@ struct InterleavedRows {
     return loc == kCurrent ? RawRow{} : load_raw4(p.rows.v + p.rows.strides.offset(loc, kvh) + d0);
   }
   __device__ static Float4 widen_k(const ProducerParams& p, RawRow raw, int loc, int kvh, int d0) {
-    return loc == kCurrent ? in_range4(load_float4(p.cur_k + kvh * kHeadDim + d0)) : widen_half4(raw);
+    return loc == kCurrent ? in_range4<D>(load_float4(p.cur_k + kvh * kHeadDim + d0)) : widen4<D>(raw);
   }
   __device__ static Float4 widen_v(const ProducerParams& p, RawRow raw, int loc, int kvh, int d0) {
-    return loc == kCurrent ? in_range4(load_float4(p.cur_v + kvh * kHeadDim + d0)) : widen_half4(raw);
+    return loc == kCurrent ? in_range4<D>(load_float4(p.cur_v + kvh * kHeadDim + d0)) : widen4<D>(raw);
   }
   // The tensor-core producer never reads the current token's plane row (nullptr: zero-filled,
   // then filled from the activations).
-  __device__ static const std::uint16_t* k_row(const ProducerParams& p, int loc, int kvh) {
+  __device__ static const KvWord* k_row(const ProducerParams& p, int loc, int kvh) {
     return loc == kCurrent ? nullptr : p.rows.k + p.rows.strides.offset(loc, kvh);
   }
-  __device__ static const std::uint16_t* v_row(const ProducerParams& p, int loc, int kvh) {
+  __device__ static const KvWord* v_row(const ProducerParams& p, int loc, int kvh) {
     return loc == kCurrent ? nullptr : p.rows.v + p.rows.strides.offset(loc, kvh);
   }
 };
@@ -44,7 +46,9 @@ struct InterleavedRows {
 
 cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream, BatchSpan batch) {
-  return launch_producer_family<InterleavedRows>(p, dp, c, stream, batch);
+  return p.kv_dtype == KvDtype::bf16
+             ? launch_producer_family<InterleavedRows<KvDtype::bf16>>(p, dp, c, stream, batch)
+             : launch_producer_family<InterleavedRows<KvDtype::f16>>(p, dp, c, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

@@ -81,13 +81,13 @@ cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* d
 cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                              const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch = {});
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {});
-// Fills n halfs with the f16 NaN pattern (unwritten rows poison whoever reads them).
-cudaError_t launch_poison_halfs(std::uint16_t* dst, std::int64_t n, cudaStream_t stream);
+// Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
+cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);
 
 // N1's counters over a call's activations in device memory (count_inputs.cu). Slot z's q, k, v
 // hold [n_layers][q_layer] / [n_layers][kv_layer] / [n_layers][kv_layer] floats; a null pointer
-// (no q in a fill, an empty slot) counts nothing. out: [count][n_layers][kInputArrays], every
-// entry written.
+// (no q in a fill, an empty slot) counts nothing; range_max is the plane dtype's bound
+// (kv_range_max). out: [count][n_layers][kInputArrays], every entry written.
 enum InputArray : int { kInputQ = 0, kInputK = 1, kInputV = 2, kInputArrays = 3 };
 struct SlotInputs {
   const float* q = nullptr;
@@ -99,7 +99,7 @@ struct InputCount {
   unsigned nonfinite = 0;
 };
 cudaError_t launch_count_inputs(const SlotInputs* slots, int count, int n_layers, int q_layer, int kv_layer,
-                                InputCount* out, cudaStream_t stream);
+                                float range_max, InputCount* out, cudaStream_t stream);
 
 // The read-bandwidth probe: streams `bytes` (a multiple of 16) with 16-byte loads.
 cudaError_t launch_read_stream(const void* src, std::int64_t bytes, unsigned blocks, unsigned never, unsigned* sink,

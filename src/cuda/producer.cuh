@@ -61,12 +61,12 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
   const int d0 = lane * kDimsPerLane;
 
   if constexpr (Family::kFusedStore) {
-    // One warp per KV head also stores the current token's row into the plane (f16). Nobody
+    // One warp per KV head also stores the current token's row into the plane. Nobody
     // reads that row from the plane in this launch: every workgroup takes it from cur_k/cur_v.
     if (chunk == 0 && wg == 0 && warp == 0) {
       const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
-      store_half4(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
-      store_half4(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
+      store4<Family::kDtype>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
+      store4<Family::kDtype>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
     }
   }
 
@@ -75,7 +75,7 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
     float o[G][kDimsPerLane];
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-      const Float4 qh = in_range4(load_float4(p.q + (head0 + h) * kHeadDim + d0));
+      const Float4 qh = in_range4<Family::kDtype>(load_float4(p.q + (head0 + h) * kHeadDim + d0));
 #pragma unroll
       for (int i = 0; i < kDimsPerLane; ++i) {
         q[h][i] = qh.x[i];

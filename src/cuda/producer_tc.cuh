@@ -7,14 +7,18 @@
 // Why tensor cores: with 16 query heads per KV head, every 2-byte KV element feeds 16 heads x
 // (score + V accumulate) FMAs, 8 FP32 FMAs per KV byte; at 4.5 TB/s that is ~36 TFMA/s, above the
 // H200's FP32 CUDA-core rate. The sibling heads of one KV head form the M dimension of
-// mma.sync.m16n8k16 (f16 x f16 -> f32), so the CUDA cores only do the softmax.
+// mma.sync.m16n8k16 (f16 x f16 -> f32, or bf16 x bf16 -> f32 for bf16 planes: the kernels are
+// instantiated per KV dtype, and every "f16" below reads "the plane's dtype" for bf16), so the
+// CUDA cores only do the softmax.
 //
 // In-block arithmetic (a function of the block's rows and count only, never of where the rows
 // came from, so P1, P2 and P6 hold bit for bit):
 //  * q stays unscaled. Each q element is split into hi = f16(q) and lo = f16(q - hi), and the
 //    scores of a block accumulate mma(q_hi, K) then mma(q_lo, K) per 16-dim step into one f32
 //    accumulator; score = acc * scale in f32 (as in the DAG's step 2). Relative error of the
-//    split q is ~2^-22, so scores are near f32 accurate (K is exact f16 already).
+//    split q is ~2^-22, so scores are near f32 accurate (K is exact f16 already). With bf16
+//    (8 significant bits a piece) the two pieces carry 16 bits: ~2^-17 relative, still 100x
+//    under the 2^-9 rounding the bf16 rows themselves carry.
 //  * Rows past the block's count are zero-filled in shared memory (never read from memory) and
 //    their scores are -inf, so their weights are exactly 0.
 //  * block max per head over the block's 32 scores (score_max: a NaN score survives); corr =
@@ -86,7 +90,7 @@ static_assert(kTcPairs * kTcHeads * kTcMergeStride * 4 <= kTcSlotHalfs * 2, "the
 // A CTA's shared memory: each pair's tiles, then each pair's exchange area (106 KB at 3 stages:
 // two CTAs per SM).
 inline constexpr std::size_t kTcSmemBytes =
-    kTcPairs * (kTcSlotHalfs * sizeof(std::uint16_t) + kTcXWords * sizeof(unsigned));
+    kTcPairs * (kTcSlotHalfs * sizeof(KvWord) + kTcXWords * sizeof(unsigned));
 
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -116,16 +120,26 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4
                : "memory");
 }
 
-// c += a (16x16, row) * b (16x8, col); f16 inputs, f32 accumulate.
+// c += a (16x16, row) * b (16x8, col); inputs of dtype D (f16 or bf16), f32 accumulate.
+template <KvDtype D>
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  if constexpr (D == KvDtype::bf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
 }
 
 __device__ __forceinline__ unsigned half2_bits(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
+__device__ __forceinline__ unsigned bf162_bits(__nv_bfloat162 h) { return *reinterpret_cast<unsigned*>(&h); }
 
 // A block weight exp(x), x = score - m <= 0 or -inf (masked: exactly 0); ex2 keeps a NaN NaN.
 __device__ __forceinline__ float tc_weight(float x) {
@@ -135,12 +149,20 @@ __device__ __forceinline__ float tc_weight(float x) {
   return y;
 }
 
-// (x0, x1) -> hi = f16 pair, lo = f16 pair of the rounding residuals (exact in f32).
+// (x0, x1) -> hi = D pair, lo = D pair of the rounding residuals (exact in f32).
+template <KvDtype D>
 __device__ __forceinline__ void split_pair(float x0, float x1, unsigned& hi, unsigned& lo) {
-  const __half2 h = __floats2half2_rn(x0, x1);
-  const float2 hf = __half22float2(h);
-  hi = half2_bits(h);
-  lo = half2_bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+  if constexpr (D == KvDtype::bf16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+    const float2 hf = __bfloat1622float2(h);
+    hi = bf162_bits(h);
+    lo = bf162_bits(__floats2bfloat162_rn(x0 - hf.x, x1 - hf.y));
+  } else {
+    const __half2 h = __floats2half2_rn(x0, x1);
+    const float2 hf = __half22float2(h);
+    hi = half2_bits(h);
+    lo = half2_bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+  }
 }
 
 struct TcQ {
@@ -150,7 +172,8 @@ struct TcQ {
 
 // Scores of half h of a tile: acc[j] (n-tile j = tokens 16h + 8j .. +7) += q_hi.K + q_lo.K, per
 // 16-dim step.
-__device__ __forceinline__ void tc_scores(const TcQ& q, const std::uint16_t* ktile, int half, int lane,
+template <KvDtype D>
+__device__ __forceinline__ void tc_scores(const TcQ& q, const KvWord* ktile, int half, int lane,
                                           float (&acc)[2][4]) {
   const int mat = lane >> 3;
   const int r = lane & 7;
@@ -160,17 +183,18 @@ __device__ __forceinline__ void tc_scores(const TcQ& q, const std::uint16_t* kti
     for (int j = 0; j < 2; ++j) {
       unsigned b[4];
       ldmatrix_x4(smem_u32(ktile + (16 * half + 8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b);
-      mma16816(acc[j], q.hi[kk], b[0], b[1]);
-      mma16816(acc[j], q.lo[kk], b[0], b[1]);
-      mma16816(acc[j], q.hi[kk + 1], b[2], b[3]);
-      mma16816(acc[j], q.lo[kk + 1], b[2], b[3]);
+      mma16816<D>(acc[j], q.hi[kk], b[0], b[1]);
+      mma16816<D>(acc[j], q.lo[kk], b[0], b[1]);
+      mma16816<D>(acc[j], q.hi[kk + 1], b[2], b[3]);
+      mma16816<D>(acc[j], q.lo[kk + 1], b[2], b[3]);
     }
   }
 }
 
 // Half h's o (n-tile j = dims 64h + 8j .. +7) += P_hi.V + P_lo.V, per 16-token step.
+template <KvDtype D>
 __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigned (&plo)[2][4],
-                                      const std::uint16_t* vtile, int half, int lane, float (&o)[kHeadDim / 16][4]) {
+                                      const KvWord* vtile, int half, int lane, float (&o)[kHeadDim / 16][4]) {
   const int mat = lane >> 3;
   const int r = lane & 7;
 #pragma unroll
@@ -180,10 +204,10 @@ __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigne
       unsigned b[4];
       ldmatrix_x4_trans(
           smem_u32(vtile + (16 * kk + (mat & 1) * 8 + r) * kTcRowHalfs + 64 * half + 16 * jp + (mat >> 1) * 8), b);
-      mma16816(o[2 * jp], phi[kk], b[0], b[1]);
-      mma16816(o[2 * jp], plo[kk], b[0], b[1]);
-      mma16816(o[2 * jp + 1], phi[kk], b[2], b[3]);
-      mma16816(o[2 * jp + 1], plo[kk], b[2], b[3]);
+      mma16816<D>(o[2 * jp], phi[kk], b[0], b[1]);
+      mma16816<D>(o[2 * jp], plo[kk], b[0], b[1]);
+      mma16816<D>(o[2 * jp + 1], phi[kk], b[2], b[3]);
+      mma16816<D>(o[2 * jp + 1], plo[kk], b[2], b[3]);
     }
   }
 }
@@ -192,22 +216,22 @@ __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigne
 // which return nullptr for the interleaved route's current token (read from the activations).
 template <class Family>
 __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, int kvh, int half, int lane,
-                                               std::uint16_t* stage) {
+                                               KvWord* stage) {
   const int first = b * kBlockTokens;
   const int count = min(kBlockTokens, p.visible - first);
   const int my_loc = Family::locate(p, first + min(lane, count - 1));
   constexpr int kChunksPerRow = kHeadDim * 2 / 16;  // 16-byte chunks in a 256-byte row
   constexpr int kRowsPerPass = kWarpSize / kChunksPerRow;
   const int chunk = lane % kChunksPerRow;
-  std::uint16_t* ktile = stage;
-  std::uint16_t* vtile = stage + kTcTileHalfs;
+  KvWord* ktile = stage;
+  KvWord* vtile = stage + kTcTileHalfs;
   constexpr int kPassesPerHalf = kBlockTokens / kRowsPerPass / kTcWarpsPerSlot;
 #pragma unroll 4
   for (int pass = half * kPassesPerHalf; pass < (half + 1) * kPassesPerHalf; ++pass) {
     const int row = pass * kRowsPerPass + lane / kChunksPerRow;
     const int loc = __shfl_sync(kFullMask, my_loc, row);
-    const std::uint16_t* ks = Family::k_row(p, loc, kvh);
-    const std::uint16_t* vs = Family::v_row(p, loc, kvh);
+    const KvWord* ks = Family::k_row(p, loc, kvh);
+    const KvWord* vs = Family::v_row(p, loc, kvh);
     const bool live = row < count && ks != nullptr;
     // A dead row reads nothing (src size 0); the address only has to be a valid global one.
     const void* dummy = p.q;
@@ -219,7 +243,8 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
 }
 
 template <class Family>
-__device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_t* smem) {
+__device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem) {
+  constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
   const int flat = static_cast<int>(blockIdx.y);  // the DAG's flat warp slot w * nsg + g
   if (flat >= sched.slots()) return;
@@ -236,13 +261,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
   const int quad = lane & 3;    // C/A fragment column pair 2*quad, 2*quad + 1
 
   if constexpr (Family::kFusedStore) {
-    // One warp per KV head stores the current row (f16) into the plane; no CTA of this launch
+    // One warp per KV head stores the current row (dtype D) into the plane; no CTA of this launch
     // reads that row from the plane (it is zero-filled and taken from the activations).
     if (tile == 0 && flat == 0 && threadIdx.x < kWarpSize) {
       const int d0 = lane * kDimsPerLane;
       const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
-      store_half4(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
-      store_half4(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
+      store4<D>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
+      store4<D>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
     }
   }
 
@@ -266,11 +291,12 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         const int d = 16 * kk + 8 * hi8 + 2 * quad;
         const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
         const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
-        split_pair(kv_range(a.x), kv_range(a.y), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
-        split_pair(kv_range(c.x), kv_range(c.y), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
+        constexpr float r = KvTraits<D>::kRangeMax;
+        split_pair<D>(kv_range(a.x, r), kv_range(a.y, r), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
+        split_pair<D>(kv_range(c.x, r), kv_range(c.y, r), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
       }
     }
-    std::uint16_t* wsm = smem + pair * kTcSlotHalfs;
+    KvWord* wsm = smem + pair * kTcSlotHalfs;
     unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcPairs * kTcSlotHalfs) + pair * kTcXWords;
     float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
     float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
@@ -309,13 +335,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
         tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
       cp_async_commit();
 
-      std::uint16_t* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
-      std::uint16_t* vtile = ktile + kTcTileHalfs;
+      KvWord* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
+      KvWord* vtile = ktile + kTcTileHalfs;
       const int first = b * kBlockTokens;
       const int count = min(kBlockTokens, p.visible - first);
       bool has_current = false;
-      std::uint16_t* klo = nullptr;
-      std::uint16_t* vlo = nullptr;
+      KvWord* klo = nullptr;
+      KvWord* vlo = nullptr;
       if constexpr (Family::kFusedStore) {
         has_current = live && first + count == p.visible;
         if (has_current) {
@@ -329,13 +355,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
             __syncwarp();
             const int row = count - 1;
             const int d0 = lane * kDimsPerLane;
-            const Float4 kc = in_range4(load_float4(p.cur_k + kvh * kHeadDim + d0));
-            const Float4 vc = in_range4(load_float4(p.cur_v + kvh * kHeadDim + d0));
+            const Float4 kc = in_range4<D>(load_float4(p.cur_k + kvh * kHeadDim + d0));
+            const Float4 vc = in_range4<D>(load_float4(p.cur_v + kvh * kHeadDim + d0));
             unsigned khi[2], klow[2], vhi[2], vlow[2];
-            split_pair(kc.x[0], kc.x[1], khi[0], klow[0]);
-            split_pair(kc.x[2], kc.x[3], khi[1], klow[1]);
-            split_pair(vc.x[0], vc.x[1], vhi[0], vlow[0]);
-            split_pair(vc.x[2], vc.x[3], vhi[1], vlow[1]);
+            split_pair<D>(kc.x[0], kc.x[1], khi[0], klow[0]);
+            split_pair<D>(kc.x[2], kc.x[3], khi[1], klow[1]);
+            split_pair<D>(vc.x[0], vc.x[1], vhi[0], vlow[0]);
+            split_pair<D>(vc.x[2], vc.x[3], vhi[1], vlow[1]);
             *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
             *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
             *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
@@ -358,8 +384,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-      tc_scores(q, ktile, half, lane, acc);
-      if (has_current) tc_scores(q, klo, half, lane, acc);
+      tc_scores<D>(q, ktile, half, lane, acc);
+      if (has_current) tc_scores<D>(q, klo, half, lane, acc);
 
       // Scale and mask; block max per head (r = 0: head `group`, r = 1: head `group + 8`).
 #pragma unroll
@@ -392,8 +418,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
           bsum[e >> 1] += acc[j][e];
         }
         // A fragment of this half's 16-token step: n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3.
-        split_pair(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
-        split_pair(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
+        split_pair<D>(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
+        split_pair<D>(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -431,8 +457,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
       for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-      tc_pv(phi, plo, vtile, half, lane, o);
-      if (has_current) tc_pv(phi, plo, vlo, half, lane, o);
+      tc_pv<D>(phi, plo, vtile, half, lane, o);
+      if (has_current) tc_pv<D>(phi, plo, vlo, half, lane, o);
       }
     }
     cp_async_wait<0>();
@@ -491,13 +517,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, std::uint16_
 
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads) producer_tc_kernel(ProducerParams p) {
-  extern __shared__ __align__(16) std::uint16_t tc_smem[];
+  extern __shared__ __align__(16) KvWord tc_smem[];
   produce_tc<Family>(p, tc_smem);
 }
 
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride) {
-  extern __shared__ __align__(16) std::uint16_t tc_smem[];
+  extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry(pp, stride);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
   produce_tc<Family>(p, tc_smem);

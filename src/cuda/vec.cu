@@ -8,15 +8,17 @@
 namespace ladder::cuda_detail {
 namespace {
 
-// A token's location: row * 2 + source, source 0 = the span, 1 = the pad block.
+// A token's location: row * 2 + source, source 0 = the span, 1 = the pad block. D: the rows' dtype.
+template <KvDtype D>
 struct VecRows {
   static constexpr KernelFamily kFamily = KernelFamily::vec;
+  static constexpr KvDtype kDtype = D;
   static constexpr bool kFusedStore = false;
   static constexpr int kFromTail = 1;
   __device__ static int locate(const ProducerParams& p, int t) {
     return t < p.tail_first ? p.rows.row(t) * 2 : (t - p.tail_first) * 2 + kFromTail;
   }
-  __device__ static const std::uint16_t* at(const RowSource& span, const RowSource& tail, bool plane_k, int loc,
+  __device__ static const KvWord* at(const RowSource& span, const RowSource& tail, bool plane_k, int loc,
                                             int kvh, int d0) {
     const RowSource& src = (loc & kFromTail) ? tail : span;
     return (plane_k ? src.k : src.v) + src.strides.offset(loc >> 1, kvh) + d0;
@@ -27,12 +29,12 @@ struct VecRows {
   __device__ static RawRow load_v_raw(const ProducerParams& p, int loc, int kvh, int d0) {
     return load_raw4(at(p.rows, p.tail, false, loc, kvh, d0));
   }
-  __device__ static Float4 widen_k(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
-  __device__ static Float4 widen_v(const ProducerParams&, RawRow raw, int, int, int) { return widen_half4(raw); }
-  __device__ static const std::uint16_t* k_row(const ProducerParams& p, int loc, int kvh) {
+  __device__ static Float4 widen_k(const ProducerParams&, RawRow raw, int, int, int) { return widen4<D>(raw); }
+  __device__ static Float4 widen_v(const ProducerParams&, RawRow raw, int, int, int) { return widen4<D>(raw); }
+  __device__ static const KvWord* k_row(const ProducerParams& p, int loc, int kvh) {
     return at(p.rows, p.tail, true, loc, kvh, 0);
   }
-  __device__ static const std::uint16_t* v_row(const ProducerParams& p, int loc, int kvh) {
+  __device__ static const KvWord* v_row(const ProducerParams& p, int loc, int kvh) {
     return at(p.rows, p.tail, false, loc, kvh, 0);
   }
 };
@@ -41,7 +43,8 @@ struct VecRows {
 
 cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                        cudaStream_t stream, BatchSpan batch) {
-  return launch_producer_family<VecRows>(p, dp, c, stream, batch);
+  return p.kv_dtype == KvDtype::bf16 ? launch_producer_family<VecRows<KvDtype::bf16>>(p, dp, c, stream, batch)
+                                     : launch_producer_family<VecRows<KvDtype::f16>>(p, dp, c, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

@@ -283,9 +283,9 @@ class DecodeEngine final : public Engine {
     }
     if (dev_->counts_inputs()) return;  // the device counted what it read (step() adds it)
     const std::size_t n = st.layers.size();
-    if (st.attend) count_range(st.io.q, n * q_floats_per_layer(g_), range_);
-    count_range(st.io.k, n * kv_floats_per_layer(g_), range_);
-    count_range(st.io.v, n * kv_floats_per_layer(g_), range_);
+    if (st.attend) count_range(st.io.q, n * q_floats_per_layer(g_), range_, g_.kv_dtype);
+    count_range(st.io.k, n * kv_floats_per_layer(g_), range_, g_.kv_dtype);
+    count_range(st.io.v, n * kv_floats_per_layer(g_), range_, g_.kv_dtype);
   }
 
   Geometry g_;

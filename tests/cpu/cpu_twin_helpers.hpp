@@ -43,8 +43,10 @@ inline HeadShape make_shape(int n_heads, int n_kv_heads, int head_dim) {
   return s;
 }
 
-inline PlaneConfig ring_config(int n_kv_heads, int head_dim, int window, int capacity, int max_context) {
+inline PlaneConfig ring_config(int n_kv_heads, int head_dim, int window, int capacity, int max_context,
+                               KvDtype dtype = KvDtype::f16) {
   PlaneConfig c;
+  c.kv_dtype = dtype;
   c.kind = PlaneKind::ring;
   c.n_kv_heads = n_kv_heads;
   c.head_dim = head_dim;
@@ -54,8 +56,10 @@ inline PlaneConfig ring_config(int n_kv_heads, int head_dim, int window, int cap
   return c;
 }
 
-inline PlaneConfig growing_config(int n_kv_heads, int head_dim, int capacity, int max_context) {
+inline PlaneConfig growing_config(int n_kv_heads, int head_dim, int capacity, int max_context,
+                                  KvDtype dtype = KvDtype::f16) {
   PlaneConfig c;
+  c.kv_dtype = dtype;
   c.kind = PlaneKind::growing;
   c.n_kv_heads = n_kv_heads;
   c.head_dim = head_dim;
@@ -87,8 +91,8 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 
 inline bool same_plane(const HostPlane& a, const HostPlane& b) {
   return a.state() == b.state() && a.elements() == b.elements() &&
-         std::memcmp(a.k(), b.k(), a.elements() * sizeof(std::uint16_t)) == 0 &&
-         std::memcmp(a.v(), b.v(), a.elements() * sizeof(std::uint16_t)) == 0;
+         std::memcmp(a.k(), b.k(), a.elements() * sizeof(KvWord)) == 0 &&
+         std::memcmp(a.v(), b.v(), a.elements() * sizeof(KvWord)) == 0;
 }
 
 // Appends positions [0, count) with random rows (the history before the token under test).
@@ -112,6 +116,7 @@ class ProducerScope {
   ProducerScope(const ProducerScope&) = delete;
   ProducerScope& operator=(const ProducerScope&) = delete;
 };
+inline constexpr KvDtype kAllDtypes[] = {KvDtype::f16, KvDtype::bf16};
 inline constexpr cpu::CpuProducer kAllProducers[] = {cpu::CpuProducer::fast, cpu::CpuProducer::exact};
 
 struct RouteRun {
@@ -145,8 +150,8 @@ inline void plane_row(const HostPlane& p, int physical, float* k_row, float* v_r
   for (int h = 0; h < p.config().n_kv_heads; ++h)
     for (int d = 0; d < hd; ++d) {
       const std::int64_t at = s.offset(physical, h) + d;
-      k_row[h * hd + d] = f16_to_f32(p.k()[at]);
-      v_row[h * hd + d] = f16_to_f32(p.v()[at]);
+      k_row[h * hd + d] = kv_decode(p.k()[at], p.config().kv_dtype);
+      v_row[h * hd + d] = kv_decode(p.v()[at], p.config().kv_dtype);
     }
 }
 

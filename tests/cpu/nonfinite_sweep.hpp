@@ -100,10 +100,10 @@ inline bool route_applies_to(Route r, const PlaneConfig& cfg, const PlaneState& 
   return false;
 }
 
-inline Token ruled(const Token& t) {
+inline Token ruled(const Token& t, KvDtype d) {
   Token r = t;
   for (std::vector<float>* x : {&r.q, &r.k, &r.v})
-    for (float& e : *x) e = kv_range(e);
+    for (float& e : *x) e = kv_range(e, kv_range_max(d));
   return r;
 }
 
@@ -121,7 +121,8 @@ inline void place(const Poison& p, Token& t) {
 
 // The policy's prediction for output element (head, d): NaN or not.
 inline bool predicted_nan(const Poison& p, bool poison_read, const HeadShape& s, int head, int d) {
-  if (!poison_read || !std::isnan(kv_range(p.value))) return false;
+  // The rule maps a value to NaN the same way under every dtype's bound (NaN and +-Inf only).
+  if (!poison_read || !std::isnan(kv_range(p.value, kKvRangeMax))) return false;
   const int hd = s.head_dim;
   switch (p.site) {
     case Site::q: return head == p.index / hd;
@@ -190,7 +191,7 @@ inline SweepTally run_nonfinite_sweep(const NonfiniteCase& c, const LayerRunner&
       poison.index = std::uniform_int_distribution<int>(0, span - 1)(rng);
       const RangeStats one = [&] {
         RangeStats r;
-        count_range(&poison.value, 1, r);
+        count_range(&poison.value, 1, r, c.cfg.kv_dtype);
         return r;
       }();
 
@@ -204,7 +205,7 @@ inline SweepTally run_nonfinite_sweep(const NonfiniteCase& c, const LayerRunner&
           ++next_test;
           Token cur = tok;
           if (!site_is_old(site)) place(poison, cur);
-          const Token cur_ruled = ruled(cur);
+          const Token cur_ruled = ruled(cur, c.cfg.kv_dtype);
           const int start = logical_start(pos, c.cfg.window);
           const bool old_in_plane = site_is_old(site) && c.old_position < pos;
           const bool old_visible = old_in_plane && c.old_position >= start;
@@ -221,8 +222,8 @@ inline SweepTally run_nonfinite_sweep(const NonfiniteCase& c, const LayerRunner&
               const int hd = c.cfg.head_dim;
               const std::int64_t at = copy.strides().offset(c.old_position % copy.state().capacity,
                                                             poison.index / hd) + poison.index % hd;
-              const std::uint16_t held = site_is_key(site) ? copy.k()[at] : copy.v()[at];
-              if (held == kv_to_f16(poison.value) && copy.state().physical(pos) != c.old_position % copy.state().capacity)
+              const KvWord held = site_is_key(site) ? copy.k()[at] : copy.v()[at];
+              if (held == kv_encode(poison.value, c.cfg.kv_dtype) && copy.state().physical(pos) != c.old_position % copy.state().capacity)
                 ++tally.left_runs;
             }
             std::vector<float> out = nan_filled(cur.q.size());
@@ -289,22 +290,24 @@ struct EngineHistory {
     v.push_back(random_values(g.n_layers * kvn, rng));
   }
   // The f64 reference of one layer's output at `position`, over the values the kernels read:
-  // the range rule, then f16 rounding for plane rows (not for the interleaved current token).
+  // the range rule, then rounding to the geometry's dtype for plane rows (not for the interleaved
+  // current token).
   std::vector<double> reference(int position, int layer, Route route) const {
     const int visible = g.visible(g.layer_class(layer), position);
     const int first = position + 1 - visible;
     const std::size_t l = static_cast<std::size_t>(layer);
+    const float range = kv_range_max(g.kv_dtype);
     std::vector<double> kr(visible * kvn), vr(visible * kvn), qd(qn), out(qn);
     for (int t = 0; t < visible; ++t) {
       const int p = first + t;
       const bool bypass = route == Route::interleaved && p == position;
       for (std::size_t e = 0; e < kvn; ++e) {
         const float kf = k[p][l * kvn + e], vf = v[p][l * kvn + e];
-        kr[t * kvn + e] = bypass ? kv_range(kf) : f16_to_f32(kv_to_f16(kf));
-        vr[t * kvn + e] = bypass ? kv_range(vf) : f16_to_f32(kv_to_f16(vf));
+        kr[t * kvn + e] = bypass ? kv_range(kf, range) : kv_decode(kv_encode(kf, g.kv_dtype), g.kv_dtype);
+        vr[t * kvn + e] = bypass ? kv_range(vf, range) : kv_decode(kv_encode(vf, g.kv_dtype), g.kv_dtype);
       }
     }
-    for (std::size_t e = 0; e < qn; ++e) qd[e] = kv_range(q[position][l * qn + e]);
+    for (std::size_t e = 0; e < qn; ++e) qd[e] = kv_range(q[position][l * qn + e], range);
     const HeadShape shape = make_shape(g.n_heads, g.n_kv_heads, g.head_dim);
     reference_attention(shape, qd.data(), kr.data(), vr.data(), visible, out.data());
     return out;
@@ -315,11 +318,13 @@ struct EngineHistory {
 // or v at position 20: every layer's output against the prediction and the reference, and the
 // engine's range counters. SWA layers drop a poisoned K/V row once it leaves the window (at 52);
 // the NoPE layer keeps it.
-inline SweepTally run_engine_nonfinite(Device device, Site site, float value, int layer) {
+inline SweepTally run_engine_nonfinite(Device device, Site site, float value, int layer,
+                                       KvDtype dtype = KvDtype::f16) {
   constexpr int kTokens = 80;
   constexpr int kPoisonAt = 20;
   SweepTally tally;
-  const Geometry g = nonfinite_engine_geometry();
+  Geometry g = nonfinite_engine_geometry();
+  g.kv_dtype = dtype;
   EngineOptions opt;
   opt.device = device;
   opt.record_trace = true;
@@ -341,7 +346,7 @@ inline SweepTally run_engine_nonfinite(Device device, Site site, float value, in
     if (pos == kPoisonAt) {
       std::vector<float>& x = site == Site::q ? h.q[pos] : site_is_key(site) ? h.k[pos] : h.v[pos];
       x[static_cast<std::size_t>(layer) * span + poison.index] = value;
-      count_range(&value, 1, expected);
+      count_range(&value, 1, expected, dtype);
     }
     std::vector<float> out = nan_filled(g.n_layers * h.qn);
     engine.clear_trace();

@@ -78,6 +78,26 @@ TEST_F(Cli, DemoRunsAndChecksTheReference) {
   EXPECT_RUN("demo --depth 100 --tokens 2 --device cpu --threads 1" + kSmall, kOk, "1 worker threads");
 }
 
+// --kv-dtype: bf16 planes through demo, parity and bench, the dtype named in every output; a
+// value other than f16 or bf16 is a usage error naming both.
+TEST_F(Cli, KvDtypeFlag) {
+  EXPECT_RUN("demo --depth 100 --tokens 2 --kv-dtype bf16" + kSmall, kOk, "PASS");
+  EXPECT_RUN("demo --depth 100 --tokens 2 --kv-dtype bf16" + kSmall, kOk, "KV bf16");
+  EXPECT_RUN("demo --depth 100 --tokens 1" + kSmall, kOk, "KV f16");  // the default
+  EXPECT_RUN("demo --depth 100 --tokens 1 --kv-dtype bf16 --json" + kSmall, kOk, "\"kv_dtype\": \"bf16\"");
+  EXPECT_RUN("parity --position 300 --kv-dtype bf16" + kSmall, kOk, "PASS");
+  EXPECT_RUN("parity --position 300 --kv-dtype bf16" + kSmall, kOk, "bf16 plane row");
+  EXPECT_RUN("parity --position 300 --kv-dtype bf16 --json" + kSmall, kOk, "\"kv_dtype\": \"bf16\"");
+  EXPECT_RUN("bench --device cpu --depths 64 --step-depths none --routes vec --reps 2 --kv-dtype bf16" + kSmall, kOk,
+             "KV bf16");
+  EXPECT_RUN("bench --device cpu --depths 64 --step-depths none --routes vec --reps 2 --kv-dtype bf16 --json" + kSmall,
+             kOk, "\"kv_dtype\": \"bf16\"");
+  for (const char* c : {"demo", "parity", "bench", "budget"}) {
+    EXPECT_RUN(std::string(c) + " --kv-dtype fp8", kUsage, "--kv-dtype: unknown KV dtype 'fp8': use f16 (the default) or bf16");
+    EXPECT_RUN(std::string(c) + " --help", kOk, "--kv-dtype");
+  }
+}
+
 // E3's main job: --batch N decodes N sequences of mixed lengths per call, every layer of every
 // sequence (4 layers x 3 sequences x 2 tokens = 24 layer-steps), references checked across them.
 TEST_F(Cli, DemoDecodesABatchOfMixedLengths) {

@@ -75,6 +75,11 @@ TEST_F(Determinism, BitIdenticalAcrossRunsAndThreadCounts) {
        {Route::splitk, Route::staged}},
       {"ring full wrapped", test::ring_config(kMuseKvHeads, kMuseHeadDim, 512, 512, 8192), 700,
        {Route::vec, Route::splitk, Route::staged}},
+      // bf16 planes: the fast producer's 16-bit-shift widening and the exact twin's.
+      {"bf16 growing ragged (pad)", test::growing_config(kMuseKvHeads, kMuseHeadDim, 1024, 8192, KvDtype::bf16), 700,
+       {Route::vec, Route::interleaved, Route::splitk}},
+      {"bf16 ring partially wrapped", test::ring_config(kMuseKvHeads, kMuseHeadDim, 512, 552, 8192, KvDtype::bf16),
+       600, {Route::splitk, Route::staged}},
   };
   const HeadShape shape = test::make_shape(kMuseHeads, kMuseKvHeads, kMuseHeadDim);
   std::mt19937 rng(11);
@@ -110,7 +115,16 @@ struct WrapCase {
   int position;
 };
 
-// P2 and P6: on a wrapped ring, staged (G5) and splitk (logical-order reduction) both give the
+// Each case on f16 and on bf16 planes.
+template <std::size_t N>
+std::vector<std::pair<WrapCase, KvDtype>> wrap_runs(const WrapCase (&cases)[N]) {
+  std::vector<std::pair<WrapCase, KvDtype>> runs;
+  for (KvDtype dt : test::kAllDtypes)
+    for (const WrapCase& c : cases) runs.emplace_back(c, dt);
+  return runs;
+}
+
+// P2 and P6 (both KV dtypes): on a wrapped ring, staged (G5) and splitk (logical-order reduction) both give the
 // bits vec gives over the same logical tokens written unwrapped, because all three walk the
 // window in logical order through one DAG. Where the window is ragged (len % 32 != 0) a
 // token-major ring cannot take vec, so the unwrapped twin is a growing (head-major, padded) plane.
@@ -124,9 +138,9 @@ TEST(WrappedParity, StagedAndSplitkMatchUnwrappedVec) {
   };
   const HeadShape shape = test::make_shape(kMuseHeads, kMuseKvHeads, kMuseHeadDim);
   std::mt19937 rng(23);
-  for (const WrapCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    const PlaneConfig ring = test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20);
+  for (const auto& [c, dt] : wrap_runs(cases)) {
+    SCOPED_TRACE(fmt::format("{} / {}", c.name, kv_dtype_name(dt)));
+    const PlaneConfig ring = test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20, dt);
     History h;
     const HostPlane plane = build_with_history(ring, c.position, rng, h);
     const Token tok = test::random_token(shape, rng);
@@ -142,8 +156,8 @@ TEST(WrappedParity, StagedAndSplitkMatchUnwrappedVec) {
       const int visible = staged.plane.state().len;
       const int first = c.position + 1 - visible;
       const bool aligned = visible % kBlockTokens == 0;
-      const PlaneConfig twin_cfg = aligned ? test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20)
-                                           : test::growing_config(kMuseKvHeads, kMuseHeadDim, visible, visible);
+      const PlaneConfig twin_cfg = aligned ? test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20, dt)
+                                           : test::growing_config(kMuseKvHeads, kMuseHeadDim, visible, visible, dt);
       const HostPlane twin = unwrapped_copy(twin_cfg, h, first, visible);
       const test::RouteRun vec = test::run_on_copy(Route::vec, twin, visible - 1, shape, tok);
       ASSERT_TRUE(vec.status.ok()) << vec.status.to_string();
@@ -155,16 +169,18 @@ TEST(WrappedParity, StagedAndSplitkMatchUnwrappedVec) {
 }
 
 // The interleaved route differs from vec only by reading the current token in f32. When that
-// token is exactly representable in f16 nothing differs, so the bits must agree.
-TEST(InterleavedParity, MatchesVecWhenTheCurrentTokenIsExactInF16) {
+// token is exactly representable in the plane's dtype nothing differs, so the bits must agree.
+TEST(InterleavedParity, MatchesVecWhenTheCurrentTokenIsExactInThePlaneDtype) {
   const HeadShape shape = test::make_shape(kMuseHeads, kMuseKvHeads, kMuseHeadDim);
   std::mt19937 rng(31);
+  for (KvDtype dt : test::kAllDtypes)
   for (int position : {0, 31, 32, 100, 2050}) {
-    SCOPED_TRACE(fmt::format("position {}", position));
-    const HostPlane plane = test::build_plane(test::growing_config(kMuseKvHeads, kMuseHeadDim, 64, 4096), position, rng);
+    SCOPED_TRACE(fmt::format("position {} {}", position, kv_dtype_name(dt)));
+    const HostPlane plane =
+        test::build_plane(test::growing_config(kMuseKvHeads, kMuseHeadDim, 64, 4096, dt), position, rng);
     Token tok = test::random_token(shape, rng);
-    for (float& x : tok.k) x = f16_to_f32(f32_to_f16(x));
-    for (float& x : tok.v) x = f16_to_f32(f32_to_f16(x));
+    for (float& x : tok.k) x = kv_decode(kv_encode(x, dt), dt);
+    for (float& x : tok.v) x = kv_decode(kv_encode(x, dt), dt);
     for (cpu::CpuProducer producer : test::kAllProducers) {
       SCOPED_TRACE(fmt::format("producer {}", cpu::cpu_producer_name(producer)));
       const test::ProducerScope scope(producer);
@@ -330,10 +346,10 @@ TEST(CopyKernels, PadAndStageZeroFillTheirPadding) {
   src.state = plane.state();
   src.logical_start = logical_start(119, 40);
   const int padded = 2 * kBlockTokens;
-  const std::uint16_t kStale = 0x1234;
+  const KvWord kStale = 0x1234;
   const HeadShape shape = test::make_shape(4, kKv, kHd);
-  std::vector<std::uint16_t> sk(static_cast<std::size_t>(padded) * kKv * kHd, kStale), sv = sk;
-  std::vector<std::uint16_t> pk(static_cast<std::size_t>(kBlockTokens) * kKv * kHd, kStale), pv = pk;
+  std::vector<KvWord> sk(static_cast<std::size_t>(padded) * kKv * kHd, kStale), sv = sk;
+  std::vector<KvWord> pk(static_cast<std::size_t>(kBlockTokens) * kKv * kHd, kStale), pv = pk;
   const RowCopyParams stage = stage_copy(src, src.logical_start, kVisible, padded, shape, sk.data(), sv.data());
   const RowCopyParams pad = pad_copy(src, PlaneKind::growing, kVisible, shape, pk.data(), pv.data());
   ASSERT_EQ(pad.first, kBlockTokens);

@@ -68,8 +68,9 @@ struct History {
       for (int e = 0; e < kvn; ++e) {
         const float kf = k[p][static_cast<std::size_t>(layer) * kvn + e];
         const float vf = v[p][static_cast<std::size_t>(layer) * kvn + e];
-        kr[static_cast<std::size_t>(t) * kvn + e] = raw ? kf : f16_to_f32(f32_to_f16(kf));
-        vr[static_cast<std::size_t>(t) * kvn + e] = raw ? vf : f16_to_f32(f32_to_f16(vf));
+        // The elements the plane holds: rounded once to the geometry's dtype.
+        kr[static_cast<std::size_t>(t) * kvn + e] = raw ? kf : kv_decode(kv_encode(kf, g.kv_dtype), g.kv_dtype);
+        vr[static_cast<std::size_t>(t) * kvn + e] = raw ? vf : kv_decode(kv_encode(vf, g.kv_dtype), g.kv_dtype);
       }
     }
     const float* qp = q[position].data() + static_cast<std::size_t>(layer) * qn;
@@ -96,6 +97,7 @@ struct Case {
   int positions;
   bool disable_vec, stage;
   const char* routes;  // the routes this case must take, and no others
+  KvDtype dtype = KvDtype::f16;
 };
 
 // What the SPEC says a layer's trace holds after position p's append, evaluated here from the
@@ -163,7 +165,8 @@ class EngineTeacherForced : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineTeacherForced, EveryLayerMatchesTheReferenceAndTheLadder) {
   const Case& c = GetParam();
-  const Geometry g = make_geometry(c.geo);
+  Geometry g = make_geometry(c.geo);
+  g.kv_dtype = c.dtype;
   ASSERT_TRUE(g.validate().ok()) << g.validate().to_string();
   EngineOptions opt;
   opt.record_trace = true;
@@ -230,7 +233,12 @@ INSTANTIATE_TEST_SUITE_P(
         // No NoPE layers; window 0 (unbounded ring).
         Case{{"unbounded", 2, 2, 2, 8, 0, 0, 96, 0, 0, 0}, 96, false, false, "vec splitk"},
         // A window past the max context: the ring holds max_context (+ slack) rows, never wraps.
-        Case{{"window-past-context", 3, 4, 2, 16, 500, 2, 100, 3, 2, 0}, 100, false, false, "vec splitk"}),
+        Case{{"window-past-context", 3, 4, 2, 16, 500, 2, 100, 3, 2, 0}, 100, false, false, "vec splitk"},
+        // bf16 planes through the same engine: every route, against the reference of the
+        // stored bf16 elements.
+        Case{{"slack-bf16", 4, 4, 2, 32, 48, 8, 512, 4, 3, 8}, 130, false, false, "vec splitk interleaved",
+             KvDtype::bf16},
+        Case{{"staged-bf16", 4, 6, 2, 16, 33, 5, 512, 4, 0, 0}, 110, false, true, "vec splitk staged", KvDtype::bf16}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = i.param.geo.name;
       for (char& ch : n)

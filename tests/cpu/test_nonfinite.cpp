@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/half_convert.hpp"
+#include "cpu/kv_convert.hpp"
 #include "cpu/nonfinite_sweep.hpp"
 #include "ladder/engine.hpp"
 #include "ladder/nonfinite.hpp"
@@ -35,18 +35,18 @@ TEST(RangeRule, InRangeValuesAreUnchangedBitForBit) {
   std::uniform_real_distribution<float> u(-kKvRangeMax, kKvRangeMax);
   std::vector<float> xs = {0.0f, -0.0f, kKvRangeMax, -kKvRangeMax, 1e-30f, -1e-45f, 65503.9f};
   for (int i = 0; i < 1000; ++i) xs.push_back(u(rng));
-  for (float x : xs) EXPECT_EQ(bits(kv_range(x)), bits(x)) << x;
+  for (float x : xs) EXPECT_EQ(bits(kv_range(x, kKvRangeMax)), bits(x)) << x;
 }
 
 TEST(RangeRule, BeyondSaturatesAndInfBecomesNaN) {
-  EXPECT_EQ(kv_range(65504.5f), kKvRangeMax);
-  EXPECT_EQ(kv_range(test::kBeyondHalf), kKvRangeMax);
-  EXPECT_EQ(kv_range(-7e4f), -kKvRangeMax);
-  EXPECT_EQ(kv_range(std::numeric_limits<float>::max()), kKvRangeMax);
-  EXPECT_EQ(kv_range(-std::numeric_limits<float>::max()), -kKvRangeMax);
-  EXPECT_TRUE(std::isnan(kv_range(kInf)));
-  EXPECT_TRUE(std::isnan(kv_range(-kInf)));
-  EXPECT_TRUE(std::isnan(kv_range(kNaN)));
+  EXPECT_EQ(kv_range(65504.5f, kKvRangeMax), kKvRangeMax);
+  EXPECT_EQ(kv_range(test::kBeyondHalf, kKvRangeMax), kKvRangeMax);
+  EXPECT_EQ(kv_range(-7e4f, kKvRangeMax), -kKvRangeMax);
+  EXPECT_EQ(kv_range(std::numeric_limits<float>::max(), kKvRangeMax), kKvRangeMax);
+  EXPECT_EQ(kv_range(-std::numeric_limits<float>::max(), kKvRangeMax), -kKvRangeMax);
+  EXPECT_TRUE(std::isnan(kv_range(kInf, kKvRangeMax)));
+  EXPECT_TRUE(std::isnan(kv_range(-kInf, kKvRangeMax)));
+  EXPECT_TRUE(std::isnan(kv_range(kNaN, kKvRangeMax)));
   // Stored: 65504 is f16 0x7bff; without the rule 7e4 would round to Inf (0x7c00).
   EXPECT_EQ(kv_to_f16(7e4f), 0x7bff);
   EXPECT_EQ(kv_to_f16(-7e4f), 0xfbff);
@@ -65,11 +65,11 @@ TEST(RangeRule, BulkStoreMatchesTheScalarRule) {
     for (int lane = 0; lane < kN; ++lane) {
       std::vector<float> src(kN, 0.25f);
       src[static_cast<std::size_t>(lane)] = specials[s];
-      std::vector<std::uint16_t> dst(kN, 0);
-      cpu::detail::floats_to_halfs(src.data(), dst.data(), kN);
+      std::vector<KvWord> dst(kN, 0);
+      cpu::detail::narrow_row(src.data(), dst.data(), kN, KvDtype::f16);
       const std::uint16_t want = kv_to_f16(specials[s]);
-      const std::uint16_t got = dst[static_cast<std::size_t>(lane)];
-      if (std::isnan(kv_range(specials[s]))) {
+      const KvWord got = dst[static_cast<std::size_t>(lane)];
+      if (std::isnan(kv_range(specials[s], kKvRangeMax))) {
         EXPECT_TRUE((got & 0x7c00) == 0x7c00 && (got & 0x3ff) != 0) << specials[s] << " lane " << lane;
       } else {
         EXPECT_EQ(got, want) << specials[s] << " lane " << lane;
@@ -81,7 +81,7 @@ TEST(RangeRule, BulkStoreMatchesTheScalarRule) {
 TEST(RangeRule, CountAndCheck) {
   const std::vector<float> x = {1.0f, 7e4f, kNaN, -kInf, -7e4f, 65504.0f, 2.0f};
   RangeStats r;
-  count_range(x.data(), x.size(), r);
+  count_range(x.data(), x.size(), r, KvDtype::f16);
   EXPECT_EQ(r.saturated, 2);
   EXPECT_EQ(r.nonfinite, 2);
   const Status s = check_finite("k", x.data(), x.size());
@@ -167,16 +167,28 @@ TEST_P(NonfiniteSweep, EveryRouteFollowsThePolicy) {
 INSTANTIATE_TEST_SUITE_P(Cpu, NonfiniteSweep, ::testing::ValuesIn(test::nonfinite_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// The same sweep on bf16 planes: the rule's bound is the same (kv_dtype.hpp), the stored rows
+// and the reference's rows are bf16.
+std::vector<test::NonfiniteCase> bf16_cases() {
+  std::vector<test::NonfiniteCase> cases = test::nonfinite_cases();
+  for (test::NonfiniteCase& c : cases) c.cfg.kv_dtype = KvDtype::bf16;
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(CpuBf16, NonfiniteSweep, ::testing::ValuesIn(bf16_cases()),
+                         [](const auto& info) { return info.param.name; });
+
 // ---- through the Engine --------------------------------------------------------------------
 
 TEST(NonfiniteEngine, EveryLayerFollowsThePolicy) {
   const std::vector<float> values = test::poison_values();
+  for (KvDtype dt : test::kAllDtypes)
   for (test::Site site : {test::Site::q, test::Site::cur_k, test::Site::cur_v}) {
     for (float value : values) {
       for (int layer : {1, 3}) {  // an SWA layer and the NoPE layer
-        const test::SweepTally t = test::run_engine_nonfinite(Device::cpu, site, value, layer);
+        SCOPED_TRACE(kv_dtype_name(dt));
+        const test::SweepTally t = test::run_engine_nonfinite(Device::cpu, site, value, layer, dt);
         EXPECT_GT(t.finite_runs, 0);
-        if (std::isnan(kv_range(value))) {
+        if (std::isnan(kv_range(value, kKvRangeMax))) {
           EXPECT_GT(t.nan_runs, 0) << value;
         }
         if (layer == 1 && site != test::Site::q) {

@@ -8,12 +8,15 @@
 #include <vector>
 
 #include "cpu/cpu_twin_helpers.hpp"
+#include "cuda/dispatch.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/attention.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
 
 namespace ladder::test {
 namespace {
+
+constexpr Route kAllRoutesForKeys[] = {Route::vec, Route::splitk, Route::interleaved, Route::staged};
 
 constexpr int kHeadDim = 128;
 
@@ -34,6 +37,28 @@ std::vector<T> to_host(const T* dev, std::size_t n) {
 
 // Sibling heads per warp is a schedule choice of the exact-DAG producer: 1, 2, 4, 8 and 16 give
 // the same bits, on every route, and equal the CPU twin.
+// A batched step's key (one LayerKernels per layer, merged over the step's entries) picks the
+// kernels' dtype instantiation: it must carry the entries' dtype from an empty start (host only,
+// no GPU needed). A key that kept its default f16 ran bf16 planes through f16 kernels.
+TEST(GpuBatchKey, MergedKeyCarriesTheEntriesDtype) {
+  for (Route r : kAllRoutesForKeys) {
+    cuda_detail::RouteLaunch l;
+    l.route = r;
+    l.producer.kv_dtype = KvDtype::bf16;
+    for (bool fused : {false, true}) {
+      cuda_detail::ProducerChoice c;
+      c.fused = fused;
+      const cuda_detail::LayerKernels k = cuda_detail::layer_kernels(l, c, kBlockTokens);
+      EXPECT_EQ(k.kv_dtype, KvDtype::bf16) << route_name(r);
+      cuda_detail::LayerKernels key;  // a step's key before any entry
+      key = cuda_detail::merge(key, k);
+      EXPECT_EQ(key.kv_dtype, KvDtype::bf16) << route_name(r);
+      EXPECT_EQ(cuda_detail::merge(key, k).kv_dtype, KvDtype::bf16) << route_name(r);
+      EXPECT_EQ(cuda_detail::merge(key, k).bits, k.bits);
+    }
+  }
+}
+
 TEST(GpuApi, HeadsPerWarpNeverChangesBits) {
   LADDER_REQUIRE_GPU();
   std::mt19937 rng(3);
@@ -66,8 +91,8 @@ TEST(GpuApi, HeadsPerWarpNeverChangesBits) {
       return g;
     }(), after.state().len));
     ASSERT_TRUE(ws.ok()) << ws.status().to_string();
-    const std::vector<std::uint16_t> hk(after.k(), after.k() + after.elements());
-    const std::vector<std::uint16_t> hv(after.v(), after.v() + after.elements());
+    const std::vector<KvWord> hk(after.k(), after.k() + after.elements());
+    const std::vector<KvWord> hv(after.v(), after.v() + after.elements());
     const std::vector<float> poison = nan_filled(tok.q.size());
     float* dq = to_device(tok.q);
     float* dk = to_device(tok.k);

@@ -122,6 +122,27 @@ TEST(GpuEngine, TensorCoreGraphEqualsEagerNearCpuEngine) {
   run_teacher_forced(small_geometry(0), Switches{}, small_sweep() ? 70 : 200, cuda::GpuProducer::tensor_core);
 }
 
+// bf16 planes through the GPU engine (graph and eager, both producers) against the CPU engine
+// on bf16 planes: the exact DAG to the bit, the tensor-core producer within kTcMaxRelErrVsCpu.
+Geometry small_bf16_geometry(int ring_slack) {
+  Geometry g = small_geometry(ring_slack);
+  g.kv_dtype = KvDtype::bf16;
+  return g;
+}
+
+TEST(GpuEngineBf16, GraphEqualsEagerEqualsCpuEngineExactDag) {
+  LADDER_REQUIRE_GPU();
+  run_teacher_forced(small_bf16_geometry(0), Switches{}, 70, cuda::GpuProducer::exact_dag);
+}
+
+TEST(GpuEngineBf16, TensorCoreGraphEqualsEagerNearCpuEngineWithStaging) {
+  LADDER_REQUIRE_GPU();
+  run_teacher_forced(small_bf16_geometry(0), Switches{}, 70, cuda::GpuProducer::tensor_core);
+  Switches staged;
+  staged.stage_wrapped_swa = true;
+  run_teacher_forced(small_bf16_geometry(7), staged, 80, cuda::GpuProducer::tensor_core);
+}
+
 // Staging on partially wrapped rings, then vec switched off (interleaved on the NoPE layers,
 // splitk everywhere else). One test per producer, so each sanitizer process stays short.
 void partially_wrapped_staging_and_no_vec(cuda::GpuProducer producer) {

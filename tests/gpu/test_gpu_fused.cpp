@@ -87,17 +87,18 @@ std::vector<Case> cases(int n_kv) {
   return out;
 }
 
-TEST(GpuFused, OneKernelEqualsSeparateKernelsBitForBit) {
-  LADDER_REQUIRE_GPU();
+void fused_equals_separate(KvDtype dt) {
   std::mt19937 rng(9);
   int compared = 0;
   double worst_rel = 0.0;
-  const std::vector<std::pair<int, int>> gqas = small_sweep()
+  const bool small = small_sweep() || dt == KvDtype::bf16;  // bf16: the reduced sweep (time)
+  const std::vector<std::pair<int, int>> gqas = small
                                                    ? std::vector<std::pair<int, int>>{{32, 2}, {64, 2}}
                                                    : std::vector<std::pair<int, int>>{{32, 2}, {8, 8}, {6, 2}, {64, 2}};
   for (const auto& [nh, nkv] : gqas) {
     const HeadShape shape = make_shape(nh, nkv, kHeadDim);
-    for (const Case& c : cases(nkv)) {
+    for (Case c : cases(nkv)) {
+      c.cfg.kv_dtype = dt;
       SCOPED_TRACE(testing::Message() << c.name << " " << nh << ":" << nkv << " position " << c.position);
       const HostPlane before = build_plane(c.cfg, c.position, rng);
       const Token tok = random_token(shape, rng);
@@ -124,8 +125,18 @@ TEST(GpuFused, OneKernelEqualsSeparateKernelsBitForBit) {
     }
   }
   EXPECT_GT(compared, 0);
-  std::printf("[ fused splitk/vec ] %d runs bit-identical to store + producer + reducer, max rel err %.3g\n", compared,
-              worst_rel);
+  std::printf("[ fused splitk/vec, %s ] %d runs bit-identical to store + producer + reducer, max rel err %.3g\n",
+              kv_dtype_name(dt), compared, worst_rel);
+}
+
+TEST(GpuFused, OneKernelEqualsSeparateKernelsBitForBit) {
+  LADDER_REQUIRE_GPU();
+  fused_equals_separate(KvDtype::f16);
+}
+
+TEST(GpuFused, OneKernelEqualsSeparateKernelsBitForBitBf16) {
+  LADDER_REQUIRE_GPU();
+  fused_equals_separate(KvDtype::bf16);
 }
 
 // Device array of per-slot delays for the kernel's test hook.
@@ -197,7 +208,7 @@ TEST(GpuFused, ArrivalCountersResetThemselves) {
   const Token tok = random_token(shape, rng);
   const int slot = plane.append(9000).value();
   const std::size_t elems = plane.elements();
-  std::uint16_t *dk = nullptr, *dv = nullptr;
+  KvWord *dk = nullptr, *dv = nullptr;
   float *dq = nullptr, *dck = nullptr, *dcv = nullptr, *dout = nullptr;
   ASSERT_EQ(cudaMalloc(&dk, elems * 2), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dv, elems * 2), cudaSuccess);

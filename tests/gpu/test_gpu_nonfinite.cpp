@@ -34,14 +34,15 @@ std::vector<NonfiniteCase> gpu_cases() {
   return out;
 }
 
-// Equal f16 planes, where any two NaNs count as equal (the CPU's F16C store and the GPU's cvt
-// keep different NaN payloads).
+// Equal planes, where any two NaNs count as equal (the CPU's F16C store and the GPU's cvt keep
+// different f16 NaN payloads).
 bool same_plane_up_to_nan_payload(const HostPlane& a, const HostPlane& b) {
   if (!(a.state() == b.state()) || a.elements() != b.elements()) return false;
+  const KvDtype d = a.config().kv_dtype;
   for (const auto& [x, y] : {std::pair{a.k(), b.k()}, std::pair{a.v(), b.v()}})
     for (std::size_t i = 0; i < a.elements(); ++i) {
-      const bool xn = (x[i] & 0x7c00) == 0x7c00 && (x[i] & 0x3ff) != 0;
-      const bool yn = (y[i] & 0x7c00) == 0x7c00 && (y[i] & 0x3ff) != 0;
+      const bool xn = std::isnan(kv_decode(x[i], d));
+      const bool yn = std::isnan(kv_decode(y[i], d));
       if (xn != yn || (!xn && x[i] != y[i])) return false;
     }
   return true;
@@ -110,6 +111,21 @@ TEST_P(GpuNonfiniteSweep, ExactDagProducerKeepsItsCpuTwinsBits) {
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuNonfiniteSweep, ::testing::ValuesIn(gpu_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// bf16 planes: a ring with slack (partially wrapped, a row left in the slack) and a growing plane
+// from 16 rows (interleaved, pad), every poison and site, all three producers' checks.
+std::vector<NonfiniteCase> gpu_bf16_cases() {
+  std::vector<NonfiniteCase> out;
+  for (NonfiniteCase c : gpu_cases())
+    if (c.name == "ring_w64_slack16_gqa4" || c.name == "growing_cap16_gqa8") {
+      c.cfg.kv_dtype = KvDtype::bf16;
+      c.name += "_bf16";
+      out.push_back(c);
+    }
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(GpuBf16, GpuNonfiniteSweep, ::testing::ValuesIn(gpu_bf16_cases()),
+                         [](const auto& info) { return info.param.name; });
+
 TEST(GpuNonfiniteEngine, EveryLayerFollowsThePolicy) {
   LADDER_REQUIRE_GPU();
   const std::vector<float> values = poison_values();
@@ -118,10 +134,24 @@ TEST(GpuNonfiniteEngine, EveryLayerFollowsThePolicy) {
       for (int layer : {1, 3}) {  // an SWA layer and the NoPE layer
         const SweepTally t = run_engine_nonfinite(Device::cuda, site, value, layer);
         EXPECT_GT(t.finite_runs, 0);
-        if (std::isnan(kv_range(value))) {
+        if (std::isnan(kv_range(value, kKvRangeMax))) {
           EXPECT_GT(t.nan_runs, 0) << value;
         }
         if (small_sweep()) return;
+      }
+    }
+  }
+}
+
+// The GPU engine on bf16 planes: a NaN and a saturating value in the current K, both layer kinds.
+TEST(GpuNonfiniteEngine, Bf16PlanesFollowThePolicy) {
+  LADDER_REQUIRE_GPU();
+  for (float value : {std::numeric_limits<float>::quiet_NaN(), kBeyondHalf}) {
+    for (int layer : {1, 3}) {
+      const SweepTally t = run_engine_nonfinite(Device::cuda, Site::cur_k, value, layer, KvDtype::bf16);
+      EXPECT_GT(t.finite_runs, 0);
+      if (std::isnan(value)) {
+        EXPECT_GT(t.nan_runs, 0);
       }
     }
   }

@@ -84,9 +84,9 @@ TEST(GpuPerf, FirstMeasurements) {
     const std::int64_t plane_bytes = std::int64_t{depth} * shape.n_kv_heads * kHeadDim * 2 * 2;
     const int planes = static_cast<int>(std::max<std::int64_t>(2, (kL2Multiple * info.l2_bytes) / plane_bytes + 1));
     const std::size_t elems = static_cast<std::size_t>(depth) * shape.n_kv_heads * kHeadDim;
-    std::vector<std::uint16_t> host(elems);
+    std::vector<KvWord> host(elems);
     for (auto& h : host) h = f32_to_f16(random_value(rng));
-    std::vector<std::uint16_t*> ks(planes), vs(planes);
+    std::vector<KvWord*> ks(planes), vs(planes);
     for (int i = 0; i < planes; ++i) {
       ASSERT_EQ(cudaMalloc(&ks[i], elems * 2), cudaSuccess);
       ASSERT_EQ(cudaMalloc(&vs[i], elems * 2), cudaSuccess);

@@ -21,12 +21,13 @@ namespace ladder::test {
 namespace {
 
 constexpr int kHeadDim = 128;
-// P3: relative error bound against the f64 reference for f16 KV.
+// P3: relative error bound against the f64 reference of the stored elements (either KV dtype).
 constexpr double kMaxRelErr = 2e-3;
 // Tensor-core producer vs the f64 reference. q and the softmax weights are split into f16 hi +
 // lo (relative residual ~2^-22) and K/V are exact f16, so the error left is f32 accumulation
 // inside the mma (its adder aligns products and may truncate) plus the f32 softmax: expected
-// ~1e-6..1e-5. 1e-4 leaves a 10x margin and is still 20x tighter than P3's bound.
+// ~1e-6..1e-5. 1e-4 leaves a 10x margin and is still 20x tighter than P3's bound. On bf16 planes
+// the pieces are bf16 (residual ~2^-17 = 7.6e-6 relative per product), still 13x under 1e-4.
 constexpr double kTcMaxRelErr = 1e-4;
 constexpr Route kAllRoutes[] = {Route::vec, Route::splitk, Route::interleaved, Route::staged};
 
@@ -44,8 +45,8 @@ struct Gqa {
 // 16:1 is the reference geometry's ratio; 1:1 (no sharing), 3:1 (a ratio with no power-of-two
 // factor: one head per warp) and 4:1 cover the sibling-head schedules; 32:1 needs two 16-head
 // tensor-core tiles per KV head (ratios below 16 pad one tile).
-std::vector<Gqa> gqa_sweep() {
-  if (small_sweep()) return {{32, 2}, {6, 2}};
+std::vector<Gqa> gqa_sweep(bool small) {
+  if (small) return {{32, 2}, {6, 2}};
   return {{32, 2}, {8, 8}, {6, 2}, {16, 4}, {64, 2}};
 }
 
@@ -55,27 +56,28 @@ struct PlaneCase {
   std::vector<int> positions;  // the token under test (history is positions before it)
 };
 
-std::vector<PlaneCase> plane_sweep(int n_kv) {
+// The bf16 sweeps take the reduced positions (small): every route, plane kind and wrap state is
+// still there, and the kernels differ from f16's only in the element conversions and the mma type.
+std::vector<PlaneCase> plane_sweep(int n_kv, KvDtype dt, bool small) {
   std::vector<PlaneCase> out;
-  const bool small = small_sweep();
   // Full ring, window 64: unwrapped (odd, ragged, exact multiple of 32), just full, wrapped.
-  out.push_back({"ring64", ring_config(n_kv, kHeadDim, 64, 64, 4096),
+  out.push_back({"ring64", ring_config(n_kv, kHeadDim, 64, 64, 4096, dt),
                  small ? std::vector<int>{0, 31, 63, 100} : std::vector<int>{0, 6, 31, 32, 63, 64, 95, 127, 200}});
   // Slack 13: partially wrapped states occur (vec refused), and origin_physical returns to 0.
-  out.push_back({"ring40+13", ring_config(n_kv, kHeadDim, 40, 53, 4096),
+  out.push_back({"ring40+13", ring_config(n_kv, kHeadDim, 40, 53, 4096, dt),
                  small ? std::vector<int>{39, 45, 60} : std::vector<int>{17, 39, 40, 45, 52, 53, 60, 92, 93, 150}});
   // Capacity below 32: vec must be refused (the tiny-capacity NaN case), splitk still exact.
-  out.push_back({"ring20", ring_config(n_kv, kHeadDim, 20, 20, 4096),
+  out.push_back({"ring20", ring_config(n_kv, kHeadDim, 20, 20, 4096, dt),
                  small ? std::vector<int>{5, 33} : std::vector<int>{5, 19, 20, 33, 77}});
   // Growing planes: initial capacity 16 (below 32) and 32, both grow; ragged tails pad.
-  out.push_back({"grow16", growing_config(n_kv, kHeadDim, 16, 4096),
+  out.push_back({"grow16", growing_config(n_kv, kHeadDim, 16, 4096, dt),
                  small ? std::vector<int>{3, 40} : std::vector<int>{0, 3, 15, 16, 40, 64, 97}});
-  out.push_back({"grow32", growing_config(n_kv, kHeadDim, 32, 4096),
+  out.push_back({"grow32", growing_config(n_kv, kHeadDim, 32, 4096, dt),
                  small ? std::vector<int>{31, 70} : std::vector<int>{1, 31, 32, 33, 70, 255, 300}});
   // Deep enough that the schedule reaches nsg 2 and 4 with nwg 32; at 12000 tokens (375 blocks,
   // 128 warp slots) a slot owns 2-3 blocks, so both pairs of a tensor-core CTA hold blocks and
   // their end merge runs on data (the reduced sweep keeps that one).
-  out.push_back({"grow-deep", growing_config(n_kv, kHeadDim, 256, 16384),
+  out.push_back({"grow-deep", growing_config(n_kv, kHeadDim, 256, 16384, dt),
                  small ? std::vector<int>{12000} : std::vector<int>{2100, 4100, 12000}});
   return out;
 }
@@ -101,14 +103,15 @@ GpuRun run_gpu_on_copy(Route r, const HostPlane& before, int position, const Hea
 
 // One sweep, either producer. exact: GPU == CPU twin bit for bit. tensor-core: reference within
 // kTcMaxRelErr, ulp distance to the CPU twin reported.
-void sweep_routes(const cuda::LaunchTuning& tuning, bool exact) {
+void sweep_routes(const cuda::LaunchTuning& tuning, bool exact, KvDtype dt = KvDtype::f16) {
   std::mt19937 rng(20261130);
+  const bool small = small_sweep() || dt == KvDtype::bf16;
   int compared = 0;
   std::int64_t worst_ulp = 0;
   double worst_rel = 0.0;
-  for (const Gqa& gqa : gqa_sweep()) {
+  for (const Gqa& gqa : gqa_sweep(small)) {
     const HeadShape shape = make_shape(gqa.n_heads, gqa.n_kv_heads, kHeadDim);
-    for (const PlaneCase& pc : plane_sweep(gqa.n_kv_heads)) {
+    for (const PlaneCase& pc : plane_sweep(gqa.n_kv_heads, dt, small)) {
       for (int position : pc.positions) {
         const HostPlane before = build_plane(pc.cfg, position, rng);
         const Token tok = random_token(shape, rng);
@@ -151,8 +154,9 @@ void sweep_routes(const cuda::LaunchTuning& tuning, bool exact) {
     }
   }
   EXPECT_GT(compared, 0);
-  std::printf("[ producer %s ] %d route runs: max ulp vs CPU twin %lld, max rel err vs f64 reference %.3g\n",
-              exact ? "exact-DAG" : "tensor-core", compared, static_cast<long long>(worst_ulp), worst_rel);
+  std::printf("[ producer %s, %s ] %d route runs: max ulp vs CPU twin %lld, max rel err vs f64 reference %.3g\n",
+              exact ? "exact-DAG" : "tensor-core", kv_dtype_name(dt), compared, static_cast<long long>(worst_ulp),
+              worst_rel);
 }
 
 TEST(GpuRoutes, ExactDagEveryRouteMatchesCpuTwinAndReference) {
@@ -165,9 +169,22 @@ TEST(GpuRoutes, TensorCoreEveryRouteWithinReferenceAndRepeatable) {
   sweep_routes(kTensor, false);
 }
 
+// bf16 planes: the exact-DAG kernels keep the CPU twins' bits, the tensor-core ones (bf16 mma)
+// stay within kTcMaxRelErr of the reference of the stored bf16 elements; the stored rows equal the
+// CPU store's bits.
+TEST(GpuRoutesBf16, ExactDagEveryRouteMatchesCpuTwinAndReference) {
+  LADDER_REQUIRE_GPU();
+  sweep_routes(kExact, true, KvDtype::bf16);
+}
+
+TEST(GpuRoutesBf16, TensorCoreEveryRouteWithinReferenceAndRepeatable) {
+  LADDER_REQUIRE_GPU();
+  sweep_routes(kTensor, false, KvDtype::bf16);
+}
+
 // P2 and P6: a wrapped ring staged (or walked by splitk in logical order) gives the bits of vec
 // over the same rows laid out unwrapped.
-void wrapped_ring_parity(const cuda::LaunchTuning& tuning) {
+void wrapped_ring_parity(const cuda::LaunchTuning& tuning, KvDtype dt = KvDtype::f16) {
   std::mt19937 rng(7);
   const HeadShape shape = make_shape(32, 2, kHeadDim);
   struct Case {
@@ -179,7 +196,7 @@ void wrapped_ring_parity(const cuda::LaunchTuning& tuning) {
     const int window = c.window;
     const int position = c.position;
     SCOPED_TRACE(testing::Message() << "window " << window << " position " << position);
-    const PlaneConfig cfg = ring_config(2, kHeadDim, window, window, 32768);
+    const PlaneConfig cfg = ring_config(2, kHeadDim, window, window, 32768, dt);
     const std::size_t row = 2 * kHeadDim;
     std::vector<std::vector<float>> ks, vs;
     HostPlane wrapped = HostPlane::create(cfg).value();
@@ -216,16 +233,22 @@ TEST(GpuRoutes, TensorCoreStagedAndSplitkOnWrappedRingMatchUnwrappedVec) {
   wrapped_ring_parity(kTensor);
 }
 
-void bypass_only(const cuda::LaunchTuning& tuning) {
+TEST(GpuRoutesBf16, StagedAndSplitkOnWrappedRingMatchUnwrappedVec) {
+  LADDER_REQUIRE_GPU();
+  wrapped_ring_parity(kExact, KvDtype::bf16);
+  wrapped_ring_parity(kTensor, KvDtype::bf16);
+}
+
+void bypass_only(const cuda::LaunchTuning& tuning, KvDtype dt = KvDtype::f16) {
   std::mt19937 rng(11);
   const HeadShape shape = make_shape(32, 2, kHeadDim);
-  const PlaneConfig cfg = growing_config(2, kHeadDim, 64, 4096);
+  const PlaneConfig cfg = growing_config(2, kHeadDim, 64, 4096, dt);
   const HostPlane before = build_plane(cfg, 95, rng);
   Token tok = random_token(shape, rng);
-  // Activations exactly representable in f16: then the bypass reads the same values as the
-  // plane and the two routes must agree to the bit.
-  for (float& x : tok.k) x = f16_to_f32(f32_to_f16(x));
-  for (float& x : tok.v) x = f16_to_f32(f32_to_f16(x));
+  // Activations exactly representable in the plane's dtype: then the bypass reads the same values
+  // as the plane and the two routes must agree to the bit.
+  for (float& x : tok.k) x = kv_decode(kv_encode(x, dt), dt);
+  for (float& x : tok.v) x = kv_decode(kv_encode(x, dt), dt);
   const GpuRun vec = run_gpu_on_copy(Route::vec, before, 95, shape, tok, tuning);
   const GpuRun inter = run_gpu_on_copy(Route::interleaved, before, 95, shape, tok, tuning);
   ASSERT_TRUE(vec.status.ok() && inter.status.ok());
@@ -236,6 +259,8 @@ TEST(GpuRoutes, InterleavedDiffersFromVecOnlyByTheCurrentTokenBypass) {
   LADDER_REQUIRE_GPU();
   bypass_only(kExact);
   bypass_only(kTensor);
+  bypass_only(kExact, KvDtype::bf16);
+  bypass_only(kTensor, KvDtype::bf16);
 }
 
 }  // namespace

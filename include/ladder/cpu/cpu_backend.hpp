@@ -51,8 +51,8 @@ Result<CpuProducer> producer();
 // Per-layer scratch, sized through scratch_needs()/max_scratch_needs() (R5).
 struct Workspace {
   std::vector<float> partials;
-  std::vector<std::uint16_t> pad;    // k then v
-  std::vector<std::uint16_t> stage;  // k then v
+  std::vector<KvWord> pad;    // k then v
+  std::vector<KvWord> stage;  // k then v
   void reserve(const ScratchNeeds& n);
 };
 

@@ -18,18 +18,19 @@
 
 namespace ladder::cuda {
 
-// The only head_dim the kernels are built for.
-inline constexpr int kSupportedHeadDim = 128;
+// The only head_dim the kernels are built for (stated once, in geometry.hpp's limits).
+inline constexpr int kSupportedHeadDim = limits::kGpuHeadDim;
 
-// A plane whose K and V rows live in device memory (f16 bits), with the host-side metadata.
+// A plane whose K and V rows live in device memory (words of cfg.kv_dtype), with the host-side
+// metadata.
 // row_capacity is the number of rows allocated per KV head (head-major) or in total
 // (token-major); 0 means state.capacity. A growing plane may be allocated at max_context rows
 // up front while its state's capacity still grows: only the strides use row_capacity.
 struct DevicePlane {
   PlaneConfig cfg;
   PlaneState state;
-  std::uint16_t* k = nullptr;
-  std::uint16_t* v = nullptr;
+  KvWord* k = nullptr;
+  KvWord* v = nullptr;
   int row_capacity = 0;
 
   int rows_allocated() const { return row_capacity > 0 ? row_capacity : state.capacity; }
@@ -48,9 +49,9 @@ struct DeviceLayerIO {
 struct DeviceWorkspace {
   float* partials = nullptr;
   std::int64_t partial_floats = 0;
-  std::uint16_t* pad = nullptr;  // k block then v block
+  KvWord* pad = nullptr;  // k block then v block
   std::int64_t pad_halfs = 0;
-  std::uint16_t* stage = nullptr;  // k rows then v rows
+  KvWord* stage = nullptr;  // k rows then v rows
   std::int64_t stage_halfs = 0;
   // The fused splitk kernel's arrival counters (zero between launches; every launch leaves them
   // zero). allocate_workspace sizes them for every head shape the partials fit.
@@ -63,7 +64,7 @@ void free_workspace(DeviceWorkspace& ws);
 // Which producer the routes run (docs/gpu.md, "Two producers").
 enum class GpuProducer {
   automatic,    // tensor_core, unless the environment says LADDER_GPU_DAG=exact
-  tensor_core,  // mma.sync f16 hi/lo split: the default; same partition and merge, not the CPU's bits
+  tensor_core,  // mma.sync, q and weights split hi/lo in the plane's dtype: the default; same partition and merge, not the CPU's bits
   exact_dag,    // THE PRODUCER DAG on CUDA cores: the CPU twins' bits, ~10x slower
 };
 

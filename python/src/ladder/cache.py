@@ -21,7 +21,7 @@ from ._ladder import Geometry, InvalidArgumentError, Plane, UnsupportedError
 _LAYER_CLASS = {"sliding_attention": "swa", "full_attention": "nope"}
 
 
-def geometry_from_config(config, max_context=None, name=None):
+def geometry_from_config(config, max_context=None, name=None, kv_dtype="f16"):
     """A ladder Geometry from a transformers-style config (read by attribute, so any object with
     the same fields works): num_hidden_layers, num_attention_heads, num_key_value_heads,
     head_dim (or hidden_size // num_attention_heads), sliding_window, layer_types, and
@@ -30,7 +30,7 @@ def geometry_from_config(config, max_context=None, name=None):
     A layer named 'sliding_attention' gets a ring plane of ``sliding_window`` rows, one named
     'full_attention' a growing plane. Without layer_types, every layer slides when
     sliding_window is set and none does otherwise. Other layer types (chunked, linear, ...)
-    raise UnsupportedError.
+    raise UnsupportedError. ``kv_dtype`` ('f16' or 'bf16') is the KV planes' element type.
     """
     n_layers = int(config.num_hidden_layers)
     n_heads = int(config.num_attention_heads)
@@ -53,7 +53,7 @@ def geometry_from_config(config, max_context=None, name=None):
         max_context = int(getattr(config, "max_position_embeddings"))
     return Geometry(n_layers=n_layers, n_heads=n_heads, n_kv_heads=int(n_kv), head_dim=int(head_dim),
                     window=int(window), max_context=int(max_context), layer_classes=classes,
-                    name=name or getattr(config, "model_type", None) or "custom")
+                    name=name or getattr(config, "model_type", None) or "custom", kv_dtype=kv_dtype)
 
 
 def _torch_stream(x):
@@ -73,9 +73,13 @@ class ModelCache:
                ``ModelCache.from_config`` for a transformers config.
     device:    'cpu' (host planes) or 'cuda' (device planes, CUDA builds).
     initial_growing_capacity: first capacity of the growing planes (0: the library's default).
+    kv_dtype:  the planes' element type, 'f16' or 'bf16'; None keeps the geometry's (f16 unless
+               it says otherwise).
     """
 
-    def __init__(self, geometry, device="cpu", initial_growing_capacity=0):
+    def __init__(self, geometry, device="cpu", initial_growing_capacity=0, kv_dtype=None):
+        if kv_dtype is not None:
+            geometry = geometry.with_kv_dtype(kv_dtype)
         geometry.validate()
         self.geometry = geometry
         self.device = device
@@ -85,9 +89,9 @@ class ModelCache:
         self._next_id = 0
 
     @classmethod
-    def from_config(cls, config, device="cpu", max_context=None, initial_growing_capacity=0):
+    def from_config(cls, config, device="cpu", max_context=None, initial_growing_capacity=0, kv_dtype="f16"):
         """From a transformers config (``geometry_from_config``)."""
-        return cls(geometry_from_config(config, max_context), device, initial_growing_capacity)
+        return cls(geometry_from_config(config, max_context, kv_dtype=kv_dtype), device, initial_growing_capacity)
 
     # ---- sequences ---------------------------------------------------------------------------
     @property
