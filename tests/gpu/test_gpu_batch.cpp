@@ -7,6 +7,8 @@
 // replays the captured graph (no recapture).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "cpu/batch_sweep.hpp"
 #include "gpu/gpu_batch_cases.hpp"
 #include "gpu/gpu_test_support.hpp"
@@ -50,6 +52,34 @@ TEST_P(GpuBatchInvariance, TargetBitsDoNotDependOnTheBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchInvariance, ::testing::ValuesIn(gpu_batch_cases()),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// E3's layer-by-layer form on the GPU: encode_layer / fill_layer calls (a step graph per
+// single-layer kernel set, launch structs and staging packed per call) give exactly the bits,
+// routes and counters of whole-token calls, for every case of the sweep.
+TEST_P(GpuBatchInvariance, LayerByLayerCallsGiveTheWholeTokenBits) {
+  LADDER_REQUIRE_GPU();
+  const GpuBatchCase& c = GetParam();
+  if (c.switches.sw.disable_vec || c.switches.sw.stage_wrapped_swa) GTEST_SKIP() << "the default ladder covers it";
+  const test::MakeEngine make = [&](const Geometry& g, const EngineOptions& opt) {
+    cuda::CudaEngineOptions copt;
+    copt.use_graph = c.graph;
+    copt.tuning.fusion = c.fusion;
+    return cuda::create_engine(g, opt, copt);
+  };
+  constexpr int kSequences = 4;
+  const int steps = test::small_sweep() ? 24 : 90;
+  const test::LayeredRun whole = test::run_whole_or_layered(Device::cuda, false, kSequences, steps, make);
+  const test::LayeredRun layered = test::run_whole_or_layered(Device::cuda, true, kSequences, steps, make);
+  ASSERT_EQ(whole.out.size(), static_cast<std::size_t>(steps));
+  ASSERT_EQ(layered.out.size(), whole.out.size());
+  for (std::size_t s = 0; s < whole.out.size(); ++s)
+    for (std::size_t j = 0; j < whole.out[s].size(); ++j)
+      ASSERT_EQ(std::memcmp(whole.out[s][j].data(), layered.out[s][j].data(), whole.out[s][j].size() * sizeof(float)), 0)
+          << "step " << s << ", sequence " << j;
+  EXPECT_EQ(whole.routes, layered.routes);
+  EXPECT_EQ(whole.counted, layered.counted);
+  EXPECT_LE(whole.worst_error, test::kBatchRelTol);
+}
 
 // Eight sequences past their rings' wrap, then calls of different subsets of 5 to 8 of them
 // (one bucket of 8): the first call captures the step graph, every later one replays it, however
