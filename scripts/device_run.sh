@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU-machine run in one command: build (or use binaries carried from the build
 # machine), the GPU test suite, compute-sanitizer memcheck/racecheck/initcheck/synccheck over the
-# reduced sweep, `ladder demo --device cuda` and `ladder parity --device cuda`, the first
+# reduced sweep, `ladder demo --device cuda` and `ladder parity --device cuda` (f16 and bf16 KV), the first
 # per-route timings. Logs go to $OUT (or ./device_out). Every step runs even when an earlier
 # one fails; the script exits non-zero if any step failed, and prints a summary table last.
 #
@@ -121,6 +121,8 @@ fi
 if want cli && [ -x "$BIN/ladder" ]; then
   step demo_cuda demo.log "$BIN/ladder" demo --device cuda --tokens 16 --depth 2048
   step parity_cuda parity.log "$BIN/ladder" parity --device cuda
+  step demo_cuda_bf16 demo_bf16.log "$BIN/ladder" demo --device cuda --tokens 16 --depth 2048 --kv-dtype bf16
+  step parity_cuda_bf16 parity_bf16.log "$BIN/ladder" parity --device cuda --kv-dtype bf16
 fi
 
 if want perf; then
@@ -153,7 +155,7 @@ for tool in ${SAN_TOOLS//,/ }; do
     cat "$(san_file "$tool" "$test").log"
   done <"$LOG/san_tests.txt"
 done >"$OUT/sanitizers.log"
-for log in demo.log parity.log; do
+for log in demo.log parity.log demo_bf16.log parity_bf16.log; do
   [ -f "$LOG/$log" ] && { echo "===== $log"; cat "$LOG/$log"; }
 done >"$OUT/cli.log"
 for log in build.log gpu_tests.log perf.log; do
@@ -176,7 +178,7 @@ done
         "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$f.log" | head -1)"
     done <"$LOG/san_tests.txt"
   done
-  for log in demo.log parity.log; do
+  for log in demo.log parity.log demo_bf16.log parity_bf16.log; do
     [ -f "$LOG/$log" ] && { echo "== tail $log"; tail -n 14 "$LOG/$log"; }
   done
   [ -f "$LOG/perf.log" ] && { echo "== perf"; grep -vE '^\[' "$LOG/perf.log"; }
