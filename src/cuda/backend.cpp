@@ -385,6 +385,13 @@ class CudaBackend final : public DeviceBackend {
     LADDER_TRY(d_inputs_.allocate(b, "input pointers"));
     LADDER_TRY(h_counts_.allocate(entries * kInputArrays, "input counts"));
     LADDER_TRY(d_counts_.allocate(entries * kInputArrays, "input counts"));
+    // A call of fewer sequences than its bucket still copies the whole bucket's staging (the
+    // captured copies are bucket-sized): the empty slots' bytes are never read by a kernel, but
+    // they must be initialised bytes (compute-sanitizer initcheck), so they start at zero.
+    std::memset(h_q_.get(), 0, b * q_elems * sizeof(float));
+    std::memset(h_k_.get(), 0, b * kv_elems * sizeof(float));
+    std::memset(h_v_.get(), 0, b * kv_elems * sizeof(float));
+    LADDER_TRY(cuda_status(cudaMemset(d_out_.get(), 0, b * q_elems * sizeof(float)), "clearing the output staging"));
     slots_ = bucket;
     return {};
   }
