@@ -29,5 +29,8 @@ class DeviceScratch {
 void to_f32_device(const void* src, Elem e, float* dst, std::size_t n, std::uintptr_t stream);
 // dst[i] = round_to_nearest_even(src[i]) for i < n, in device memory, on `stream`.
 void from_f32_device(const float* src, Elem e, void* dst, std::size_t n, std::uintptr_t stream);
+// Waits until everything queued on `stream` has run (the engine reads the caller's tensors on
+// its own stream, so what the caller's stream wrote must be done first).
+void sync_stream(std::uintptr_t stream);
 
 }  // namespace ladder::py

@@ -47,6 +47,10 @@ void to_f32_device(const void* src, Elem e, float* dst, std::size_t n, std::uint
              "converting a tensor to float32");
 }
 
+void sync_stream(std::uintptr_t stream) {
+  check_cuda(cudaStreamSynchronize(as_stream(stream)), "waiting for the caller's stream");
+}
+
 void from_f32_device(const float* src, Elem e, void* dst, std::size_t n, std::uintptr_t stream) {
   if (e == Elem::f32) {
     check_cuda(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, as_stream(stream)),

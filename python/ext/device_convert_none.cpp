@@ -16,5 +16,6 @@ DeviceScratch::DeviceScratch(std::size_t, std::uintptr_t) { no_cuda(); }
 DeviceScratch::~DeviceScratch() = default;
 void to_f32_device(const void*, Elem, float*, std::size_t, std::uintptr_t) { no_cuda(); }
 void from_f32_device(const float*, Elem, void*, std::size_t, std::uintptr_t) { no_cuda(); }
+void sync_stream(std::uintptr_t) { no_cuda(); }
 
 }  // namespace ladder::py

@@ -15,6 +15,7 @@
 #include "attend.hpp"
 #include "cpu/kv_convert.hpp"
 #include "device_rows.hpp"
+#include "engine_calls.hpp"
 #include "errors.hpp"
 #include "integers.hpp"
 #include "ladder/reference.hpp"
@@ -609,6 +610,37 @@ NB_MODULE(_ladder, m) {
       });
 
   // ---- the ladder ----
+  nb::class_<EngineHandle>(m, "Engine",
+                           "The library's decode engine, called one layer at a time: every layer's planes for a "
+                           "batch of sequences, on the host ('cpu') or the GPU ('cuda', reading CUDA tensors in "
+                           "place). ModelCache is built on it.")
+      .def(
+          "__init__",
+          [](EngineHandle* self, const Geometry& g, const std::string& device, nb::handle initial) {
+            new (self) EngineHandle(g, device, initial);
+          },
+          "geometry"_a, "device"_a = "cpu", "initial_growing_capacity"_a = 0)
+      .def("add_sequence", &EngineHandle::add_sequence, "A new sequence with empty planes; returns its id.")
+      .def("remove_sequence", &EngineHandle::remove_sequence, "id"_a)
+      .def_prop_ro("sequences", &EngineHandle::sequences, "The sequence ids, in increasing order.")
+      .def("next_position", &EngineHandle::next_position, "id"_a, "layer"_a,
+           "The next position a layer of a sequence accepts (the tokens it holds).")
+      .def("state", &EngineHandle::state, "id"_a, "layer"_a, "A layer's plane state for a sequence.")
+      .def("encode_layer", &EngineHandle::encode_layer, "layer"_a, "ids"_a, "q"_a, "k"_a, "v"_a, "out"_a,
+           "stream"_a = 0,
+           "One token of one layer for the sequences `ids`: q, out (B, n_heads, head_dim), k, v (B, n_kv_heads, "
+           "head_dim), float32/float16/bfloat16; all or nothing.")
+      .def("fill_rows", &EngineHandle::fill_rows, "layer"_a, "id"_a, "k"_a, "v"_a, "stream"_a = 0,
+           "A prompt's rows (rows, n_kv_heads, head_dim) of one layer, appended without attention.")
+      .def("range_stats",
+           [](const EngineHandle& e) {
+             const RangeStats r = e.engine().range_stats();
+             return nb::make_tuple(r.saturated, r.nonfinite);
+           },
+           "N1's counters (saturated, nonfinite) over every value read.")
+      .def_prop_ro("device", [](const EngineHandle& e) { return std::string(where_name(e.where())); })
+      .def("description", [](const EngineHandle& e) { return e.engine().device_description(); });
+
   m.def("choose_route", &choose_route_py, "cls"_a, "state"_a, "has_vec"_a = true, "strict"_a = nb::none(),
         "disable_vec"_a = nb::none(), "stage_wrapped_swa"_a = false,
         "The route ladder (R1/R2) for a layer of class `cls` whose plane is in `state` after this token's append. "

@@ -3,7 +3,8 @@
 Arrays are taken in place, in float32, float16 or bfloat16: numpy or torch (or any DLPack)
 arrays on the host, torch (or any DLPack) CUDA tensors on the GPU. ``ladder.ModelCache`` keeps a
 whole model's planes for a batch of sequences; ``import ladder.transformers`` registers the
-``"ladder"`` attention implementation with transformers. Every error is a ``ladder.LadderError``; bad arguments are also
+``"ladder"`` attention implementation with transformers; ``ladder.Engine`` is the library's
+engine itself, called one layer at a time for a batch of sequences. Every error is a ``ladder.LadderError``; bad arguments are also
 ``ValueError`` (``ShapeError``, ``DTypeError``, ``DeviceMismatchError``, ``PositionError``,
 ``RouteError``), device trouble ``RuntimeError`` (``NoDeviceError``, ``DeviceError``).
 """
@@ -15,6 +16,7 @@ from ._ladder import (  # noqa: F401  (the public API)
     DeviceError,
     DeviceMismatchError,
     DTypeError,
+    Engine,
     Geometry,
     InvalidArgumentError,
     LadderError,

@@ -1,0 +1,53 @@
+// ladder._ladder.Engine: the library's one engine (ladder/engine.hpp) for Python, called one
+// layer at a time as a model's attention runs (encode_layer / fill_layer). Arrays are taken in
+// place in float32, float16 or bfloat16 (tensors.hpp); a CUDA engine reads CUDA tensors where
+// they are (TokenIO in device memory), after the caller's stream has written them.
+//
+// Shapes at the boundary (B = the sequences of the call):
+//   encode_layer: q, out (B, n_heads, head_dim); k, v (B, n_kv_heads, head_dim)
+//   fill_rows:    k, v   (rows, n_kv_heads, head_dim), one sequence, one layer
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "arrays.hpp"
+#include "ladder/engine.hpp"
+
+namespace ladder::py {
+
+class EngineHandle {
+ public:
+  EngineHandle(const Geometry& g, const std::string& device, nanobind::handle initial_growing_capacity);
+  Engine& engine() const { return *engine_; }
+  Where where() const { return where_; }
+
+  // A new sequence; ids are never reused. The engine's own first sequence (id 0) is removed at
+  // creation, so every sequence of this handle comes from add_sequence (the first is 1).
+  std::int64_t add_sequence();
+  void remove_sequence(nanobind::handle id);
+  std::vector<std::int64_t> sequences() const;
+  // The next position layer `layer` of sequence `id` accepts (its plane's next_position).
+  int next_position(nanobind::handle id, nanobind::handle layer) const;
+  PlaneState state(nanobind::handle id, nanobind::handle layer) const;
+
+  // One token of layer `layer` for every sequence in `ids` (distinct), each at its layer's next
+  // position: appended and attended (the ladder's route), out written. All or nothing.
+  void encode_layer(nanobind::handle layer, nanobind::handle ids, nanobind::handle q, nanobind::handle k,
+                    nanobind::handle v, nanobind::handle out, std::uintptr_t stream);
+  // A prompt's rows of one layer appended at the sequence's next positions without attention.
+  // The position range is checked before the first row; rows go in one engine call each.
+  void fill_rows(nanobind::handle layer, nanobind::handle id, nanobind::handle k, nanobind::handle v,
+                 std::uintptr_t stream);
+
+ private:
+  SequenceId sequence_arg(nanobind::handle id) const;
+  int layer_arg(nanobind::handle layer) const;
+  std::unique_ptr<Engine> engine_;
+  Where where_ = Where::cpu;
+};
+
+}  // namespace ladder::py
