@@ -39,7 +39,9 @@ if [ -d "$root/python/tests" ]; then
   # The module is built as a user builds it, `pip wheel ./python`, CPU only, into a build folder
   # kept between runs ($build/python-build: an unchanged tree rebuilds in seconds). The build
   # tools come from this venv (--no-build-isolation), so that folder's CMake cache stays valid.
-  "$venv/bin/python" -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.0"
+  # numpy too: the wheel's own check below imports it (the wheel's dependency, which the
+  # --no-deps install of that check does not bring).
+  "$venv/bin/python" -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.0" numpy
   wheels="$build/python-wheel"
   rm -rf "$wheels"
   "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$wheels" "$root/python" \
