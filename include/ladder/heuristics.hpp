@@ -73,6 +73,13 @@ inline constexpr int kFastMinTasksPerWorker = 4;
 // burns after its last job; the 16-CPU run of docs/perf.md (issue 11) was taken with it.
 inline constexpr int kPoolSpinMicroseconds = 50;
 
+// CPU reduce: a layer whose partials hold fewer floats than this (n_heads x splits x
+// (2 + head_dim)) is reduced by one task, every head in order; larger ones get one task per head.
+// Chosen, not measured: the reducer's old threshold for running on the calling thread ("waking
+// the pool costs more"); 65,536 floats are 256 KiB, ~16 splits of Muse Glimmer's 32 heads,
+// i.e. visible lengths up to ~1,000 tokens.
+inline constexpr long long kReduceFloatsPerTask = 1 << 16;
+
 // Upper bound on CPU worker threads (set_threads, --threads). Not a tuning point: a bound so an
 // absurd request is a clear error instead of thousands of thread starts. Each worker reserves a
 // stack (8 MiB of address space with glibc's default), so 1024 workers already need 8 GiB of

@@ -1,8 +1,10 @@
 // The CPU device behind the engine (device_api.hpp): one HostPlane per layer per sequence, the
 // appends prepared at reserve() (a growing plane's larger rows allocated and filled there) and
-// committed at run(), where each layer's route runs on the worker pool.
+// committed at run(), where each layer's routes, for every sequence of the call, run as one job
+// of the worker pool.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <new>
 #include <thread>
 #include <utility>
@@ -60,7 +62,8 @@ class CpuBackend final : public DeviceBackend {
 
   Status init() {
     try {
-      ws_.reserve(max_scratch_needs(g_));
+      ws_.resize(1);
+      ws_[0].reserve(max_scratch_needs(g_));
     } catch (const std::bad_alloc&) {
       return make_error(ErrorCode::out_of_memory, "cannot allocate the CPU device's scratch");
     }
@@ -88,46 +91,88 @@ class CpuBackend final : public DeviceBackend {
   }
 
   Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
-    // Sequences in call order, each layer's work spread over the pool: a sequence's bits depend
-    // on its own plane and visible length only (P4), whatever else the call holds.
-    for (std::size_t i = 0; i < seqs.size(); ++i) LADDER_TRY(run_one(static_cast<CpuSequence&>(*seqs[i]), steps[i]));
-    return {};
-  }
-
- private:
-  Status run_one(CpuSequence& s, const SequenceStep& step) {
-    const std::size_t q_layer = static_cast<std::size_t>(g_.n_heads) * g_.head_dim;
-    const std::size_t kv_layer = static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim;
-    std::vector<PreparedAppend> pending = std::move(s.pending());
-    s.pending().clear();
-    for (std::size_t l = 0; l < s.planes().size(); ++l) {
-      HostPlane& plane = s.planes()[l];
-      const int slot = plane.commit_append(std::move(pending[l]));
-      const float* k = step.io.k + l * kv_layer;
-      const float* v = step.io.v + l * kv_layer;
-      if (step.attend) {
-        const LayerIO io{step.io.q + l * q_layer, k, v, step.io.out + l * q_layer};
-        const Status st = run_route(step.layers[l].route, plane, step.position, slot, shape_, io, ws_);
+    // Scratch for every sequence of the call before any append is committed: running out here
+    // leaves every plane as it was.
+    std::vector<std::vector<PreparedAppend>> pending;
+    try {
+      pending.resize(seqs.size());
+      if (ws_.size() < seqs.size()) ws_.resize(seqs.size());
+      works_.resize(seqs.size());
+      for (std::size_t i = 0; i < seqs.size(); ++i) ws_[i].reserve(step_needs(steps[i]));
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::out_of_memory,
+                        fmt::format("cannot allocate the CPU scratch of a call of {} sequences", seqs.size()));
+    }
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      CpuSequence& s = static_cast<CpuSequence&>(*seqs[i]);
+      pending[i] = std::move(s.pending());
+      s.pending().clear();
+    }
+    // Layer by layer, every sequence of the call in one pool job per layer (run_layers): the
+    // batch is spread over the workers, and small sequences do not each pay a wake-up. A
+    // sequence's bits depend on its own plane and visible length only (P4): its tasks are the
+    // ones it has alone, whatever else the job holds.
+    const std::size_t layers = static_cast<std::size_t>(g_.n_layers);
+    for (std::size_t l = 0; l < layers; ++l) {
+      std::size_t n_works = 0;
+      for (std::size_t i = 0; i < seqs.size(); ++i) {
+        CpuSequence& s = static_cast<CpuSequence&>(*seqs[i]);
+        const SequenceStep& step = steps[i];
+        HostPlane& plane = s.planes()[l];
+        const int slot = plane.commit_append(std::move(pending[i][l]));
+        const float* k = step.io.k + l * kv_layer();
+        const float* v = step.io.v + l * kv_layer();
+        if (!step.attend) {
+          store_row(plane, slot, k, v);
+          continue;
+        }
+        const LayerIO io{step.io.q + l * q_layer(), k, v, step.io.out + l * q_layer()};
+        const Status st = prepare_route(step.layers[l].route, plane, step.position, slot, shape_, io, ws_[i],
+                                        works_[n_works]);
         if (!st.ok()) return in_layer(static_cast<int>(l), st);
-      } else {
-        StoreParams p;
-        p.n_kv_heads = g_.n_kv_heads;
-        p.head_dim = g_.head_dim;
-        p.k = k;
-        p.v = v;
-        p.plane_k = plane.k();
-        p.plane_v = plane.v();
-        p.strides = plane.strides();
-        p.slot = slot;
-        store_rows(p);
+        ++n_works;
       }
+      const Status st = run_layers(std::span<const LayerWork>(works_.data(), n_works));
+      if (!st.ok()) return in_layer(static_cast<int>(l), st);
     }
     return {};
   }
 
+ private:
+  // The scratch one sequence's step needs: the largest of its layers' routes at their visible
+  // lengths (every layer of a call reuses its sequence's workspace).
+  ScratchNeeds step_needs(const SequenceStep& step) const {
+    ScratchNeeds worst;
+    if (!step.attend) return worst;
+    for (const LayerStep& ls : step.layers) {
+      const ScratchNeeds n = scratch_needs(ls.route, g_, ls.next.len);
+      worst.partial_floats = std::max(worst.partial_floats, n.partial_floats);
+      worst.pad_halfs = std::max(worst.pad_halfs, n.pad_halfs);
+      worst.stage_halfs = std::max(worst.stage_halfs, n.stage_halfs);
+    }
+    return worst;
+  }
+
+  std::size_t q_layer() const { return static_cast<std::size_t>(g_.n_heads) * g_.head_dim; }
+  std::size_t kv_layer() const { return static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim; }
+
+  void store_row(HostPlane& plane, int slot, const float* k, const float* v) const {
+    StoreParams p;
+    p.n_kv_heads = g_.n_kv_heads;
+    p.head_dim = g_.head_dim;
+    p.k = k;
+    p.v = v;
+    p.plane_k = plane.k();
+    p.plane_v = plane.v();
+    p.strides = plane.strides();
+    p.slot = slot;
+    store_rows(p);
+  }
+
   Geometry g_;
   HeadShape shape_;
-  Workspace ws_;
+  std::vector<Workspace> ws_;   // one per sequence of the largest call so far
+  std::vector<LayerWork> works_;  // one layer of every sequence of the call
 };
 
 }  // namespace

@@ -167,7 +167,7 @@ struct HeadState {
   SoftmaxStats* stats;  // [hpk]
 };
 
-class FastProducer {
+class FastProducer final : public ProducerTasks {
  public:
   explicit FastProducer(const ProducerParams& p)
       : p_(p),
@@ -177,7 +177,11 @@ class FastProducer {
         group_(kv_heads_per_task(p)),
         sched_(fast_schedule(p.visible)) {}
 
-  int tasks() const { return p_.shape.n_kv_heads / group_ * sched_.splits; }
+  int tasks() const override { return p_.shape.n_kv_heads / group_ * sched_.splits; }
+  int kv_heads_per_task() const override { return group_; }
+  int first_kv_head(int task) const override { return task % (p_.shape.n_kv_heads / group_) * group_; }
+  int splits() const override { return sched_.splits; }
+  void run(int task) const override { run_task(task); }
 
   // Split-major numbering: the tasks of one split (every KV head group) are claimed one after
   // the other, so on a token-major ring the tasks reading the two halves of the same rows run
@@ -412,6 +416,10 @@ class FastProducer {
 };
 
 }  // namespace
+
+std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p) {
+  return std::make_unique<FastProducer>(p);
+}
 
 Status produce_fast(const ProducerParams& p) {
   if (p.visible <= 0 || p.q == nullptr || p.partials == nullptr) return {};

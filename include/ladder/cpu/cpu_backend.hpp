@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,27 @@ struct FastSchedule {
 FastSchedule fast_schedule(int visible);
 Status produce_fast(const ProducerParams& p);
 
+// A producer's work as pool tasks, so that the layers of several sequences (and each layer's
+// reduce) share one pool job (run_layers): task t writes the partials of the KV heads
+// [first_kv_head(t), first_kv_head(t) + kv_heads_per_task()) for its split, and splits() is the
+// reducer's nwg. The ProducerParams passed to a factory must outlive the object it returns.
+class ProducerTasks {
+ public:
+  virtual ~ProducerTasks() = default;
+  virtual int tasks() const = 0;
+  virtual int kv_heads_per_task() const = 0;
+  virtual int first_kv_head(int task) const = 0;
+  virtual int splits() const = 0;
+  virtual void run(int task) const = 0;
+};
+std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p);
+// The exact twins: splitk, vec (also staged, over its staged rows) and interleaved.
+std::unique_ptr<ProducerTasks> exact_producer_tasks(Route r, const ProducerParams& p);
+// One head of ReduceParams: its nwg partials merged in split order, divided once.
+void reduce_head(const ReduceParams& p, int head);
+// Whether every head of p is reduced by one task (below kReduceFloatsPerTask, heuristics.hpp).
+bool reduce_in_one_task(const ReduceParams& p);
+
 // Which producer run_route uses on the CPU. fast (the default): the blocked producer above,
 // held to the f64 bound. exact: the twin of the GPU's exact-DAG producer, bit for bit (the
 // GPU's oracle). The first use reads LADDER_CPU_PRODUCER=fast|exact from the environment; an
@@ -56,6 +78,26 @@ struct Workspace {
   void reserve(const ScratchNeeds& n);
 };
 
+
+// One layer of one sequence, checked, its row stored and its tail padded or staged: what is
+// left is the producer (params, `fast` or the exact twin of `route`) and the reduce. The
+// pointers inside point at the plane, the workspace and the LayerIO given to prepare_route.
+struct LayerWork {
+  Route route = Route::vec;
+  bool fast = true;
+  ProducerParams params;
+  ReduceParams reduce;
+};
+
+// Everything of run_route up to the producer; a refused call leaves the plane, the workspace
+// contents that matter and io.out exactly as they were.
+Status prepare_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape, const LayerIO& io,
+                     Workspace& ws, LayerWork& out);
+
+// Runs the producers and reducers of every work as ONE pool job: every producer task first, in
+// work order, then the reduce tasks, each waiting for the producer tasks of its own KV head
+// (claimed before it, so already running). A work's bits depend on that work alone (P4).
+Status run_layers(std::span<const LayerWork> works);
 
 // Run route `r` for one layer whose plane already took this token's append (metadata) and
 // returned `slot`: stores the row (or fuses the store, interleaved), attends, reduces.
