@@ -9,7 +9,7 @@
 #                                       # goes there by hand as ladder-before; cpu_ggml_fa from
 #                                       # `bench/cpu_peers.sh prepare`.
 #   bash bench/cpu_roof.sh run [DIR]    # anywhere, DIR = that folder: for each CLI in DIR
-#                                       # (ladder, then ladder-before when present), `ladder bench
+#                                       # (ladder, then every ladder-* there, e.g. ladder-before), `ladder bench
 #                                       # --device cpu` on vec/growing and splitk/ring at DEPTHS
 #                                       # for every thread count of THREAD_LIST (default
 #                                       # "1 2 4 8 N", N = hardware threads), the 52-layer step at
@@ -53,8 +53,8 @@ run() {
   start=$(date +%s)
   deadline=$((start + ${DEADLINE_S:-600}))
   { lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|MHz|L1d|L2|L3' || true; date -u; } >"$log" 2>&1
-  local labels=(ladder)
-  [ -x "$dir/ladder-before" ] && labels+=(ladder-before)
+  local labels=(ladder) f
+  for f in "$dir"/ladder-*; do [ -x "$f" ] && labels+=("$(basename "$f")"); done
   local order=("$n")
   [ -n "${THREAD_LIST-x}" ] && order+=(1)
   for t in ${THREAD_LIST-1 2 4 8 $n}; do

@@ -80,6 +80,15 @@ inline constexpr int kPoolSpinMicroseconds = 50;
 // i.e. visible lengths up to ~1,000 tokens.
 inline constexpr long long kReduceFloatsPerTask = 1 << 16;
 
+// Partials (floats) of the layers that one CPU pool job covers in a decode step: the CPU device
+// groups consecutive layers of every sequence of a call into one job while their partials fit
+// (at least one layer per job). 8 Mi floats = 32 MiB: a whole Muse Glimmer step at batch 1
+// (52 layers x 32 heads x 32 splits x 130 floats = 27.7 MB) is one job, so the 39 short
+// sliding-window layers no longer each end in a barrier (docs/perf.md 2026-12-01: at 8,192 the
+// step was held by those layers at 0.45-0.51 of their roofline with one job per layer); the
+// partials are written and read once, within the 300 MiB L3 of the 16-CPU Xeon.
+inline constexpr long long kCpuJobPartialFloats = 8LL << 20;
+
 // Upper bound on CPU worker threads (set_threads, --threads). Not a tuning point: a bound so an
 // absurd request is a clear error instead of thousands of thread starts. Each worker reserves a
 // stack (8 MiB of address space with glibc's default), so 1024 workers already need 8 GiB of

@@ -1,15 +1,17 @@
 // The CPU device behind the engine (device_api.hpp): one HostPlane per layer per sequence, the
 // appends prepared at reserve() (a growing plane's larger rows allocated and filled there) and
-// committed at run(), where each layer's routes, for every sequence of the call, run as one job
-// of the worker pool.
+// committed at run(), where the routes of consecutive layers, for every sequence of the call, run
+// as one job of the worker pool (as many layers per job as kCpuJobPartialFloats allows).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <new>
 #include <thread>
 #include <utility>
 
 #include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/heuristics.hpp"
 
 namespace ladder::cpu {
 namespace {
@@ -91,14 +93,45 @@ class CpuBackend final : public DeviceBackend {
   }
 
   Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
-    // Scratch for every sequence of the call before any append is committed: running out here
-    // leaves every plane as it was.
+    Result<CpuProducer> which = producer();
+    if (!which.ok()) return which.status();
+    const bool fast = *which == CpuProducer::fast;
+    const std::size_t layers = static_cast<std::size_t>(g_.n_layers);
+    // Consecutive layers of every sequence of the call, grouped while their partials fit
+    // kCpuJobPartialFloats: each group is one pool job (run_layers), so a call pays one
+    // wake-up and one end-of-job barrier per group, not per layer and per sequence.
+    std::vector<std::size_t> group_end;
     std::vector<std::vector<PreparedAppend>> pending;
     try {
       pending.resize(seqs.size());
-      if (ws_.size() < seqs.size()) ws_.resize(seqs.size());
-      works_.resize(seqs.size());
-      for (std::size_t i = 0; i < seqs.size(); ++i) ws_[i].reserve(step_needs(steps[i]));
+      std::int64_t floats = 0;
+      std::size_t works_in_group = 0, most_works = 0;
+      for (std::size_t l = 0; l < layers; ++l) {
+        std::int64_t layer_floats = 0;
+        for (const SequenceStep& st : steps)
+          if (st.attend) layer_floats += needs(st, l, fast).partial_floats;
+        if (l > 0 && floats + layer_floats > kCpuJobPartialFloats) {
+          group_end.push_back(l);
+          floats = 0;
+          works_in_group = 0;
+        }
+        floats += layer_floats;
+        works_in_group += seqs.size();
+        most_works = std::max(most_works, works_in_group);
+      }
+      group_end.push_back(layers);
+      // Scratch for every work of every group before any append is committed: running out
+      // here leaves every plane as it was. Work k of a group uses workspace k.
+      if (ws_.size() < most_works) ws_.resize(most_works);
+      if (works_.size() < most_works) works_.resize(most_works);
+      std::size_t first = 0;
+      for (const std::size_t end : group_end) {
+        std::size_t k = 0;
+        for (std::size_t l = first; l < end; ++l)
+          for (std::size_t i = 0; i < seqs.size(); ++i, ++k)
+            if (steps[i].attend) ws_[k].reserve(needs(steps[i], l, fast));
+        first = end;
+      }
     } catch (const std::bad_alloc&) {
       return make_error(ErrorCode::out_of_memory,
                         fmt::format("cannot allocate the CPU scratch of a call of {} sequences", seqs.size()));
@@ -108,49 +141,43 @@ class CpuBackend final : public DeviceBackend {
       pending[i] = std::move(s.pending());
       s.pending().clear();
     }
-    // Layer by layer, every sequence of the call in one pool job per layer (run_layers): the
-    // batch is spread over the workers, and small sequences do not each pay a wake-up. A
-    // sequence's bits depend on its own plane and visible length only (P4): its tasks are the
-    // ones it has alone, whatever else the job holds.
-    const std::size_t layers = static_cast<std::size_t>(g_.n_layers);
-    for (std::size_t l = 0; l < layers; ++l) {
-      std::size_t n_works = 0;
-      for (std::size_t i = 0; i < seqs.size(); ++i) {
-        CpuSequence& s = static_cast<CpuSequence&>(*seqs[i]);
-        const SequenceStep& step = steps[i];
-        HostPlane& plane = s.planes()[l];
-        const int slot = plane.commit_append(std::move(pending[i][l]));
-        const float* k = step.io.k + l * kv_layer();
-        const float* v = step.io.v + l * kv_layer();
-        if (!step.attend) {
-          store_row(plane, slot, k, v);
-          continue;
+    // A sequence's bits depend on its own plane and visible length only (P4): its tasks are the
+    // ones it has alone, whatever else a job holds.
+    std::size_t first = 0;
+    for (const std::size_t end : group_end) {
+      std::size_t n_works = 0, k = 0;
+      for (std::size_t l = first; l < end; ++l) {
+        for (std::size_t i = 0; i < seqs.size(); ++i, ++k) {
+          CpuSequence& s = static_cast<CpuSequence&>(*seqs[i]);
+          const SequenceStep& step = steps[i];
+          HostPlane& plane = s.planes()[l];
+          const int slot = plane.commit_append(std::move(pending[i][l]));
+          const float* kr = step.io.k + l * kv_layer();
+          const float* vr = step.io.v + l * kv_layer();
+          if (!step.attend) {
+            store_row(plane, slot, kr, vr);
+            continue;
+          }
+          const LayerIO io{step.io.q + l * q_layer(), kr, vr, step.io.out + l * q_layer()};
+          const Status st = prepare_route(step.layers[l].route, plane, step.position, slot, shape_, io, ws_[k],
+                                          works_[n_works]);
+          if (!st.ok()) return in_layer(static_cast<int>(l), st);
+          ++n_works;
         }
-        const LayerIO io{step.io.q + l * q_layer(), k, v, step.io.out + l * q_layer()};
-        const Status st = prepare_route(step.layers[l].route, plane, step.position, slot, shape_, io, ws_[i],
-                                        works_[n_works]);
-        if (!st.ok()) return in_layer(static_cast<int>(l), st);
-        ++n_works;
       }
       const Status st = run_layers(std::span<const LayerWork>(works_.data(), n_works));
-      if (!st.ok()) return in_layer(static_cast<int>(l), st);
+      if (!st.ok())
+        return make_error(st.code(), fmt::format("layers {}..{}: {}", first, end - 1, st.message()));
+      first = end;
     }
     return {};
   }
 
  private:
-  // The scratch one sequence's step needs: the largest of its layers' routes at their visible
-  // lengths (every layer of a call reuses its sequence's workspace).
-  ScratchNeeds step_needs(const SequenceStep& step) const {
-    ScratchNeeds worst;
-    if (!step.attend) return worst;
-    for (const LayerStep& ls : step.layers) {
-      const ScratchNeeds n = scratch_needs(ls.route, g_, ls.next.len);
-      worst.partial_floats = std::max(worst.partial_floats, n.partial_floats);
-      worst.pad_halfs = std::max(worst.pad_halfs, n.pad_halfs);
-      worst.stage_halfs = std::max(worst.stage_halfs, n.stage_halfs);
-    }
-    return worst;
+  // The scratch layer l of one sequence's step needs with the chosen producer.
+  ScratchNeeds needs(const SequenceStep& step, std::size_t l, bool fast) const {
+    const LayerStep& ls = step.layers[l];
+    return route_scratch_needs(ls.route, shape_, ls.next.len, fast);
   }
 
   std::size_t q_layer() const { return static_cast<std::size_t>(g_.n_heads) * g_.head_dim; }
@@ -171,8 +198,8 @@ class CpuBackend final : public DeviceBackend {
 
   Geometry g_;
   HeadShape shape_;
-  std::vector<Workspace> ws_;   // one per sequence of the largest call so far
-  std::vector<LayerWork> works_;  // one layer of every sequence of the call
+  std::vector<Workspace> ws_;     // one per work of the largest job so far
+  std::vector<LayerWork> works_;  // the works of one job: its layers of every sequence
 };
 
 }  // namespace

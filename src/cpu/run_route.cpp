@@ -47,6 +47,16 @@ void Workspace::reserve(const ScratchNeeds& n) {
   grow(stage, n.stage_halfs);
 }
 
+ScratchNeeds route_scratch_needs(Route r, const HeadShape& shape, int visible, bool fast) {
+  ScratchNeeds n = scratch_needs(r, shape_geometry(shape), visible);
+  // The fast producer writes [n_heads][splits][2 + head_dim]: a quarter of the pinned
+  // schedule's worst case (nsg warp partials per workgroup) at depth.
+  if (fast)
+    n.partial_floats = static_cast<std::int64_t>(shape.n_heads) * fast_schedule(visible).splits *
+                       partial_stride(shape.head_dim);
+  return n;
+}
+
 Status prepare_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape, const LayerIO& io,
                      Workspace& ws, LayerWork& work) {
   if (!known_route(r)) return bad(fmt::format("unknown route {}", static_cast<int>(r)));
@@ -67,7 +77,7 @@ Status prepare_route(Route r, HostPlane& plane, int position, int slot, const He
 
   const int visible = st.len;
   try {
-    ws.reserve(scratch_needs(r, shape_geometry(shape), visible));
+    ws.reserve(route_scratch_needs(r, shape, visible, fast));
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::out_of_memory, fmt::format("cannot allocate scratch for {} rows", visible));
   }

@@ -89,6 +89,10 @@ struct LayerWork {
   ReduceParams reduce;
 };
 
+// The scratch prepare_route reserves for route `r` at `visible` rows with the fast producer or
+// the exact twins (scratch_needs, with the fast producer's smaller partials).
+ScratchNeeds route_scratch_needs(Route r, const HeadShape& shape, int visible, bool fast);
+
 // Everything of run_route up to the producer; a refused call leaves the plane, the workspace
 // contents that matter and io.out exactly as they were.
 Status prepare_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape, const LayerIO& io,
@@ -105,8 +109,10 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
                  const LayerIO& io, Workspace& ws);
 
 // The CPU device for the engine (device_api.hpp): host planes, one workspace sized for the worst
-// route the ladder can pick (R5, out_of_memory when it cannot be allocated), every layer of
-// every sequence of a call run in order, each layer's work spread over the worker pool.
+// route the ladder can pick (R5, out_of_memory when it cannot be allocated) and one more per
+// work of the largest job (reserved before a call commits anything); the layers of every
+// sequence of a call run as pool jobs of consecutive layers (run_layers), the batch spread over
+// the workers.
 Result<std::unique_ptr<DeviceBackend>> create_backend(const Geometry& g);
 
 // Worker threads used by the producers (0: hardware concurrency; at most kMaxCpuThreads,
