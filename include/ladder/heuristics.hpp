@@ -66,11 +66,15 @@ inline constexpr int kFastKvHeadsPerTask = 2;
 // task order, the ring was within 3 % of growing at 8,192 (docs/bench/...-roof-v2).
 inline constexpr int kFastMinTasksPerWorker = 4;
 
-// How long an idle CPU worker spins for the next job before it sleeps on the condition
-// variable. A decode step posts two jobs per layer (producer, reducer) back to back, a few
-// microseconds apart, and a worker still spinning joins without a futex wake. Chosen, not tuned:
-// 50 us covers the gap between the jobs of consecutive layers and bounds the CPU an idle pool
-// burns after its last job; the 16-CPU run of docs/perf.md (issue 11) was taken with it.
+// How long an idle CPU worker spins for the next job before it sleeps on the pool's epoch word
+// (a futex), and how long a caller spins for its job's last workers before it sleeps. A decode
+// step posts its jobs (one per group of layers, one per layer for attend_layer calls) back to
+// back, a few microseconds apart, and a worker still spinning joins without a futex wake.
+// Chosen, not tuned: 50 us covers the gap between consecutive jobs and bounds the CPU an idle
+// pool burns after its last job. Not swept on 2026-12-01 either: with the lock-free join the
+// fixed cost per single-layer call on the 16-CPU Xeon is ~30 us in all (docs/perf.md), and
+// with every layer of a batch-1 step in one job a step posts one job, so a longer spin would
+// save at most one wake per step while burning idle cores between calls.
 inline constexpr int kPoolSpinMicroseconds = 50;
 
 // CPU reduce: a layer whose partials hold fewer floats than this (n_heads x splits x
