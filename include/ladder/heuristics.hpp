@@ -84,13 +84,17 @@ inline constexpr int kPoolSpinMicroseconds = 50;
 // i.e. visible lengths up to ~1,000 tokens.
 inline constexpr long long kReduceFloatsPerTask = 1 << 16;
 
-// Partials (floats) of the layers that one CPU pool job covers in a decode step: the CPU device
-// groups consecutive layers of every sequence of a call into one job while their partials fit
-// (at least one layer per job). 8 Mi floats = 32 MiB: a whole Muse Glimmer step at batch 1
-// (52 layers x 32 heads x 32 splits x 130 floats = 27.7 MB) is one job, so the 39 short
-// sliding-window layers no longer each end in a barrier (docs/perf.md 2026-12-01: at 8,192 the
-// step was held by those layers at 0.45-0.51 of their roofline with one job per layer); the
-// partials are written and read once, within the 300 MiB L3 of the 16-CPU Xeon.
+// Layers per CPU pool job in a decode step. A call of at most kCpuGroupLayersUpToBatch sequences
+// groups consecutive layers into one job while their partials (floats) fit kCpuJobPartialFloats
+// (at least one layer per job); a larger call runs one job per layer. 8 Mi floats = 32 MiB: a
+// whole batch-1 Muse Glimmer step (52 layers x 32 heads x 32 splits x 130 floats = 27.7 MB) is
+// one job, written and read once within the 16-CPU Xeon's 300 MiB L3. Measured on that host
+// (docs/perf.md 2026-12-01, change 5b, one run; docs/bench/cpu-xeon16-2026-12-01-b), grouped
+// against one job per layer: the batch-1 step 1-6 % faster at 2,048 / 8,192 / 32,768, but
+// batches of 4 and 16 (grouped ~13 and ~3 layers per job) 1-18 % slower in all 8 rows, so only
+// a call of one sequence is grouped. Single-layer rows, the same code in both CLIs, differed by
+// up to 14 % in that run, so both effects are near the host's noise: one run, not a sweep.
+inline constexpr int kCpuGroupLayersUpToBatch = 1;
 inline constexpr long long kCpuJobPartialFloats = 8LL << 20;
 
 // Upper bound on CPU worker threads (set_threads, --threads). Not a tuning point: a bound so an

@@ -1,7 +1,7 @@
 // The CPU device behind the engine (device_api.hpp): one HostPlane per layer per sequence, the
 // appends prepared at reserve() (a growing plane's larger rows allocated and filled there) and
-// committed at run(), where the routes of consecutive layers, for every sequence of the call, run
-// as one job of the worker pool (as many layers per job as kCpuJobPartialFloats allows).
+// committed at run(), where the routes of every sequence of the call run as one job of the worker
+// pool per layer, or per group of consecutive layers for a call of one sequence.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -97,9 +97,11 @@ class CpuBackend final : public DeviceBackend {
     if (!which.ok()) return which.status();
     const bool fast = *which == CpuProducer::fast;
     const std::size_t layers = static_cast<std::size_t>(g_.n_layers);
-    // Consecutive layers of every sequence of the call, grouped while their partials fit
-    // kCpuJobPartialFloats: each group is one pool job (run_layers), so a call pays one
-    // wake-up and one end-of-job barrier per group, not per layer and per sequence.
+    // Each group of layers is one pool job (run_layers) over every sequence of the call. A call
+    // of up to kCpuGroupLayersUpToBatch sequences groups consecutive layers while their
+    // partials fit kCpuJobPartialFloats (one wake-up and one end-of-job barrier per group, not
+    // per layer); a larger call runs one job per layer, whose tasks the batch already
+    // multiplies (heuristics.hpp: measured both ways).
     std::vector<std::size_t> group_end;
     std::vector<std::vector<PreparedAppend>> pending;
     try {
@@ -110,7 +112,8 @@ class CpuBackend final : public DeviceBackend {
         std::int64_t layer_floats = 0;
         for (const SequenceStep& st : steps)
           if (st.attend) layer_floats += needs(st, l, fast).partial_floats;
-        if (l > 0 && floats + layer_floats > kCpuJobPartialFloats) {
+        const bool grouped = seqs.size() <= static_cast<std::size_t>(kCpuGroupLayersUpToBatch);
+        if (l > 0 && (!grouped || floats + layer_floats > kCpuJobPartialFloats)) {
           group_end.push_back(l);
           floats = 0;
           works_in_group = 0;
