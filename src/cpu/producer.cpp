@@ -358,18 +358,7 @@ class Producer final : public ProducerTasks {
   bool use_tail_;
 };
 
-Status produce(const ProducerParams& p, Family f) {
-  if (p.visible <= 0 || p.sched.blocks <= 0 || p.q == nullptr || p.partials == nullptr) return {};
-  const Producer prod(p, f);
-  const int nwg = p.sched.nwg;
-  return detail::parallel_for(p.shape.n_kv_heads * nwg, [&](int task) { prod.run_task(task / nwg, task % nwg); });
-}
-
 }  // namespace
-
-Status produce_splitk(const ProducerParams& p) { return produce(p, Family::splitk); }
-Status produce_vec(const ProducerParams& p) { return produce(p, Family::vec); }
-Status produce_interleaved(const ProducerParams& p) { return produce(p, Family::interleaved); }
 
 std::unique_ptr<ProducerTasks> exact_producer_tasks(Route r, const ProducerParams& p) {
   const Family f = r == Route::splitk ? Family::splitk : r == Route::interleaved ? Family::interleaved : Family::vec;
@@ -398,15 +387,6 @@ void reduce_head(const ReduceParams& p, int head) {
 
 bool reduce_in_one_task(const ReduceParams& p) {
   return static_cast<std::int64_t>(p.shape.n_heads) * p.nwg * partial_stride(p.shape.head_dim) < kReduceFloatsPerTask;
-}
-
-Status reduce_partials(const ReduceParams& p) {
-  if (p.nwg <= 0 || p.partials == nullptr || p.out == nullptr) return {};
-  if (reduce_in_one_task(p)) {
-    for (int h = 0; h < p.shape.n_heads; ++h) reduce_head(p, h);
-    return {};
-  }
-  return detail::parallel_for(p.shape.n_heads, [&](int h) { reduce_head(p, h); });
 }
 
 }  // namespace ladder::cpu

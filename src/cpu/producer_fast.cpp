@@ -9,8 +9,8 @@
 // the shared softmax rules (score_max, fold_block_max, softmax_exp on 8 lanes, bit-identical to
 // the scalar one); then the V rows are widened once and accumulated into every head's o (weights
 // broadcast, 6 heads x 16 dims of o in registers). The split writes [m, s, o] to
-// partials[head][split]; the shared reducer (reduce_partials) merges the splits of a head in
-// split order and divides once.
+// partials[head][split]; the shared reducer (reduce_head, run by run_layers) merges the splits
+// of a head in split order and divides once.
 //
 // Determinism: the chunk and split boundaries depend on the visible length only, every sum has
 // a fixed order, and each task writes its own partials, so the bits are the same for any thread
@@ -419,12 +419,6 @@ class FastProducer final : public ProducerTasks {
 
 std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p) {
   return std::make_unique<FastProducer>(p);
-}
-
-Status produce_fast(const ProducerParams& p) {
-  if (p.visible <= 0 || p.q == nullptr || p.partials == nullptr) return {};
-  const FastProducer prod(p);
-  return detail::parallel_for(prod.tasks(), [&](int task) { prod.run_task(task); });
 }
 
 }  // namespace ladder::cpu

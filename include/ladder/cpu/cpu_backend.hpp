@@ -18,14 +18,11 @@
 namespace ladder::cpu {
 
 // Kernel twins. Each is deterministic: the result never depends on the thread count. The
-// producers and the reducer run on the worker pool and fail (a Status) only when it does:
-// a worker that cannot be started or a task that throws (e.g. out of memory).
+// producers and the reducer run on the worker pool as tasks (ProducerTasks, reduce_head, through
+// run_layers below) and fail (a Status) only when it does: a worker that cannot be started or a
+// task that throws (e.g. out of memory).
 void store_rows(const StoreParams& p);
 Status copy_rows(const RowCopyParams& p);  // pad and staging
-Status produce_splitk(const ProducerParams& p);
-Status produce_vec(const ProducerParams& p);
-Status produce_interleaved(const ProducerParams& p);
-Status reduce_partials(const ReduceParams& p);
 
 // The fast producer (src/cpu/producer_fast.cpp): the same ProducerParams contract for every
 // family (rows, pad tail, current token), but its own schedule: `chunks` fixed 64-token chunks
@@ -37,7 +34,6 @@ struct FastSchedule {
   int splits = 0;
 };
 FastSchedule fast_schedule(int visible);
-Status produce_fast(const ProducerParams& p);
 
 // A producer's work as pool tasks, so that the layers of several sequences (and each layer's
 // reduce) share one pool job (run_layers): task t writes the partials of the KV heads
