@@ -93,9 +93,14 @@ class CpuBackend final : public DeviceBackend {
   }
 
   Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
-    Result<CpuProducer> which = producer();
-    if (!which.ok()) return which.status();
-    const bool fast = *which == CpuProducer::fast;
+    // The producer choice matters (and is read, LADDER_CPU_PRODUCER included) only when a step
+    // attends: a pure append never depends on it.
+    bool fast = true;
+    if (std::any_of(steps.begin(), steps.end(), [](const SequenceStep& st) { return st.attend; })) {
+      Result<CpuProducer> which = producer();
+      if (!which.ok()) return which.status();
+      fast = *which == CpuProducer::fast;
+    }
     const std::size_t layers = static_cast<std::size_t>(g_.n_layers);
     // Each group of layers is one pool job (run_layers) over every sequence of the call. A call
     // of up to kCpuGroupLayersUpToBatch sequences groups consecutive layers while their
