@@ -9,7 +9,7 @@
 #                                       # goes there by hand as ladder-before; cpu_ggml_fa from
 #                                       # `bench/cpu_peers.sh prepare`.
 #   bash bench/cpu_roof.sh run [DIR]    # anywhere, DIR = that folder: for each CLI in DIR
-#                                       # (ladder, then ladder-before when present), `ladder bench
+#                                       # (ladder, then every ladder-* there, e.g. ladder-before), `ladder bench
 #                                       # --device cpu` on vec/growing and splitk/ring at DEPTHS
 #                                       # for every thread count of THREAD_LIST (default
 #                                       # "1 2 4 8 N", N = hardware threads), the 52-layer step at
@@ -19,6 +19,8 @@
 #   bash bench/cpu_roof.sh peers [DIR]  # cpu_peers.py at N threads (PyTorch SDPA, llama.cpp FA)
 #                                       # into $OUT, tarred into $OUT/cpu-peers.tar.gz.
 #
+# BENCH_EXTRA: more `ladder bench` arguments for the N-thread runs (e.g. "--batch 1,4,16");
+# THREAD_LIST="" runs N threads only (no 1-thread run either).
 # DEADLINE_S (default 600): seconds the whole `run` may take; each bench gets what is left less
 # a margin for the table and the tar, in the order N threads (both CLIs), 1 thread, then the rest.
 set -euo pipefail
@@ -51,10 +53,11 @@ run() {
   start=$(date +%s)
   deadline=$((start + ${DEADLINE_S:-600}))
   { lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|MHz|L1d|L2|L3' || true; date -u; } >"$log" 2>&1
-  local labels=(ladder)
-  [ -x "$dir/ladder-before" ] && labels+=(ladder-before)
-  local order=("$n" 1)
-  for t in ${THREAD_LIST:-1 2 4 8 $n}; do
+  local labels=(ladder) f
+  for f in "$dir"/ladder-*; do [ -x "$f" ] && labels+=("$(basename "$f")"); done
+  local order=("$n")
+  [ -n "${THREAD_LIST-x}" ] && order+=(1)
+  for t in ${THREAD_LIST-1 2 4 8 $n}; do
     [ "$t" -le "$n" ] && [ "$t" -ne "$n" ] && [ "$t" -ne 1 ] && order+=("$t")
   done
   for t in "${order[@]}"; do
@@ -62,7 +65,8 @@ run() {
       local left=$((deadline - margin - $(date +%s)))
       if [ "$left" -le 5 ]; then echo "== skipped $label at $t threads: out of time" >>"$log"; continue; fi
       local extra=(--step-depths none)
-      [ "$t" -eq "$n" ] && extra=(--step-depths "$steps" --no-fallback-step)
+      # shellcheck disable=SC2206
+      [ "$t" -eq "$n" ] && extra=(--step-depths "$steps" --no-fallback-step ${BENCH_EXTRA:-})
       echo "== $label bench --threads $t (limit ${left}s) $(date -u +%T)" >>"$log"
       timeout "$left" "$dir/$label" bench --device cpu --threads "$t" --reps "$reps" --depths "$depths" \
         --routes vec/growing,splitk/ring "${extra[@]}" --output "$work/bench-$label-t$t.json" \

@@ -188,7 +188,7 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
   LADDER_TRY(add_batch_rows(g, Device::cpu, o, rep.rows));
   if (!o.batches.empty())
     rep.notes.push_back("batch rows: Engine::encode, one call per token for every sequence (each its own planes), "
-                        "sequences in turn, each layer's work spread over the workers");
+                        "each layer one pool job over every sequence's tasks");
   return rep;
 }
 

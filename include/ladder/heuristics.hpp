@@ -66,12 +66,36 @@ inline constexpr int kFastKvHeadsPerTask = 2;
 // task order, the ring was within 3 % of growing at 8,192 (docs/bench/...-roof-v2).
 inline constexpr int kFastMinTasksPerWorker = 4;
 
-// How long an idle CPU worker spins for the next job before it sleeps on the condition
-// variable. A decode step posts two jobs per layer (producer, reducer) back to back, a few
-// microseconds apart, and a worker still spinning joins without a futex wake. Chosen, not tuned:
-// 50 us covers the gap between the jobs of consecutive layers and bounds the CPU an idle pool
-// burns after its last job; the 16-CPU run of docs/perf.md (issue 11) was taken with it.
+// How long an idle CPU worker spins for the next job before it sleeps on the pool's epoch word
+// (a futex), and how long a caller spins for its job's last workers before it sleeps. A decode
+// step posts its jobs (one per group of layers, one per layer for attend_layer calls) back to
+// back, a few microseconds apart, and a worker still spinning joins without a futex wake.
+// Chosen, not tuned: 50 us covers the gap between consecutive jobs and bounds the CPU an idle
+// pool burns after its last job. Not swept on 2026-12-01 either: with the lock-free join the
+// fixed cost per single-layer call on the 16-CPU Xeon is ~30 us in all (docs/perf.md), and
+// with every layer of a batch-1 step in one job a step posts one job, so a longer spin would
+// save at most one wake per step while burning idle cores between calls.
 inline constexpr int kPoolSpinMicroseconds = 50;
+
+// CPU reduce: a layer whose partials hold fewer floats than this (n_heads x splits x
+// (2 + head_dim)) is reduced by one task, every head in order; larger ones get one task per head.
+// Chosen, not measured: the reducer's old threshold for running on the calling thread ("waking
+// the pool costs more"); 65,536 floats are 256 KiB, ~16 splits of Muse Glimmer's 32 heads,
+// i.e. visible lengths up to ~1,000 tokens.
+inline constexpr long long kReduceFloatsPerTask = 1 << 16;
+
+// Layers per CPU pool job in a decode step. A call of at most kCpuGroupLayersUpToBatch sequences
+// groups consecutive layers into one job while their partials (floats) fit kCpuJobPartialFloats
+// (at least one layer per job); a larger call runs one job per layer. 8 Mi floats = 32 MiB: a
+// whole batch-1 Muse Glimmer step (52 layers x 32 heads x 32 splits x 130 floats = 27.7 MB) is
+// one job, written and read once within the 16-CPU Xeon's 300 MiB L3. Measured on that host
+// (docs/perf.md 2026-12-01, change 5b, one run; docs/bench/cpu-xeon16-2026-12-01-b), grouped
+// against one job per layer: the batch-1 step 1-6 % faster at 2,048 / 8,192 / 32,768, but
+// batches of 4 and 16 (grouped ~13 and ~3 layers per job) 1-18 % slower in all 8 rows, so only
+// a call of one sequence is grouped. Single-layer rows, the same code in both CLIs, differed by
+// up to 14 % in that run, so both effects are near the host's noise: one run, not a sweep.
+inline constexpr int kCpuGroupLayersUpToBatch = 1;
+inline constexpr long long kCpuJobPartialFloats = 8LL << 20;
 
 // Upper bound on CPU worker threads (set_threads, --threads). Not a tuning point: a bound so an
 // absurd request is a clear error instead of thousands of thread starts. Each worker reserves a

@@ -1,13 +1,17 @@
 // The CPU device behind the engine (device_api.hpp): one HostPlane per layer per sequence, the
 // appends prepared at reserve() (a growing plane's larger rows allocated and filled there) and
-// committed at run(), where each layer's route runs on the worker pool.
+// committed at run(), where the routes of every sequence of the call run as one job of the worker
+// pool per layer, or per group of consecutive layers for a call of one sequence.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <new>
 #include <thread>
 #include <utility>
 
 #include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/heuristics.hpp"
 
 namespace ladder::cpu {
 namespace {
@@ -61,7 +65,8 @@ class CpuBackend final : public DeviceBackend {
 
   Status init() {
     try {
-      ws_.reserve(max_scratch_needs(g_));
+      ws_.resize(1);
+      ws_[0].reserve(max_scratch_needs(g_));
     } catch (const std::bad_alloc&) {
       return make_error(ErrorCode::out_of_memory, "cannot allocate the CPU device's scratch");
     }
@@ -89,49 +94,127 @@ class CpuBackend final : public DeviceBackend {
   }
 
   Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
-    // Sequences in call order, each layer's work spread over the pool: a sequence's bits depend
-    // on its own plane and visible length only (P4), whatever else the call holds.
-    for (std::size_t i = 0; i < seqs.size(); ++i) LADDER_TRY(run_one(static_cast<CpuSequence&>(*seqs[i]), steps[i]));
-    return {};
-  }
-
- private:
-  Status run_one(CpuSequence& s, const SequenceStep& step) {
-    const std::size_t q_layer = static_cast<std::size_t>(g_.n_heads) * g_.head_dim;
-    const std::size_t kv_layer = static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim;
-    std::vector<PreparedAppend> pending = std::move(s.pending());
-    s.pending().clear();
-    // Layer first_layer + i of the plane set; its activations at offset i of the step's io.
-    for (std::size_t i = 0; i < step.layers.size(); ++i) {
-      const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
-      HostPlane& plane = s.planes()[l];
-      const int slot = plane.commit_append(std::move(pending[i]));
-      const float* k = step.io.k + i * kv_layer;
-      const float* v = step.io.v + i * kv_layer;
-      if (step.attend) {
-        const LayerIO io{step.io.q + i * q_layer, k, v, step.io.out + i * q_layer};
-        const Status st = run_route(step.layers[i].route, plane, step.position, slot, shape_, io, ws_);
-        if (!st.ok()) return in_layer(static_cast<int>(l), st);
-      } else {
-        StoreParams p;
-        p.kv_dtype = plane.config().kv_dtype;
-        p.n_kv_heads = g_.n_kv_heads;
-        p.head_dim = g_.head_dim;
-        p.k = k;
-        p.v = v;
-        p.plane_k = plane.k();
-        p.plane_v = plane.v();
-        p.strides = plane.strides();
-        p.slot = slot;
-        store_rows(p);
+    // The producer choice matters (and is read, LADDER_CPU_PRODUCER included) only when a step
+    // attends: a pure append never depends on it.
+    bool fast = true;
+    if (std::any_of(steps.begin(), steps.end(), [](const SequenceStep& st) { return st.attend; })) {
+      Result<CpuProducer> which = producer();
+      if (!which.ok()) return which.status();
+      fast = *which == CpuProducer::fast;
+    }
+    // Every step of a call covers the same layers (the engine's one span): call layer j is plane
+    // first_layer + j, its activations at offset j of the step's io.
+    const std::size_t first_layer = static_cast<std::size_t>(steps[0].first_layer);
+    const std::size_t layers = steps[0].layers.size();
+    // Each group of layers is one pool job (run_layers) over every sequence of the call. A call
+    // of up to kCpuGroupLayersUpToBatch sequences groups consecutive layers while their
+    // partials fit kCpuJobPartialFloats (one wake-up and one end-of-job barrier per group, not
+    // per layer); a larger call runs one job per layer, whose tasks the batch already
+    // multiplies (heuristics.hpp: measured both ways).
+    std::vector<std::size_t> group_end;
+    std::vector<std::vector<PreparedAppend>> pending;
+    try {
+      pending.resize(seqs.size());
+      std::int64_t floats = 0;
+      std::size_t works_in_group = 0, most_works = 0;
+      for (std::size_t l = 0; l < layers; ++l) {
+        std::int64_t layer_floats = 0;
+        for (const SequenceStep& st : steps)
+          if (st.attend) layer_floats += needs(st, l, fast).partial_floats;
+        const bool grouped = seqs.size() <= static_cast<std::size_t>(kCpuGroupLayersUpToBatch);
+        if (l > 0 && (!grouped || floats + layer_floats > kCpuJobPartialFloats)) {
+          group_end.push_back(l);
+          floats = 0;
+          works_in_group = 0;
+        }
+        floats += layer_floats;
+        works_in_group += seqs.size();
+        most_works = std::max(most_works, works_in_group);
       }
+      group_end.push_back(layers);
+      // Scratch for every work of every group before any append is committed: running out
+      // here leaves every plane as it was. Work k of a group uses workspace k.
+      if (ws_.size() < most_works) ws_.resize(most_works);
+      if (works_.size() < most_works) works_.resize(most_works);
+      std::size_t first = 0;
+      for (const std::size_t end : group_end) {
+        std::size_t k = 0;
+        for (std::size_t l = first; l < end; ++l)
+          for (std::size_t i = 0; i < seqs.size(); ++i, ++k)
+            if (steps[i].attend) ws_[k].reserve(needs(steps[i], l, fast));
+        first = end;
+      }
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::out_of_memory,
+                        fmt::format("cannot allocate the CPU scratch of a call of {} sequences", seqs.size()));
+    }
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      CpuSequence& s = static_cast<CpuSequence&>(*seqs[i]);
+      pending[i] = std::move(s.pending());
+      s.pending().clear();
+    }
+    // A sequence's bits depend on its own plane and visible length only (P4): its tasks are the
+    // ones it has alone, whatever else a job holds.
+    std::size_t first = 0;
+    for (const std::size_t end : group_end) {
+      std::size_t n_works = 0, k = 0;
+      for (std::size_t l = first; l < end; ++l) {
+        for (std::size_t i = 0; i < seqs.size(); ++i, ++k) {
+          CpuSequence& s = static_cast<CpuSequence&>(*seqs[i]);
+          const SequenceStep& step = steps[i];
+          HostPlane& plane = s.planes()[first_layer + l];
+          const int slot = plane.commit_append(std::move(pending[i][l]));
+          const float* kr = step.io.k + l * kv_layer();
+          const float* vr = step.io.v + l * kv_layer();
+          if (!step.attend) {
+            store_row(plane, slot, kr, vr);
+            continue;
+          }
+          const LayerIO io{step.io.q + l * q_layer(), kr, vr, step.io.out + l * q_layer()};
+          const Status st = prepare_route(step.layers[l].route, plane, step.position, slot, shape_, io, ws_[k],
+                                          works_[n_works]);
+          if (!st.ok()) return in_layer(static_cast<int>(first_layer + l), st);
+          ++n_works;
+        }
+      }
+      const Status st = run_layers(std::span<const LayerWork>(works_.data(), n_works));
+      if (!st.ok())
+        return make_error(st.code(),
+                          fmt::format("layers {}..{}: {}", first_layer + first, first_layer + end - 1, st.message()));
+      first = end;
     }
     return {};
   }
 
+ private:
+  // The scratch call layer l (plane first_layer + l) of one sequence's step needs with the
+  // chosen producer.
+  ScratchNeeds needs(const SequenceStep& step, std::size_t l, bool fast) const {
+    const LayerStep& ls = step.layers[l];
+    return route_scratch_needs(ls.route, shape_, ls.next.len, fast);
+  }
+
+  std::size_t q_layer() const { return static_cast<std::size_t>(g_.n_heads) * g_.head_dim; }
+  std::size_t kv_layer() const { return static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim; }
+
+  void store_row(HostPlane& plane, int slot, const float* k, const float* v) const {
+    StoreParams p;
+    p.kv_dtype = plane.config().kv_dtype;
+    p.n_kv_heads = g_.n_kv_heads;
+    p.head_dim = g_.head_dim;
+    p.k = k;
+    p.v = v;
+    p.plane_k = plane.k();
+    p.plane_v = plane.v();
+    p.strides = plane.strides();
+    p.slot = slot;
+    store_rows(p);
+  }
+
   Geometry g_;
   HeadShape shape_;
-  Workspace ws_;
+  std::vector<Workspace> ws_;     // one per work of the largest job so far
+  std::vector<LayerWork> works_;  // the works of one job: its layers of every sequence
 };
 
 }  // namespace

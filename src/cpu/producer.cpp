@@ -17,6 +17,7 @@
 #include "cpu/kv_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/heuristics.hpp"
 #include "ladder/softmax.hpp"
 
 namespace ladder::cpu {
@@ -224,7 +225,7 @@ void fit(V& v, std::size_t n) {
 
 enum class Family { splitk, vec, interleaved };
 
-class Producer {
+class Producer final : public ProducerTasks {
  public:
   Producer(const ProducerParams& p, Family f)
       : p_(p),
@@ -234,6 +235,13 @@ class Producer {
         lane_floats_(rounds_ * kRoundDims),
         bypass_(f == Family::interleaved),
         use_tail_(f == Family::vec) {}
+
+  // Task t: KV head t / nwg, workgroup t % nwg (the order of produce()).
+  int tasks() const override { return p_.shape.n_kv_heads * p_.sched.nwg; }
+  int kv_heads_per_task() const override { return 1; }
+  int first_kv_head(int task) const override { return task / p_.sched.nwg; }
+  int splits() const override { return p_.sched.nwg; }
+  void run(int task) const override { run_task(task / p_.sched.nwg, task % p_.sched.nwg); }
 
   void run_task(int kv_head, int workgroup) const {
     thread_local TaskScratch sc;
@@ -349,15 +357,12 @@ class Producer {
   bool use_tail_;
 };
 
-Status produce(const ProducerParams& p, Family f) {
-  if (p.visible <= 0 || p.sched.blocks <= 0 || p.q == nullptr || p.partials == nullptr) return {};
-  const Producer prod(p, f);
-  const int nwg = p.sched.nwg;
-  return detail::parallel_for(p.shape.n_kv_heads * nwg, [&](int task) { prod.run_task(task / nwg, task % nwg); });
-}
+}  // namespace
 
-// Reducer work below this many floats runs on the calling thread: waking the pool costs more.
-constexpr std::int64_t kParallelReduceFloats = 1 << 16;
+std::unique_ptr<ProducerTasks> exact_producer_tasks(Route r, const ProducerParams& p) {
+  const Family f = r == Route::splitk ? Family::splitk : r == Route::interleaved ? Family::interleaved : Family::vec;
+  return std::make_unique<Producer>(p, f);
+}
 
 void reduce_head(const ReduceParams& p, int head) {
   const int hd = p.shape.head_dim;
@@ -379,20 +384,8 @@ void reduce_head(const ReduceParams& p, int head) {
   for (int d = 0; d < hd; ++d) out[d] = acc[static_cast<std::size_t>(d)] / s;
 }
 
-}  // namespace
-
-Status produce_splitk(const ProducerParams& p) { return produce(p, Family::splitk); }
-Status produce_vec(const ProducerParams& p) { return produce(p, Family::vec); }
-Status produce_interleaved(const ProducerParams& p) { return produce(p, Family::interleaved); }
-
-Status reduce_partials(const ReduceParams& p) {
-  if (p.nwg <= 0 || p.partials == nullptr || p.out == nullptr) return {};
-  const std::int64_t work = static_cast<std::int64_t>(p.shape.n_heads) * p.nwg * partial_stride(p.shape.head_dim);
-  if (work < kParallelReduceFloats) {
-    for (int h = 0; h < p.shape.n_heads; ++h) reduce_head(p, h);
-    return {};
-  }
-  return detail::parallel_for(p.shape.n_heads, [&](int h) { reduce_head(p, h); });
+bool reduce_in_one_task(const ReduceParams& p) {
+  return static_cast<std::int64_t>(p.shape.n_heads) * p.nwg * partial_stride(p.shape.head_dim) < kReduceFloatsPerTask;
 }
 
 }  // namespace ladder::cpu

@@ -10,8 +10,8 @@
 // the shared softmax rules (score_max, fold_block_max, softmax_exp on 8 lanes, bit-identical to
 // the scalar one); then the V rows are widened once and accumulated into every head's o (weights
 // broadcast, 6 heads x 16 dims of o in registers). The split writes [m, s, o] to
-// partials[head][split]; the shared reducer (reduce_partials) merges the splits of a head in
-// split order and divides once.
+// partials[head][split]; the shared reducer (reduce_head, run by run_layers) merges the splits
+// of a head in split order and divides once.
 //
 // Determinism: the chunk and split boundaries depend on the visible length only, every sum has
 // a fixed order, and each task writes its own partials, so the bits are the same for any thread
@@ -171,7 +171,7 @@ struct HeadState {
 
 // D: the dtype of every row the producer reads (ProducerParams::kv_dtype).
 template <KvDtype D>
-class FastProducer {
+class FastProducer final : public ProducerTasks {
  public:
   explicit FastProducer(const ProducerParams& p)
       : p_(p),
@@ -181,7 +181,11 @@ class FastProducer {
         group_(kv_heads_per_task(p)),
         sched_(fast_schedule(p.visible)) {}
 
-  int tasks() const { return p_.shape.n_kv_heads / group_ * sched_.splits; }
+  int tasks() const override { return p_.shape.n_kv_heads / group_ * sched_.splits; }
+  int kv_heads_per_task() const override { return group_; }
+  int first_kv_head(int task) const override { return task % (p_.shape.n_kv_heads / group_) * group_; }
+  int splits() const override { return sched_.splits; }
+  void run(int task) const override { run_task(task); }
 
   // Split-major numbering: the tasks of one split (every KV head group) are claimed one after
   // the other, so on a token-major ring the tasks reading the two halves of the same rows run
@@ -414,17 +418,11 @@ class FastProducer {
   FastSchedule sched_;
 };
 
-template <KvDtype D>
-Status produce_fast_as(const ProducerParams& p) {
-  const FastProducer<D> prod(p);
-  return detail::parallel_for(prod.tasks(), [&](int task) { prod.run_task(task); });
-}
-
 }  // namespace
 
-Status produce_fast(const ProducerParams& p) {
-  if (p.visible <= 0 || p.q == nullptr || p.partials == nullptr) return {};
-  return p.kv_dtype == KvDtype::bf16 ? produce_fast_as<KvDtype::bf16>(p) : produce_fast_as<KvDtype::f16>(p);
+std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p) {
+  if (p.kv_dtype == KvDtype::bf16) return std::make_unique<FastProducer<KvDtype::bf16>>(p);
+  return std::make_unique<FastProducer<KvDtype::f16>>(p);
 }
 
 }  // namespace ladder::cpu

@@ -1,6 +1,7 @@
-// run_route: one route for one layer on a host plane — validate, store, (pad | stage), produce,
-// reduce. Everything is checked before anything is written, so a refused call leaves the plane,
-// the workspace contents that matter and io.out exactly as they were.
+// run_route: one route for one layer on a host plane — validate, store, (pad | stage)
+// (prepare_route), then produce and reduce as one pool job (run_layers, layer_job.cpp).
+// Everything is checked before anything is written, so a refused call leaves the plane, the
+// workspace contents that matter and io.out exactly as they were.
 #include <cmath>
 #include <fmt/format.h>
 
@@ -45,8 +46,18 @@ void Workspace::reserve(const ScratchNeeds& n) {
   grow(stage, n.stage_halfs);
 }
 
-Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape, const LayerIO& io,
-                 Workspace& ws) {
+ScratchNeeds route_scratch_needs(Route r, const HeadShape& shape, int visible, bool fast) {
+  ScratchNeeds n = scratch_needs(r, shape_geometry(shape), visible);
+  // The fast producer writes [n_heads][splits][2 + head_dim]: a quarter of the pinned
+  // schedule's worst case (nsg warp partials per workgroup) at depth.
+  if (fast)
+    n.partial_floats = static_cast<std::int64_t>(shape.n_heads) * fast_schedule(visible).splits *
+                       partial_stride(shape.head_dim);
+  return n;
+}
+
+Status prepare_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape, const LayerIO& io,
+                     Workspace& ws, LayerWork& work) {
   if (!known_route(r)) return bad(fmt::format("unknown route {}", static_cast<int>(r)));
   const PlaneConfig& cfg = plane.config();
   const PlaneState& st = plane.state();
@@ -57,13 +68,15 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
   Result<CpuProducer> which = producer();
   if (!which.ok()) return which.status();
   const bool fast = *which == CpuProducer::fast;
+  work.route = r;
+  work.fast = fast;
   // Start (or find) the worker pool before the row is stored: a pool that cannot start its
   // threads is refused here with the plane untouched.
   LADDER_TRY(detail::shared_pool().status());
 
   const int visible = st.len;
   try {
-    ws.reserve(scratch_needs(r, shape_geometry(shape), visible));
+    ws.reserve(route_scratch_needs(r, shape, visible, fast));
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::out_of_memory, fmt::format("cannot allocate scratch for {} rows", visible));
   }
@@ -71,7 +84,8 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
   const PlaneStrides strides = plane.strides();
   const Schedule sched = pinned_schedule(visible);
 
-  ProducerParams pp;
+  ProducerParams& pp = work.params;
+  pp = ProducerParams{};
   pp.shape = shape;
   pp.kv_dtype = cfg.kv_dtype;
   pp.visible = visible;
@@ -102,7 +116,6 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
   switch (r) {
     case Route::splitk:
       pp.rows.order = RowOrder::ring_logical;
-      LADDER_TRY(fast ? produce_fast(pp) : produce_splitk(pp));
       break;
     case Route::vec: {
       pp.rows.order = RowOrder::contiguous;
@@ -115,7 +128,6 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
         pp.tail = copied_rows(pad);
         pp.tail_first = pad.first;
       }
-      LADDER_TRY(fast ? produce_fast(pp) : produce_vec(pp));
       break;
     }
     case Route::staged: {
@@ -125,7 +137,6 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
                                           ws.stage.data() + plane_halfs);
       LADDER_TRY(copy_rows(sg));
       pp.rows = copied_rows(sg);
-      LADDER_TRY(fast ? produce_fast(pp) : produce_vec(pp));
       break;
     }
     case Route::interleaved:
@@ -135,16 +146,23 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
       pp.store_k = plane.k();
       pp.store_v = plane.v();
       pp.store_slot = slot;
-      LADDER_TRY(fast ? produce_fast(pp) : produce_interleaved(pp));
       break;
   }
 
-  ReduceParams rp;
+  ReduceParams& rp = work.reduce;
+  rp = ReduceParams{};
   rp.shape = shape;
   rp.nwg = fast ? fast_schedule(visible).splits : sched.nwg;
   rp.partials = ws.partials.data();
   rp.out = io.out;
-  return reduce_partials(rp);
+  return {};
+}
+
+Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape, const LayerIO& io,
+                 Workspace& ws) {
+  LayerWork work;
+  LADDER_TRY(prepare_route(r, plane, position, slot, shape, io, ws, work));
+  return run_layers(std::span<const LayerWork>(&work, 1));
 }
 
 }  // namespace ladder::cpu

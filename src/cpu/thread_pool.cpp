@@ -5,11 +5,17 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <limits>
 #include <new>
 #include <system_error>
 
 #if defined(__SSE2__)
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "ladder/cpu/cpu_backend.hpp"
@@ -20,6 +26,52 @@ namespace detail {
 namespace {
 
 std::atomic<int> g_fail_thread_at{-1};
+
+}  // namespace
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void pause_once() {
+#if defined(__SSE2__)
+  _mm_pause();
+#endif
+}
+
+// Polls `done` until it holds or kPoolSpinMicroseconds have passed; whether it held.
+template <class Done>
+bool spin_until(const Done& done) {
+  constexpr int kPollsPerClockRead = 64;
+  const Clock::time_point until = Clock::now() + std::chrono::microseconds(kPoolSpinMicroseconds);
+  for (int polls = 0;; ++polls) {
+    if (done()) return true;
+    if (polls % kPollsPerClockRead == 0 && Clock::now() >= until) return false;
+    pause_once();
+  }
+}
+
+// Sleeps while *word == expected (a futex wait; spurious returns are allowed, callers re-check).
+// Raw futexes rather than C++20 atomic::wait: the pool's own sleeper count decides whether a
+// wake is made at all, and libstdc++'s wait adds its own spin of sched_yield calls first.
+void sleep_while(const std::atomic<std::uint32_t>& word, std::uint32_t expected) {
+#if defined(__linux__)
+  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+  syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+#else
+  if (word.load() == expected) std::this_thread::yield();
+#endif
+}
+
+// Wakes every thread asleep in sleep_while(word, ...).
+void wake_all(std::atomic<std::uint32_t>& word) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, std::numeric_limits<int>::max(),
+          nullptr, nullptr, 0);
+#else
+  (void)word;
+#endif
+}
 
 }  // namespace
 
@@ -41,8 +93,8 @@ Result<std::shared_ptr<ThreadPool>> ThreadPool::create(int threads) {
       pool->workers_.emplace_back([p = pool.get()] { p->worker_loop(); });
     }
   } catch (const std::exception& e) {
-    // Workers already running wait on wake_: stop and join them before the pool (and its
-    // condition variables) goes away, so a refused thread is an error, never a hang.
+    // Workers already running wait on epoch_: stop and join them before the pool (and its
+    // atomics) goes away, so a refused thread is an error, never a hang.
     const std::size_t started = pool->workers_.size();
     pool->stop_and_join();
     return make_error(ErrorCode::out_of_memory,
@@ -56,12 +108,9 @@ Result<std::shared_ptr<ThreadPool>> ThreadPool::create(int threads) {
 ThreadPool::~ThreadPool() { stop_and_join(); }
 
 void ThreadPool::stop_and_join() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-    published_.store(generation_ + 1, std::memory_order_release);  // ends every spin
-  }
-  wake_.notify_all();
+  stop_.store(true);
+  epoch_.fetch_add(1);  // ends every spin and every sleep
+  wake_all(epoch_);
   for (std::thread& t : workers_)
     if (t.joinable()) t.join();
   workers_.clear();
@@ -74,57 +123,70 @@ void ThreadPool::drain(Job& job) {
     try {
       (*job.fn)(i);
     } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<std::mutex> lock(error_mutex_);
       if (!job.failed.exchange(true)) {
         const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
         job.error = Error{oom ? ErrorCode::out_of_memory : ErrorCode::internal,
                           fmt::format("a CPU worker task threw: {}", e.what())};
       }
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<std::mutex> lock(error_mutex_);
       if (!job.failed.exchange(true)) job.error = Error{ErrorCode::internal, "a CPU worker task threw a non-exception"};
     }
   }
 }
 
-void ThreadPool::spin_for_next_job(std::uint64_t current) const {
-  using Clock = std::chrono::steady_clock;
-  constexpr int kPollsPerClockRead = 64;
-  const Clock::time_point until = Clock::now() + std::chrono::microseconds(kPoolSpinMicroseconds);
-  for (int polls = 0;; ++polls) {
-    if (published_.load(std::memory_order_acquire) != current) return;
-    if (polls % kPollsPerClockRead == 0 && Clock::now() >= until) return;
-#if defined(__SSE2__)
-    _mm_pause();
-#endif
+void ThreadPool::wait_for_epoch(std::uint32_t seen) {
+  // Spin briefly before sleeping: a decode posts the next job (the next layer) within
+  // microseconds, and a worker that is still awake joins it without a futex wake.
+  if (spin_until([&] { return epoch_.load(std::memory_order_acquire) != seen; })) return;
+  // Counted as a sleeper before the last look at the epoch: a caller that bumps the epoch and
+  // then finds no sleeper (both sequentially consistent) is seen by this look instead.
+  sleepers_.fetch_add(1);
+  while (epoch_.load() == seen) sleep_while(epoch_, seen);
+  sleepers_.fetch_sub(1);
+}
+
+void ThreadPool::wake_sleepers() {
+  if (sleepers_.load() > 0) wake_all(epoch_);
+}
+
+void ThreadPool::wait_until_no_worker_inside() {
+  if (spin_until([&] { return inside_.load() == 0; })) return;
+  // Announced before each look at the count: the last worker out, having decremented it, looks
+  // at the announcement (both sequentially consistent), so one of the two sees the other.
+  for (;;) {
+    caller_asleep_.store(1);
+    if (inside_.load() == 0) break;
+    sleep_while(caller_asleep_, 1);
   }
+  caller_asleep_.store(0);
 }
 
 void ThreadPool::worker_loop() {
-  std::uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::uint64_t last = 0;  // the generation of the last job this worker drained
+  // The epoch first, then stop_: a pool stopped before this thread ever ran (stop_ is set before
+  // the epoch moves) is seen here, not waited for.
+  std::uint32_t seen = epoch_.load();
+  if (stop_.load()) return;
   for (;;) {
-    if (!stop_ && (job_ == nullptr || generation_ == seen)) {
-      // Spin briefly before sleeping: a decode posts the next job (the next layer) within
-      // microseconds, and a worker that is still awake joins it without a futex wake. The
-      // baseline is the current generation, not `seen`: a job this worker missed (closed before
-      // it woke) must not end the spin at once.
-      const std::uint64_t current = generation_;
-      lock.unlock();
-      spin_for_next_job(current);
-      lock.lock();
+    wait_for_epoch(seen);
+    seen = epoch_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
+    inside_.fetch_add(1);
+    // Counted in before reading open_: the caller cannot return (and free the job) while this
+    // worker is inside, and a job closed before this read is never touched.
+    Job* job = open_.load();
+    if (job != nullptr && job->generation != last) {
+      last = job->generation;
+      drain(*job);
     }
-    ++sleepers_;
-    wake_.wait(lock, [&] { return stop_ || (job_ != nullptr && generation_ != seen); });
-    --sleepers_;
-    if (stop_) return;
-    seen = generation_;
-    Job& job = *job_;
-    ++job.joined;
-    lock.unlock();
-    drain(job);
-    lock.lock();
-    if (--job.joined == 0) done_.notify_one();
+    // The last worker out wakes a caller asleep in wait_until_no_worker_inside (no system call
+    // when the caller is still spinning).
+    if (inside_.fetch_sub(1) == 1 && caller_asleep_.load() != 0) {
+      caller_asleep_.store(0);
+      wake_all(caller_asleep_);
+    }
   }
 }
 
@@ -134,25 +196,25 @@ Status ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
   Job job;
   job.fn = &fn;
   job.tasks = tasks;
-  if (!workers_.empty() && tasks > 1) {
-    bool sleeping = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &job;
-      ++generation_;
-      published_.store(generation_, std::memory_order_release);
-      sleeping = sleepers_ > 0;
-    }
-    // Spinning workers see `published_` and take the lock; only sleeping ones need the futex.
-    if (sleeping) wake_.notify_all();
+  job.generation = ++generation_;
+  const bool shared = !workers_.empty() && tasks > 1;
+  if (shared) {
+    open_.store(&job);
+    epoch_.fetch_add(1);
+    // Spinning workers see the epoch move; sleeping ones need the futex, one call for all.
+    wake_sleepers();
   }
   drain(job);
-  std::unique_lock<std::mutex> lock(mutex_);
-  // Every task has been claimed (or the job failed): close the job so a worker that wakes only
-  // now stays asleep, then wait for the ones inside it.
-  job_ = nullptr;
-  done_.wait(lock, [&] { return job.joined == 0; });
-  if (job.failed.load(std::memory_order_relaxed)) return job.error;
+  if (shared) {
+    // Every task has been claimed (or the job failed): close the job so a worker that wakes only
+    // now leaves it alone, then wait for the ones inside it.
+    open_.store(nullptr);
+    wait_until_no_worker_inside();
+  }
+  if (job.failed.load()) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    return job.error;
+  }
   return {};
 }
 

@@ -12,12 +12,16 @@
 //  * run() waits only for the workers that actually joined the job, never for a worker that has
 //    not woken up yet: a late worker finds the job closed and goes back to sleep. Waiting for
 //    every worker to wake was the ~4 ms (one scheduler tick) stall of issue 11;
+//  * no lock on a job's path: a worker joins through atomics (a generation word it spins on and
+//    then sleeps on as a futex; a count of workers inside the job that the caller waits on), so
+//    workers joining at once do not queue on a mutex one handoff after another, and one futex
+//    call wakes every sleeping worker, none when none sleeps (docs/threads.md, "The worker pool");
 //  * between jobs a worker spins for kPoolSpinMicroseconds (heuristics.hpp) before it sleeps,
-//    so back-to-back jobs (the layers of a decode step) do not pay a futex wake each.
+//    so back-to-back jobs (the layers of a decode step) do not pay a futex wake each; a caller
+//    waiting for the last tasks of its job spins the same bound before it sleeps.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,33 +50,42 @@ class ThreadPool {
   Status run(int tasks, const std::function<void(int)>& fn);
 
  private:
-  // One call of run(): lives on the caller's stack; workers reach it through job_.
+  // One call of run(): lives on the caller's stack; workers reach it through open_.
   struct Job {
     const std::function<void(int)>* fn = nullptr;
     int tasks = 0;
+    std::uint64_t generation = 0;  // tells two jobs at the same stack address apart
     std::atomic<int> next{0};
     std::atomic<bool> failed{false};
-    Error error;      // the first failure, written under the pool's mutex_
-    int joined = 0;   // workers inside drain(), guarded by mutex_
+    Error error;  // the first failure, written under error_mutex_
   };
 
   ThreadPool() = default;
   void stop_and_join();
   void worker_loop();
-  // Returns when `published_` moves past `current` or kPoolSpinMicroseconds have passed.
-  void spin_for_next_job(std::uint64_t current) const;
+  // Returns once epoch_ differs from `seen`: spins kPoolSpinMicroseconds, then sleeps on it.
+  void wait_for_epoch(std::uint32_t seen);
+  // Wakes the workers asleep in wait_for_epoch (one system call, none when none sleeps).
+  void wake_sleepers();
+  // Returns once no worker is inside a job: spins kPoolSpinMicroseconds, then sleeps on it.
+  void wait_until_no_worker_inside();
   void drain(Job& job);
 
   std::vector<std::thread> workers_;
-  std::mutex job_mutex_;  // one job at a time
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  Job* job_ = nullptr;            // the open job, or null when none accepts workers
-  std::uint64_t generation_ = 0;  // bumped per job so a sleeping worker joins each job once
-  std::atomic<std::uint64_t> published_{0};  // generation_, readable without the lock (spinning)
-  int sleepers_ = 0;              // workers blocked on wake_, guarded by mutex_
-  bool stop_ = false;
+  std::mutex job_mutex_;    // one job at a time
+  std::mutex error_mutex_;  // a failing task's message
+  std::uint64_t generation_ = 0;     // jobs so far, guarded by job_mutex_
+  std::atomic<Job*> open_{nullptr};  // the job that accepts workers, or null
+  // Bumped for every job and at stop: the word idle workers spin on, then sleep on (futex).
+  std::atomic<std::uint32_t> epoch_{0};
+  // Workers between announcing themselves and leaving: a worker counts itself in, then reads
+  // open_; the caller clears open_, then waits for zero. Both sides sequentially consistent, so
+  // either the worker sees the job closed or the caller sees the worker (and waits for it).
+  std::atomic<int> inside_{0};
+  std::atomic<int> sleepers_{0};  // workers asleep (or about to be) on epoch_
+  // 1 while the caller sleeps waiting for inside_ to reach zero: the futex word it sleeps on.
+  std::atomic<std::uint32_t> caller_asleep_{0};
+  std::atomic<bool> stop_{false};
 };
 
 // The process-wide pool (created on first use with set_threads()'s count), shared: hold the

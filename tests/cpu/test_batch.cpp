@@ -42,6 +42,10 @@ TEST_P(CpuBatchInvariance, TargetBitsDoNotDependOnTheBatchOrTheThreadCount) {
   const int others_for[] = {1, 7, 31};
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(cpu::set_threads(threads_for[i]).ok());
+    // Alone again on several workers: a call of one sequence runs its layers as one pool job
+    // (kCpuGroupLayersUpToBatch), a batched call one job per layer; both give the same bits.
+    const BatchRun alone_again = run_batch(Device::cpu, sw, 0, kSteps, 1);
+    EXPECT_EQ(first_difference(alone, alone_again), -1) << "alone on " << threads_for[i] << " threads";
     const BatchRun batch = run_batch(Device::cpu, sw, others_for[i], kSteps, 2 + static_cast<unsigned>(i));
     EXPECT_EQ(first_difference(alone, batch), -1)
         << "with " << others_for[i] << " other sequences on " << threads_for[i] << " threads";

@@ -90,6 +90,40 @@ TEST(RangeRule, CountAndCheck) {
   EXPECT_TRUE(check_finite("k", x.data(), 2).ok());  // 7e4 is finite: counted, not refused
 }
 
+// count_range's vector form (8 lanes) and scalar tail against each value's own classification
+// by kv_range, for both plane dtypes, for every special value at every lane position of every length up to 4 vectors
+// and a tail, with random filler from the three classes around it.
+TEST(RangeRule, CountMatchesTheRuleAtEveryLaneAndLength) {
+  const float denormal = std::numeric_limits<float>::denorm_min();
+  const std::vector<float> specials = {kNaN, -kNaN, kInf, -kInf, 7e4f, -7e4f, 65504.0f, -65504.0f,
+                                       std::nextafter(65504.0f, kInf), -std::nextafter(65504.0f, kInf),
+                                       std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                                       -0.0f, 0.0f, denormal, -denormal, 1.0f};
+  std::mt19937 rng(29);
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(specials.size()) - 1);
+  constexpr int kMaxN = 37;  // four vectors of 8 and a scalar tail
+  for (const KvDtype d : {KvDtype::f16, KvDtype::bf16})
+  for (int n = 0; n <= kMaxN; ++n) {
+    for (std::size_t s = 0; s < specials.size(); ++s) {
+      for (int lane = 0; lane < std::max(n, 1); ++lane) {
+        std::vector<float> x(static_cast<std::size_t>(n));
+        for (float& v : x) v = specials[static_cast<std::size_t>(pick(rng))];
+        if (n > 0) x[static_cast<std::size_t>(lane)] = specials[s];
+        RangeStats want;
+        for (float v : x) {
+          const float r = kv_range(v, kv_range_max(d));
+          if (std::isnan(r)) ++want.nonfinite;
+          else if (r != v) ++want.saturated;
+        }
+        RangeStats got{3, 5};  // counts add to what is there
+        count_range(x.data(), x.size(), got, d);
+        EXPECT_EQ(got.nonfinite, want.nonfinite + 5) << "n " << n << " special " << s << " lane " << lane;
+        EXPECT_EQ(got.saturated, want.saturated + 3) << "n " << n << " special " << s << " lane " << lane;
+      }
+    }
+  }
+}
+
 // ---- the softmax half ----------------------------------------------------------------------
 
 TEST(ScoreMax, NeverDropsANaN) {

@@ -48,6 +48,18 @@ TEST_F(PoolTest, EveryTaskRunsExactlyOnce) {
   }
 }
 
+// A pool destroyed before its workers ever ran (a job the caller finished alone, then the
+// destructor) must not leave a worker waiting for a job that never comes: the join would hang.
+TEST_F(PoolTest, APoolStoppedBeforeItsWorkersRanJoinsThem) {
+  for (int round = 0; round < 200; ++round) {
+    Result<std::shared_ptr<ThreadPool>> pool = ThreadPool::create(4);
+    ASSERT_TRUE(pool.ok());
+    std::atomic<int> ran{0};
+    ASSERT_TRUE((*pool)->run(2, [&](int) { ran.fetch_add(1); }).ok());
+    EXPECT_EQ(ran.load(), 2);
+  }
+}
+
 TEST_F(PoolTest, RefusedThreadIsAnErrorAndStopsTheStartedOnes) {
   for (int fail_at : {0, 1, 5}) {
     SCOPED_TRACE(fail_at);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,14 +18,11 @@
 namespace ladder::cpu {
 
 // Kernel twins. Each is deterministic: the result never depends on the thread count. The
-// producers and the reducer run on the worker pool and fail (a Status) only when it does:
-// a worker that cannot be started or a task that throws (e.g. out of memory).
+// producers and the reducer run on the worker pool as tasks (ProducerTasks, reduce_head, through
+// run_layers below) and fail (a Status) only when it does: a worker that cannot be started or a
+// task that throws (e.g. out of memory).
 void store_rows(const StoreParams& p);
 Status copy_rows(const RowCopyParams& p);  // pad and staging
-Status produce_splitk(const ProducerParams& p);
-Status produce_vec(const ProducerParams& p);
-Status produce_interleaved(const ProducerParams& p);
-Status reduce_partials(const ReduceParams& p);
 
 // The fast producer (src/cpu/producer_fast.cpp): the same ProducerParams contract for every
 // family (rows, pad tail, current token), but its own schedule: `chunks` fixed 64-token chunks
@@ -36,7 +34,27 @@ struct FastSchedule {
   int splits = 0;
 };
 FastSchedule fast_schedule(int visible);
-Status produce_fast(const ProducerParams& p);
+
+// A producer's work as pool tasks, so that the layers of several sequences (and each layer's
+// reduce) share one pool job (run_layers): task t writes the partials of the KV heads
+// [first_kv_head(t), first_kv_head(t) + kv_heads_per_task()) for its split, and splits() is the
+// reducer's nwg. The ProducerParams passed to a factory must outlive the object it returns.
+class ProducerTasks {
+ public:
+  virtual ~ProducerTasks() = default;
+  virtual int tasks() const = 0;
+  virtual int kv_heads_per_task() const = 0;
+  virtual int first_kv_head(int task) const = 0;
+  virtual int splits() const = 0;
+  virtual void run(int task) const = 0;
+};
+std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p);
+// The exact twins: splitk, vec (also staged, over its staged rows) and interleaved.
+std::unique_ptr<ProducerTasks> exact_producer_tasks(Route r, const ProducerParams& p);
+// One head of ReduceParams: its nwg partials merged in split order, divided once.
+void reduce_head(const ReduceParams& p, int head);
+// Whether every head of p is reduced by one task (below kReduceFloatsPerTask, heuristics.hpp).
+bool reduce_in_one_task(const ReduceParams& p);
 
 // Which producer run_route uses on the CPU. fast (the default): the blocked producer above,
 // held to the f64 bound. exact: the twin of the GPU's exact-DAG producer, bit for bit (the
@@ -57,14 +75,40 @@ struct Workspace {
 };
 
 
+// One layer of one sequence, checked, its row stored and its tail padded or staged: what is
+// left is the producer (params, `fast` or the exact twin of `route`) and the reduce. The
+// pointers inside point at the plane, the workspace and the LayerIO given to prepare_route.
+struct LayerWork {
+  Route route = Route::vec;
+  bool fast = true;
+  ProducerParams params;
+  ReduceParams reduce;
+};
+
+// The scratch prepare_route reserves for route `r` at `visible` rows with the fast producer or
+// the exact twins (scratch_needs, with the fast producer's smaller partials).
+ScratchNeeds route_scratch_needs(Route r, const HeadShape& shape, int visible, bool fast);
+
+// Everything of run_route up to the producer; a refused call leaves the plane, the workspace
+// contents that matter and io.out exactly as they were.
+Status prepare_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape, const LayerIO& io,
+                     Workspace& ws, LayerWork& out);
+
+// Runs the producers and reducers of every work as ONE pool job: every producer task first, in
+// work order, then the reduce tasks, each waiting for the producer tasks of its own KV head
+// (claimed before it, so already running). A work's bits depend on that work alone (P4).
+Status run_layers(std::span<const LayerWork> works);
+
 // Run route `r` for one layer whose plane already took this token's append (metadata) and
 // returned `slot`: stores the row (or fuses the store, interleaved), attends, reduces.
 Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadShape& shape,
                  const LayerIO& io, Workspace& ws);
 
 // The CPU device for the engine (device_api.hpp): host planes, one workspace sized for the worst
-// route the ladder can pick (R5, out_of_memory when it cannot be allocated), every layer of
-// every sequence of a call run in order, each layer's work spread over the worker pool.
+// route the ladder can pick (R5, out_of_memory when it cannot be allocated) and one more per
+// work of the largest job (reserved before a call commits anything); the layers of every
+// sequence of a call run as pool jobs of consecutive layers (run_layers), the batch spread over
+// the workers.
 Result<std::unique_ptr<DeviceBackend>> create_backend(const Geometry& g);
 
 // Worker threads used by the producers (0: hardware concurrency; at most kMaxCpuThreads,
