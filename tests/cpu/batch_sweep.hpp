@@ -307,6 +307,18 @@ inline LayeredRun run_whole_or_layered(Device device, bool layered, int sequence
   return run;
 }
 
+// The first token at which two layered runs' outputs (any sequence) differ in any bit, or -1.
+inline int first_difference(const LayeredRun& a, const LayeredRun& b) {
+  if (a.out.size() != b.out.size()) return 0;
+  for (std::size_t s = 0; s < a.out.size(); ++s) {
+    if (a.out[s].size() != b.out[s].size()) return static_cast<int>(s);
+    for (std::size_t j = 0; j < a.out[s].size(); ++j)
+      if (std::memcmp(a.out[s][j].data(), b.out[s][j].data(), a.out[s][j].size() * sizeof(float)) != 0)
+        return static_cast<int>(s);
+  }
+  return -1;
+}
+
 // The first step at which two runs' target outputs differ in any bit, or -1.
 inline int first_difference(const BatchRun& a, const BatchRun& b) {
   if (a.target_out.size() != b.target_out.size()) return 0;

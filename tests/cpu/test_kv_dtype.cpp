@@ -18,18 +18,14 @@
 #include "cpu_twin_helpers.hpp"
 #include "ladder/kv_dtype.hpp"
 #include "ladder/nonfinite.hpp"
+#include "cpu/float_bits.hpp"
 
 namespace ladder {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+using test::bits;
+using test::kInf;
+using test::kNaN;
 float from_bits(std::uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);

@@ -15,18 +15,14 @@
 #include "ladder/nonfinite.hpp"
 #include "ladder/reference.hpp"
 #include "ladder/softmax.hpp"
+#include "cpu/float_bits.hpp"
 
 namespace ladder {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+using test::bits;
+using test::kInf;
+using test::kNaN;
 
 // ---- the range rule -------------------------------------------------------------------------
 
