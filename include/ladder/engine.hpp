@@ -59,7 +59,7 @@ class Engine {
   // (its first position is 0); out_of_memory leaves the engine as it was.
   virtual Result<SequenceId> add_sequence() = 0;
   virtual Status remove_sequence(SequenceId id) = 0;
-  virtual std::vector<SequenceId> sequences() const = 0;
+  virtual std::vector<SequenceId> sequences() const = 0;  // in increasing order
 
   // One token for every listed sequence (distinct ids, any order, any subset): appends each
   // sequence's position to every layer's plane and computes every layer's attention output.

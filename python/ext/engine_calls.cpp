@@ -53,11 +53,10 @@ std::int64_t EngineHandle::add_sequence() {
   return *id;
 }
 
-SequenceId EngineHandle::sequence_arg(nb::handle id) const {
+SequenceId EngineHandle::sequence_arg(nb::handle id, const std::vector<SequenceId>& known) {
   std::int64_t v = 0;
   if (!nb::try_cast(id, v)) raise(error_types().invalid_argument, "a sequence id must be an integer");
-  const std::vector<SequenceId> ids = engine_->sequences();
-  if (std::find(ids.begin(), ids.end(), v) == ids.end())
+  if (!std::binary_search(known.begin(), known.end(), v))
     raise(error_types().invalid_argument, fmt::format("sequence {} is not in this engine", v));
   return v;
 }
@@ -83,8 +82,9 @@ int EngineHandle::next_position(nb::handle id, nb::handle layer) const { return 
 void EngineHandle::encode_layer(nb::handle layer_arg_h, nb::handle ids_arg, nb::handle q_arg, nb::handle k_arg,
                                 nb::handle v_arg, nb::handle out_arg, std::uintptr_t stream) {
   const int layer = layer_arg(layer_arg_h);
+  const std::vector<SequenceId> known = engine_->sequences();  // increasing
   std::vector<SequenceId> ids;
-  for (nb::handle h : ids_arg) ids.push_back(sequence_arg(h));
+  for (nb::handle h : ids_arg) ids.push_back(sequence_arg(h, known));
   if (ids.empty()) raise(error_types().invalid_argument, "encode_layer needs at least one sequence");
   const Geometry& g = engine_->geometry();
   const ArrayInfo q = in_array(q_arg, "q"), k = in_array(k_arg, "k"), v = in_array(v_arg, "v"),

@@ -44,7 +44,9 @@ class EngineHandle {
                  std::uintptr_t stream);
 
  private:
-  SequenceId sequence_arg(nanobind::handle id) const;
+  // `id` as one of `known` (the engine's sequences, read once per call).
+  static SequenceId sequence_arg(nanobind::handle id, const std::vector<SequenceId>& known);
+  SequenceId sequence_arg(nanobind::handle id) const { return sequence_arg(id, engine_->sequences()); }
   int layer_arg(nanobind::handle layer) const;
   std::unique_ptr<Engine> engine_;
   Where where_ = Where::cpu;
