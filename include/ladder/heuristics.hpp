@@ -28,6 +28,17 @@ inline constexpr int kMaxWarpsPerWorkgroup = 4;
 // 106 KB, two CTAs per SM.
 inline constexpr int kTcStages = 3;
 
+// GPU tensor-core producer, batched launches: warp slots one CTA walks in turn. A CTA per slot
+// paid its q load, pipeline fill and partial write for one or two blocks (batch 16 at 2,048:
+// 1,024 CTAs of 2 blocks, ~3.9 waves of 2 CTAs per SM; 67 us per layer against cuDNN's 16,
+// docs/perf.md 2026-12-01). Walking ceil(CTAs / resident CTAs) slots per CTA launches about one
+// wave. Batch 1 launches one CTA per slot (its slots do not fill the GPU). A launch shape only:
+// the bits are the same for every value.
+inline int tc_slots_per_cta(long long slot_ctas, long long resident_ctas) {
+  if (resident_ctas <= 0 || slot_ctas <= resident_ctas) return 1;
+  return static_cast<int>((slot_ctas + resident_ctas - 1) / resident_ctas);
+}
+
 // GPU splitk and vec: one fused kernel per layer (store + producer + "the last CTA merges"
 // reduce) or the separate store, producer and reducer. Measured on the H200 (docs/perf.md,
 // change 7): without its merge the fused kernel takes 6.4 us at 2,048 (the three-kernel chain:

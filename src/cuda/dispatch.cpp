@@ -75,6 +75,7 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.fused = c.tensor_core && cuda::resolve_fusion(t.fusion) == cuda::GpuFusion::fused;
   c.programmatic = c.fused && t.programmatic;
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
+  c.tc_slots_per_cta = t.tc_slots_per_cta;
   return c;
 }
 
@@ -211,7 +212,7 @@ LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer,
   k.kv_dtype = l.producer.kv_dtype;
   const bool fused = (l.route == Route::splitk || l.route == Route::vec) && producer.fused;
   if (fused) {
-    k.bits = LayerKernels::fused;
+    k.bits = l.route == Route::splitk ? LayerKernels::fused_splitk : LayerKernels::fused_vec;
     return k;
   }
   k.bits = LayerKernels::reduce;
@@ -284,13 +285,15 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   prod.kv_dtype = k.kv_dtype;
   ReduceParams reduce;
   reduce.shape = shape;
-  if (k.bits & LayerKernels::fused) {
-    ProducerChoice c = producer;
-    LADDER_TRY(step(launch_splitk_fused(prod, &first->producer, FusedTail{}, &first->tail, c.programmatic, stream, batch),
+  // One bit per fused family: a layer whose entries are all vec launches no empty splitk grid.
+  if (k.bits & LayerKernels::fused_splitk)
+    LADDER_TRY(step(launch_splitk_fused(prod, &first->producer, FusedTail{}, &first->tail, producer.programmatic,
+                                        stream, batch),
                     "fused splitk"));
-    LADDER_TRY(step(launch_vec_fused(prod, &first->producer, FusedTail{}, &first->tail, c.programmatic, stream, batch),
-                    "fused vec"));
-  }
+  if (k.bits & LayerKernels::fused_vec)
+    LADDER_TRY(step(
+        launch_vec_fused(prod, &first->producer, FusedTail{}, &first->tail, producer.programmatic, stream, batch),
+        "fused vec"));
   if (k.bits & LayerKernels::store) LADDER_TRY(step(launch_store(store, &first->store, stream, batch), "store"));
   if (k.bits & LayerKernels::copy)
     LADDER_TRY(step(launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch), "pad or stage"));

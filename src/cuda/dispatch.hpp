@@ -62,8 +62,9 @@ struct LayerKernels {
     splitk = 4,
     vec = 8,            // vec and staged
     interleaved = 16,
-    fused = 32,         // splitk_fused and vec_fused
+    fused_splitk = 32,  // store + splitk producer + reduce in one kernel
     reduce = 64,
+    fused_vec = 128,    // store + pad + vec producer + reduce in one kernel
   };
   std::uint8_t bits = 0;
   int copy_rows = 0;    // the most rows a copy of this layer may write (bounds its grid)

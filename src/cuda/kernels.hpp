@@ -27,6 +27,7 @@ struct ProducerChoice {
   // kernel of the stream runs; it waits for it before reading q).
   bool programmatic = false;
   const unsigned* arrival_delay_ns = nullptr;  // FusedTail::delay_ns
+  int tc_slots_per_cta = 0;                    // LaunchTuning::tc_slots_per_cta
 };
 
 // What the fused one-kernel-per-layer route (fused_tc.cuh) needs beyond ProducerParams: where

@@ -50,6 +50,13 @@
 // tile with zero q rows (computed, never written); > 16 uses several tiles. Blocks stream into
 // shared memory with 16-byte cp.async, kTcStages blocks deep per pair, and are read with
 // ldmatrix.
+//
+// A CTA may walk several warp slots of its (sequence, KV head, tile), one after another
+// (SlotWalk): a batched launch has far more slots than the GPU holds CTAs, and a CTA per slot
+// paid its q load, pipeline fill and partial write for one or two blocks each (docs/perf.md,
+// 2026-12-01). q is loaded once per CTA, the next slot's first blocks stream in while the
+// current slot's pairs merge, and each slot's partial is computed exactly as by a CTA of its
+// own: the walk is a launch shape, never an input to the arithmetic (P4 holds).
 #pragma once
 
 #include "cuda/common.cuh"
@@ -82,10 +89,14 @@ inline constexpr int kTcXMax = 0;
 inline constexpr int kTcXSum = 2 * 16;
 inline constexpr int kTcXP = 4 * 16;
 inline constexpr int kTcXWords = kTcXP + 2 * 2 * 4 * kWarpSize;
-// The pair merge area (per pair: 16 heads x [m, s, o[128]]) reuses the tiles' memory.
+// The pair merge area (per pair: 16 heads x [m, s, o[128]]) reuses pair 0's last stage: the
+// next slot's prologue fills stages 0 .. kTcStages-2 while the merge runs, and its first
+// iteration issues into the last stage only after a CTA barrier.
 inline constexpr int kTcMergeStride = 2 + kHeadDim;
+inline constexpr int kTcMergeOffsetHalfs = (kTcStages - 1) * kTcStageHalfs;
 static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the pair's last block");
-static_assert(kTcPairs * kTcHeads * kTcMergeStride * 4 <= kTcSlotHalfs * 2, "the merge area must fit in the tiles");
+static_assert(kTcPairs * kTcHeads * kTcMergeStride * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
+              "the merge area must fit in one stage");
 
 // A CTA's shared memory: each pair's tiles, then each pair's exchange area (106 KB at 3 stages:
 // two CTAs per SM).
@@ -242,233 +253,256 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
   }
 }
 
+// The warp slots (the DAG's flat w * nsg + g) one CTA walks: first, first + step, ... below the
+// schedule's slots(). A CTA per slot is {blockIdx.y, gridDim.y} with gridDim.y >= slots().
+struct SlotWalk {
+  int first = 0;
+  int step = 1;
+};
+
+// This pair's blocks of warp slot `flat` (the slot's blocks pair, pair + kTcPairs, ...) into
+// stages 0 .. kTcStages-2: one commit group per stage, empty where the pair has no block.
 template <class Family>
-__device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem) {
+__device__ __forceinline__ void tc_prologue(const ProducerParams& p, const Schedule& sched, int flat, int pair,
+                                            int kvh, int half, int lane, KvWord* wsm) {
+  const int pair_b0 = flat + pair * sched.block_stride();
+  const int pair_stride = kTcPairs * sched.block_stride();
+#pragma unroll
+  for (int s = 0; s < kTcStages - 1; ++s) {
+    const int b = pair_b0 + s * pair_stride;
+    if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
+    cp_async_commit();
+  }
+}
+
+// One thread's place in the CTA: its pair of warps and half of the pair, its lane's mma
+// fragment coordinates, and the CTA's (KV head, tile of 16 sibling heads).
+struct TcThread {
+  int lane, pair, half;
+  int hpk, kvh, tile;
+  int group;  // C/A fragment row: heads `group` and `group + 8` of the tile
+  int quad;   // C/A fragment column pair 2*quad, 2*quad + 1
+};
+
+__device__ __forceinline__ TcThread tc_thread(const HeadShape& shape) {
+  TcThread t;
+  t.lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  t.pair = static_cast<int>(threadIdx.x) / kTcPairThreads;
+  t.half = (static_cast<int>(threadIdx.x) / kWarpSize) % kTcWarpsPerSlot;
+  t.hpk = shape.heads_per_kv();
+  const int tiles = (t.hpk + kTcHeads - 1) / kTcHeads;
+  t.kvh = static_cast<int>(blockIdx.x) / tiles;
+  t.tile = static_cast<int>(blockIdx.x) % tiles;
+  t.group = t.lane >> 2;
+  t.quad = t.lane & 3;
+  return t;
+}
+
+// The tile's q rows as hi + lo A fragments (heads past heads_per_kv are zero rows).
+template <KvDtype D>
+__device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThread& t, TcQ& q) {
+  const int hpk = t.hpk, kvh = t.kvh, tile = t.tile, group = t.group, quad = t.quad;
+
+  const int h0 = tile * kTcHeads + group;
+  const int h1 = h0 + 8;
+  const float* q0 = p.q + static_cast<std::int64_t>(kvh * hpk + h0) * kHeadDim;
+  const float* q1 = p.q + static_cast<std::int64_t>(kvh * hpk + h1) * kHeadDim;
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+#pragma unroll
+    for (int hi8 = 0; hi8 < 2; ++hi8) {
+      const int d = 16 * kk + 8 * hi8 + 2 * quad;
+      const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
+      const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
+      constexpr float r = KvTraits<D>::kRangeMax;
+      split_pair<D>(kv_range(a.x, r), kv_range(a.y, r), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
+      split_pair<D>(kv_range(c.x, r), kv_range(c.y, r), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
+    }
+  }
+}
+
+// Warp slot `flat`'s blocks folded into this thread's (m, s) and o fragment (both halves of a
+// pair end with the same (m, s)); the slot's prologue was issued before (tc_prologue). Ends with
+// nothing in flight.
+template <class Family>
+__device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Schedule& sched, int flat,
+                                             const TcThread& t, const TcQ& q, KvWord* smem, SoftmaxStats (&st)[2],
+                                             float (&o)[kHeadDim / 16][4]) {
   constexpr KvDtype D = Family::kDtype;
-  const Schedule sched = p.sched;
-  const int flat = static_cast<int>(blockIdx.y);  // the DAG's flat warp slot w * nsg + g
-  if (flat >= sched.slots()) return;
+
+  const int lane = t.lane, pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
+  const int group = t.group, quad = t.quad;
   const int wg = flat / sched.nsg;
   const int slot = flat % sched.nsg;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int pair = static_cast<int>(threadIdx.x) / kTcPairThreads;
-  const int half = (static_cast<int>(threadIdx.x) / kWarpSize) % kTcWarpsPerSlot;
-  const int hpk = p.shape.heads_per_kv();
-  const int tiles = (hpk + kTcHeads - 1) / kTcHeads;
-  const int kvh = static_cast<int>(blockIdx.x) / tiles;
-  const int tile = static_cast<int>(blockIdx.x) % tiles;
-  const int group = lane >> 2;  // C/A fragment row: heads `group` and `group + 8` of the tile
-  const int quad = lane & 3;    // C/A fragment column pair 2*quad, 2*quad + 1
+  KvWord* wsm = smem + pair * kTcSlotHalfs;
+  unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcPairs * kTcSlotHalfs) + pair * kTcXWords;
+  float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
+  float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
+  unsigned* xp = xch + kTcXP;
+  const float scale = p.shape.scale;
+  const int b0 = sched.first_block(wg, slot);
+  const int stride = sched.block_stride();
+  // This pair's blocks: the slot's blocks pair, pair + kTcPairs, ...
+  const int pair_b0 = b0 + pair * stride;
+  const int pair_stride = kTcPairs * stride;
+  // The prologue (this pair's blocks 0 .. kTcStages-2) was issued before this slot began.
+  // Every warp runs pair 0's iteration count (every slot owns at least one block: slots <=
+  // blocks; pair 1 has one fewer when the slot's count is odd), so the pair exchanges are
+  // ordered by CTA-wide barriers; a pair without a block at an iteration only takes part in
+  // the barriers.
+  const int slot_blocks = (sched.blocks - b0 + stride - 1) / stride;
+  const int iters = (slot_blocks + kTcPairs - 1) / kTcPairs;
+  const int last = sched.blocks - 1;
+  const bool cta_current = Family::kFusedStore && last % stride == flat;
+  const int current_iter = (last - b0) / stride / kTcPairs;
+  for (int i = 0; i < iters; ++i) {
+    const int b = pair_b0 + i * pair_stride;
+    const bool live = b < sched.blocks;
+    // Block i's rows (both halves') have landed; both warps are done with block i - 1.
+    cp_async_wait<kTcStages - 2>();
+    __syncthreads();
+    const int ahead = b + (kTcStages - 1) * pair_stride;
+    if (live && ahead < sched.blocks)
+      tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
+    cp_async_commit();
 
-  if constexpr (Family::kFusedStore) {
-    // One warp per KV head stores the current row (dtype D) into the plane; no CTA of this launch
-    // reads that row from the plane (it is zero-filled and taken from the activations).
-    if (tile == 0 && flat == 0 && threadIdx.x < kWarpSize) {
-      const int d0 = lane * kDimsPerLane;
-      const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
-      store4<D>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
-      store4<D>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
+    KvWord* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
+    KvWord* vtile = ktile + kTcTileHalfs;
+    const int first = b * kBlockTokens;
+    const int count = min(kBlockTokens, p.visible - first);
+    bool has_current = false;
+    KvWord* klo = nullptr;
+    KvWord* vlo = nullptr;
+    if constexpr (Family::kFusedStore) {
+      has_current = live && first + count == p.visible;
+      if (has_current) {
+        // The pair's last block: the next stage holds nothing in flight, so it takes the lo
+        // tiles (zero except the current row). Half 0 builds them.
+        klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
+        vlo = klo + kTcTileHalfs;
+        if (half == 0) {
+          const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+          for (int c = lane; c < kTcStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
+          __syncwarp();
+          const int row = count - 1;
+          const int d0 = lane * kDimsPerLane;
+          const Float4 kc = in_range4<D>(load_float4(p.cur_k + kvh * kHeadDim + d0));
+          const Float4 vc = in_range4<D>(load_float4(p.cur_v + kvh * kHeadDim + d0));
+          unsigned khi[2], klow[2], vhi[2], vlow[2];
+          split_pair<D>(kc.x[0], kc.x[1], khi[0], klow[0]);
+          split_pair<D>(kc.x[2], kc.x[3], khi[1], klow[1]);
+          split_pair<D>(vc.x[0], vc.x[1], vhi[0], vlow[0]);
+          split_pair<D>(vc.x[2], vc.x[3], vhi[1], vlow[1]);
+          *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
+          *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
+          *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
+          *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
+        }
+      }
+      // The lo tiles and the current row are written before either warp of the pair reads
+      // them (a CTA-uniform condition).
+      if (cta_current && i == current_iter) __syncthreads();
+    }
+
+    float acc[2][4];
+    float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
+    float corr[2] = {1.0f, 1.0f};
+    float bsum[2] = {0.0f, 0.0f};
+    // This half's P fragment (its 16-token step), then the pair's two steps in token order.
+    unsigned my_hi[4] = {0u, 0u, 0u, 0u}, my_lo[4] = {0u, 0u, 0u, 0u};
+    if (live) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+    tc_scores<D>(q, ktile, half, lane, acc);
+    if (has_current) tc_scores<D>(q, klo, half, lane, acc);
+
+    // Scale and mask; block max per head (r = 0: head `group`, r = 1: head `group + 8`).
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = 16 * half + 8 * j + 2 * quad + (e & 1);
+        acc[j][e] = t < count ? acc[j][e] * scale : neg_inf_f32();
+        bmax[e >> 1] = score_max(bmax[e >> 1], acc[j][e]);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
+      bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
+      if (quad == 0) xmax[half * 16 + group + 8 * r] = bmax[r];
+    }
+    }
+    __syncthreads();
+    if (live) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      bmax[r] = score_max(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
+      corr[r] = fold_block_max(st[r], bmax[r]);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc[j][e] = tc_weight(acc[j][e] - st[e >> 1].m);
+        bsum[e >> 1] += acc[j][e];
+      }
+      // A fragment of this half's 16-token step: n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3.
+      split_pair<D>(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
+      split_pair<D>(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 1);
+      bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 2);
+      if (quad == 0) xsum[half * 16 + group + 8 * r] = bsum[r];
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      xp[((half * 2 + 0) * 4 + k) * kWarpSize + lane] = my_hi[k];
+      xp[((half * 2 + 1) * 4 + k) * kWarpSize + lane] = my_lo[k];
+    }
+    }
+    __syncthreads();
+    if (live) {
+    const int other = 1 - half;
+    unsigned phi[2][4], plo[2][4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const unsigned their_hi = xp[((other * 2 + 0) * 4 + k) * kWarpSize + lane];
+      const unsigned their_lo = xp[((other * 2 + 1) * 4 + k) * kWarpSize + lane];
+      phi[0][k] = half == 0 ? my_hi[k] : their_hi;
+      plo[0][k] = half == 0 ? my_lo[k] : their_lo;
+      phi[1][k] = half == 0 ? their_hi : my_hi[k];
+      plo[1][k] = half == 0 ? their_lo : my_lo[k];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // Half 0's sum first, in both warps: the pair keeps identical (m, s).
+      const float s0 = xsum[group + 8 * r];
+      const float s1 = xsum[16 + group + 8 * r];
+      st[r].s += s0 + s1;
+    }
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
+    tc_pv<D>(phi, plo, vtile, half, lane, o);
+    if (has_current) tc_pv<D>(phi, plo, vlo, half, lane, o);
     }
   }
+  cp_async_wait<0>();
+}
 
-  SoftmaxStats st[2];
-  float o[kHeadDim / 16][4];
-#pragma unroll
-  for (int j = 0; j < kHeadDim / 16; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-
-  {
-    TcQ q;
-    const int h0 = tile * kTcHeads + group;
-    const int h1 = h0 + 8;
-    const float* q0 = p.q + static_cast<std::int64_t>(kvh * hpk + h0) * kHeadDim;
-    const float* q1 = p.q + static_cast<std::int64_t>(kvh * hpk + h1) * kHeadDim;
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-#pragma unroll
-      for (int hi8 = 0; hi8 < 2; ++hi8) {
-        const int d = 16 * kk + 8 * hi8 + 2 * quad;
-        const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
-        const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
-        constexpr float r = KvTraits<D>::kRangeMax;
-        split_pair<D>(kv_range(a.x, r), kv_range(a.y, r), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
-        split_pair<D>(kv_range(c.x, r), kv_range(c.y, r), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
-      }
-    }
-    KvWord* wsm = smem + pair * kTcSlotHalfs;
-    unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcPairs * kTcSlotHalfs) + pair * kTcXWords;
-    float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
-    float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
-    unsigned* xp = xch + kTcXP;
-    const float scale = p.shape.scale;
-    const int b0 = sched.first_block(wg, slot);
-    const int stride = sched.block_stride();
-    // This pair's blocks: the slot's blocks pair, pair + kTcPairs, ...
-    const int pair_b0 = b0 + pair * stride;
-    const int pair_stride = kTcPairs * stride;
-
-    // Prologue: this pair's blocks 0 .. kTcStages-2 in flight (an empty group where none).
-#pragma unroll
-    for (int s = 0; s < kTcStages - 1; ++s) {
-      const int b = pair_b0 + s * pair_stride;
-      if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
-      cp_async_commit();
-    }
-    // Every warp runs pair 0's iteration count (every slot owns at least one block: slots <=
-    // blocks; pair 1 has one fewer when the slot's count is odd), so the pair exchanges are
-    // ordered by CTA-wide barriers; a pair without a block at an iteration only takes part in
-    // the barriers.
-    const int slot_blocks = (sched.blocks - b0 + stride - 1) / stride;
-    const int iters = (slot_blocks + kTcPairs - 1) / kTcPairs;
-    const int last = sched.blocks - 1;
-    const bool cta_current = Family::kFusedStore && last % stride == flat;
-    const int current_iter = (last - b0) / stride / kTcPairs;
-    for (int i = 0; i < iters; ++i) {
-      const int b = pair_b0 + i * pair_stride;
-      const bool live = b < sched.blocks;
-      // Block i's rows (both halves') have landed; both warps are done with block i - 1.
-      cp_async_wait<kTcStages - 2>();
-      __syncthreads();
-      const int ahead = b + (kTcStages - 1) * pair_stride;
-      if (live && ahead < sched.blocks)
-        tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
-      cp_async_commit();
-
-      KvWord* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
-      KvWord* vtile = ktile + kTcTileHalfs;
-      const int first = b * kBlockTokens;
-      const int count = min(kBlockTokens, p.visible - first);
-      bool has_current = false;
-      KvWord* klo = nullptr;
-      KvWord* vlo = nullptr;
-      if constexpr (Family::kFusedStore) {
-        has_current = live && first + count == p.visible;
-        if (has_current) {
-          // The pair's last block: the next stage holds nothing in flight, so it takes the lo
-          // tiles (zero except the current row). Half 0 builds them.
-          klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
-          vlo = klo + kTcTileHalfs;
-          if (half == 0) {
-            const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-            for (int c = lane; c < kTcStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
-            __syncwarp();
-            const int row = count - 1;
-            const int d0 = lane * kDimsPerLane;
-            const Float4 kc = in_range4<D>(load_float4(p.cur_k + kvh * kHeadDim + d0));
-            const Float4 vc = in_range4<D>(load_float4(p.cur_v + kvh * kHeadDim + d0));
-            unsigned khi[2], klow[2], vhi[2], vlow[2];
-            split_pair<D>(kc.x[0], kc.x[1], khi[0], klow[0]);
-            split_pair<D>(kc.x[2], kc.x[3], khi[1], klow[1]);
-            split_pair<D>(vc.x[0], vc.x[1], vhi[0], vlow[0]);
-            split_pair<D>(vc.x[2], vc.x[3], vhi[1], vlow[1]);
-            *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
-            *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
-            *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
-            *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
-          }
-        }
-        // The lo tiles and the current row are written before either warp of the pair reads
-        // them (a CTA-uniform condition).
-        if (cta_current && i == current_iter) __syncthreads();
-      }
-
-      float acc[2][4];
-      float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
-      float corr[2] = {1.0f, 1.0f};
-      float bsum[2] = {0.0f, 0.0f};
-      // This half's P fragment (its 16-token step), then the pair's two steps in token order.
-      unsigned my_hi[4] = {0u, 0u, 0u, 0u}, my_lo[4] = {0u, 0u, 0u, 0u};
-      if (live) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-      tc_scores<D>(q, ktile, half, lane, acc);
-      if (has_current) tc_scores<D>(q, klo, half, lane, acc);
-
-      // Scale and mask; block max per head (r = 0: head `group`, r = 1: head `group + 8`).
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int t = 16 * half + 8 * j + 2 * quad + (e & 1);
-          acc[j][e] = t < count ? acc[j][e] * scale : neg_inf_f32();
-          bmax[e >> 1] = score_max(bmax[e >> 1], acc[j][e]);
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
-        bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
-        if (quad == 0) xmax[half * 16 + group + 8 * r] = bmax[r];
-      }
-      }
-      __syncthreads();
-      if (live) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        bmax[r] = score_max(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
-        corr[r] = fold_block_max(st[r], bmax[r]);
-      }
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          acc[j][e] = tc_weight(acc[j][e] - st[e >> 1].m);
-          bsum[e >> 1] += acc[j][e];
-        }
-        // A fragment of this half's 16-token step: n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3.
-        split_pair<D>(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
-        split_pair<D>(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 1);
-        bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 2);
-        if (quad == 0) xsum[half * 16 + group + 8 * r] = bsum[r];
-      }
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        xp[((half * 2 + 0) * 4 + k) * kWarpSize + lane] = my_hi[k];
-        xp[((half * 2 + 1) * 4 + k) * kWarpSize + lane] = my_lo[k];
-      }
-      }
-      __syncthreads();
-      if (live) {
-      const int other = 1 - half;
-      unsigned phi[2][4], plo[2][4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const unsigned their_hi = xp[((other * 2 + 0) * 4 + k) * kWarpSize + lane];
-        const unsigned their_lo = xp[((other * 2 + 1) * 4 + k) * kWarpSize + lane];
-        phi[0][k] = half == 0 ? my_hi[k] : their_hi;
-        plo[0][k] = half == 0 ? my_lo[k] : their_lo;
-        phi[1][k] = half == 0 ? their_hi : my_hi[k];
-        plo[1][k] = half == 0 ? their_lo : my_lo[k];
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // Half 0's sum first, in both warps: the pair keeps identical (m, s).
-        const float s0 = xsum[group + 8 * r];
-        const float s1 = xsum[16 + group + 8 * r];
-        st[r].s += s0 + s1;
-      }
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 16; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-      tc_pv<D>(phi, plo, vtile, half, lane, o);
-      if (has_current) tc_pv<D>(phi, plo, vlo, half, lane, o);
-      }
-    }
-    cp_async_wait<0>();
-  }
-
-  __syncthreads();  // every pair is done with its tiles: the merge area reuses them
-
+// The slot's partial from the pairs' end states (through the merge area, pair 0's last stage).
+__device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const Schedule& sched, int flat,
+                                                 const TcThread& t, const SoftmaxStats (&st)[2],
+                                                 const float (&o)[kHeadDim / 16][4], float* merge) {
+  const int pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
+  const int group = t.group, quad = t.quad;
   // Pair end states into the merge area: [pair][head of tile][m, s, o[128]]. Half h holds o dims
   // 64h..64h+63 of heads `group` (r = 0) and `group + 8` (r = 1); both halves hold the same (m, s).
-  float* merge = reinterpret_cast<float*>(smem);
   {
     float* mine = merge + pair * kTcHeads * kTcMergeStride;
 #pragma unroll
@@ -516,22 +550,84 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
 }
 
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel(ProducerParams p) {
-  extern __shared__ __align__(16) KvWord tc_smem[];
-  produce_tc<Family>(p, tc_smem);
+__device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk) {
+  constexpr KvDtype D = Family::kDtype;
+  const Schedule sched = p.sched;
+  if (walk.first >= sched.slots()) return;
+  const TcThread t = tc_thread(p.shape);
+  const int lane = t.lane, kvh = t.kvh, tile = t.tile;
+
+  if constexpr (Family::kFusedStore) {
+    // One warp per KV head (the CTA that walks slot 0) stores the current row (dtype D) into the
+    // plane; no CTA of this launch reads that row from the plane (it is zero-filled and taken
+    // from the activations).
+    if (tile == 0 && walk.first == 0 && threadIdx.x < kWarpSize) {
+      const int d0 = lane * kDimsPerLane;
+      const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
+      store4<D>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
+      store4<D>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
+    }
+  }
+
+  TcQ q;
+  tc_load_q<D>(p, t, q);
+  KvWord* wsm = smem + t.pair * kTcSlotHalfs;
+  float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
+  tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
+  for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
+    SoftmaxStats st[2];
+    float o[kHeadDim / 16][4];
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+    tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
+    __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
+    const int next = flat + walk.step;
+    if (next < sched.slots()) tc_prologue<Family>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
+    // The next slot's first iteration waits at a CTA barrier before it issues into the merge
+    // area's stage, so the partial's reads of the merge area finish first.
+    tc_write_partial(p, sched, flat, t, st, o, merge);
+  }
 }
 
+
+template <class Family>
+__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel(ProducerParams p) {
+  extern __shared__ __align__(16) KvWord tc_smem[];
+  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+}
+
+// Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry(pp, stride);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
-  produce_tc<Family>(p, tc_smem);
+  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+}
+
+// CTAs of the indirect kernel the device holds at once (occupancy x SMs), asked once.
+template <class Family>
+long long tc_resident_ctas() {
+  static const long long resident = [] {
+    int device = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, producer_tc_kernel_indirect<Family>, kTcThreads,
+                                                      kTcSmemBytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0LL;  // unknown: one CTA per slot
+    }
+    return static_cast<long long>(sms) * per_sm;
+  }();
+  return resident;
 }
 
 template <class Family>
+// slots_per_cta: warp slots one CTA of a batched launch walks (0: tc_slots_per_cta's rule).
 cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const HeadShape& shape,
-                               cudaStream_t stream, BatchSpan batch) {
+                               int slots_per_cta, cudaStream_t stream, BatchSpan batch) {
   // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel.
   static const cudaError_t opt_in = [] {
     const int bytes = static_cast<int>(kTcSmemBytes);
@@ -550,7 +646,12 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
     producer_tc_kernel<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(p);
   } else {
     // The worst case over every schedule; CTAs past this token's slots exit at once.
-    const dim3 grid(x, indirect_slots(batch), static_cast<unsigned>(batch.count));
+    const unsigned slots = indirect_slots(batch);
+    const int walk = slots_per_cta > 0 ? slots_per_cta
+                                       : tc_slots_per_cta(static_cast<long long>(x) * slots * batch.count,
+                                                          tc_resident_ctas<Family>());
+    const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
+    const dim3 grid(x, ys, static_cast<unsigned>(batch.count));
     producer_tc_kernel_indirect<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(dp, batch.stride);
   }
   return cudaGetLastError();

@@ -65,8 +65,8 @@ struct LayerSpan {
 // N1's opt-in check over one token of one sequence (TokenIO layout, the call's layers): q when
 // the call attends.
 Status check_token_finite(const Geometry& g, const TokenIO& io, bool with_q, LayerSpan layers) {
-  const std::size_t q_layer = static_cast<std::size_t>(g.n_heads) * g.head_dim;
-  const std::size_t kv_layer = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
+  const std::size_t q_layer = q_floats_per_layer(g);
+  const std::size_t kv_layer = kv_floats_per_layer(g);
   for (int i = 0; i < layers.count; ++i) {
     const int layer = layers.first + i;
     const std::size_t l = static_cast<std::size_t>(i);

@@ -92,6 +92,9 @@ struct LaunchTuning {
   // Tests only: a device array [128] of nanoseconds the fused kernel's CTA of warp slot f waits
   // before it arrives at the reduce (forces an arrival order). nullptr in every real use.
   const unsigned* debug_arrival_delay_ns = nullptr;
+  // Tensor-core producer, batched launches: warp slots one CTA walks in turn (a launch shape:
+  // every value gives the same bits). 0 = the rule of heuristics.hpp (tc_slots_per_cta).
+  int tc_slots_per_cta = 0;
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);

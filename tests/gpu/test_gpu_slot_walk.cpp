@@ -1,0 +1,142 @@
+// The tensor-core producer's slot walk (LaunchTuning::tc_slots_per_cta): in a batched launch
+// one CTA may walk several warp slots in turn, the next slot's first blocks streaming in while
+// the current slot's pairs merge. It is a launch shape, so it must never change a bit: a batch
+// of sequences at depths whose schedules have 1, 2 and 4 warps per workgroup (and a ring) gives
+// the same outputs with 1, 2, 3 and 7 slots per CTA, and every output holds P3 against the f64
+// reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "cpu/batch_sweep.hpp"
+#include "gpu/gpu_test_support.hpp"
+#include "ladder/cuda_engine.hpp"
+#include "ladder/schedule.hpp"
+
+namespace ladder {
+namespace {
+
+// One SWA layer (window 1,024: a wrapped ring, one warp per workgroup) and one NoPE layer
+// (growing) with the Muse Glimmer head shape (16 sibling heads per KV head: one full tile).
+Geometry walk_geometry() {
+  Geometry g;
+  g.name = "slot-walk";
+  g.n_layers = 2;
+  g.n_heads = 32;
+  g.n_kv_heads = 2;
+  g.head_dim = 128;
+  g.window = 1024;
+  g.ring_slack = 0;
+  g.max_context = 8192;
+  g.nope_period = 2;
+  g.nope_phase = 1;
+  return g;
+}
+
+struct WalkRun {
+  std::vector<std::vector<float>> out;  // [call][sequence][n_layers * n_heads * head_dim]
+  std::set<int> warps_per_workgroup;    // nsg of every NoPE layer's schedule the calls ran
+  double worst_error = 0.0;               // NaN if any output was left unwritten
+};
+
+// Fills sequence i to depths[i], then decodes `calls` tokens of every sequence in one call each.
+WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta) {
+  const Geometry g = walk_geometry();
+  EngineOptions opt;
+  opt.device = Device::cuda;
+  opt.record_trace = true;
+  cuda::CudaEngineOptions copt;
+  copt.tuning.tc_slots_per_cta = slots_per_cta;
+  Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, opt, copt);
+  EXPECT_TRUE(made.ok()) << made.status().to_string();
+  WalkRun run;
+  if (!made) return run;
+  Engine& e = **made;
+  std::vector<SequenceId> ids{0};
+  for (std::size_t i = 1; i < depths.size(); ++i) ids.push_back(e.add_sequence().value());
+  // Outputs and reference keys are indexed by the trace's sequence id: ids are 0, 1, 2, ...
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], static_cast<SequenceId>(i));
+  int deepest = 0;
+  for (int d : depths) deepest = std::max(deepest, d);
+  for (int p = 0; p < deepest; ++p) {
+    std::vector<test::TokenData> data;
+    data.reserve(ids.size());
+    std::vector<SequenceToken> call;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (p >= depths[i]) continue;
+      data.push_back(test::token_data(g, i, p));
+      call.push_back({ids[i], p, {nullptr, data.back().k.data(), data.back().v.data(), nullptr}});
+    }
+    const Status s = e.fill(call);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    if (!s.ok()) return run;
+  }
+  const std::size_t out_floats = static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim;
+  const std::size_t layer_floats = static_cast<std::size_t>(g.n_heads) * g.head_dim;
+  for (int c = 0; c < calls; ++c) {
+    std::vector<test::TokenData> data;
+    data.reserve(ids.size());
+    std::vector<std::vector<float>> outs(ids.size(), std::vector<float>(out_floats, std::nanf("")));
+    std::vector<SequenceToken> call;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      data.push_back(test::token_data(g, i, depths[i] + c));
+      call.push_back({ids[i], depths[i] + c, {data.back().q.data(), data.back().k.data(), data.back().v.data(),
+                                               outs[i].data()}});
+    }
+    e.clear_trace();
+    const Status s = e.encode(call);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    if (!s.ok()) return run;
+    for (const TraceEntry& t : e.trace()) {
+      if (t.cls == LayerClass::nope) run.warps_per_workgroup.insert(t.schedule.nsg);
+      const double err = test::batch_reference_error(g, static_cast<std::uint64_t>(t.sequence), t.position, t.layer,
+                                                     t.decision.route,
+                                                     outs[static_cast<std::size_t>(t.sequence)].data() +
+                                                         static_cast<std::size_t>(t.layer) * layer_floats);
+      if (!(err <= run.worst_error)) run.worst_error = err;  // a NaN (an unwritten output) sticks
+    }
+    run.out.push_back(std::move(outs));
+  }
+  return run;
+}
+
+TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBits) {
+  LADDER_REQUIRE_GPU();
+  // Depths whose NoPE schedules have 1, 2 and 4 warps per workgroup (pinned_schedule: nsg
+  // doubles while 2 * nwg * nsg * 32 < visible); the reduced sweep keeps 1 and 2.
+  const std::vector<int> depths = test::small_sweep() ? std::vector<int>{40, 900, 2200}
+                                                      : std::vector<int>{40, 900, 2200, 4200, 3100};
+  constexpr int kCalls = 3;
+  const WalkRun one = run_walk(depths, kCalls, 1);
+  ASSERT_EQ(one.out.size(), static_cast<std::size_t>(kCalls));
+  EXPECT_LE(one.worst_error, test::kBatchRelTol);
+  EXPECT_TRUE(one.warps_per_workgroup.count(1) && one.warps_per_workgroup.count(2)) << "the depths must reach nsg 1 and 2";
+  if (!test::small_sweep()) EXPECT_TRUE(one.warps_per_workgroup.count(4)) << "and nsg 4";
+  for (const int walk : {2, 3, 7}) {
+    const WalkRun other = run_walk(depths, kCalls, walk);
+    ASSERT_EQ(other.out.size(), one.out.size()) << walk << " slots per CTA";
+    EXPECT_LE(other.worst_error, test::kBatchRelTol) << walk << " slots per CTA";
+    for (int c = 0; c < kCalls; ++c)
+      for (std::size_t i = 0; i < depths.size(); ++i)
+        EXPECT_EQ(test::max_ulp(one.out[c][i], other.out[c][i]), 0)
+            << walk << " slots per CTA, call " << c << ", sequence at depth " << depths[i];
+  }
+}
+
+// The rule the launch uses by default: one CTA per slot until the slots outnumber the CTAs the
+// GPU holds at once, then enough slots per CTA for about one wave.
+TEST(GpuSlotWalk, DefaultRuleLaunchesAboutOneWave) {
+  EXPECT_EQ(tc_slots_per_cta(64, 264), 1);
+  EXPECT_EQ(tc_slots_per_cta(264, 264), 1);
+  EXPECT_EQ(tc_slots_per_cta(265, 264), 2);
+  EXPECT_EQ(tc_slots_per_cta(1024, 264), 4);
+  EXPECT_EQ(tc_slots_per_cta(4096, 264), 16);
+  EXPECT_EQ(tc_slots_per_cta(4096, 0), 1) << "unknown occupancy: one CTA per slot";
+}
+
+}  // namespace
+}  // namespace ladder
