@@ -120,8 +120,8 @@ void EngineHandle::encode_layer(nb::handle layer_arg_h, nb::handle ids_arg, nb::
   of.finish(stream);
 }
 
-void EngineHandle::fill_rows(nb::handle layer_arg_h, nb::handle id_arg, nb::handle k_arg, nb::handle v_arg,
-                             std::uintptr_t stream) {
+std::vector<int> EngineHandle::fill_rows(nb::handle layer_arg_h, nb::handle id_arg, nb::handle k_arg,
+                                         nb::handle v_arg, std::uintptr_t stream) {
   const int layer = layer_arg(layer_arg_h);
   const SequenceId id = sequence_arg(id_arg);
   const Geometry& g = engine_->geometry();
@@ -141,19 +141,27 @@ void EngineHandle::fill_rows(nb::handle layer_arg_h, nb::handle id_arg, nb::hand
   const std::size_t kvn = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
   const float* kd = kf.data(stream);
   const float* vd = vf.data(stream);
+  std::vector<int> slots;
+  slots.reserve(static_cast<std::size_t>(rows));
   Status s;
   {
     nb::gil_scoped_release unlocked;
     if (where_ == Where::cuda && rows > 0) sync_stream(stream);
+    // Engine::fill_layer appends one position per sequence of a call, so a prompt of one
+    // sequence is one engine call per row (all of them inside this one module call).
     for (std::int64_t r = 0; r < rows && s.ok(); ++r) {
       const std::size_t o = static_cast<std::size_t>(r) * kvn;
-      const SequenceToken t{id, first + static_cast<int>(r),
+      const int position = first + static_cast<int>(r);
+      const SequenceToken t{id, position,
                             TokenIO{nullptr, kd + o, vd + o, nullptr,
                                     where_ == Where::cuda ? Memory::device : Memory::host}};
       s = engine_->fill_layer(layer, std::span<const SequenceToken>(&t, 1));
+      // The row's slot while it is held (a ring may overwrite it with a later row of the prompt).
+      if (s.ok()) slots.push_back(engine_->plane_state(id, layer).physical(position));
     }
   }
   check(s);
+  return slots;
 }
 
 }  // namespace ladder::py

@@ -38,9 +38,12 @@ class EngineHandle {
   // position: appended and attended (the ladder's route), out written. All or nothing.
   void encode_layer(nanobind::handle layer, nanobind::handle ids, nanobind::handle q, nanobind::handle k,
                     nanobind::handle v, nanobind::handle out, std::uintptr_t stream);
-  // A prompt's rows of one layer appended at the sequence's next positions without attention.
-  // The position range is checked before the first row; rows go in one engine call each.
-  void fill_rows(nanobind::handle layer, nanobind::handle id, nanobind::handle k, nanobind::handle v,
+  // A prompt's rows of one layer appended at the sequence's next positions without attention;
+  // returns each row's slot. Every argument and the position range are checked before the first
+  // row, so a refusal changes nothing. Rows go in one engine call each (Engine::fill_layer takes
+  // one position per sequence): an out_of_memory while a growing plane grows mid-prompt leaves
+  // the rows before it stored (next_position says how many).
+  std::vector<int> fill_rows(nanobind::handle layer, nanobind::handle id, nanobind::handle k, nanobind::handle v,
                  std::uintptr_t stream);
 
  private:

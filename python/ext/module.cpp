@@ -631,7 +631,8 @@ NB_MODULE(_ladder, m) {
            "One token of one layer for the sequences `ids`: q, out (B, n_heads, head_dim), k, v (B, n_kv_heads, "
            "head_dim), float32/float16/bfloat16; all or nothing.")
       .def("fill_rows", &EngineHandle::fill_rows, "layer"_a, "id"_a, "k"_a, "v"_a, "stream"_a = 0,
-           "A prompt's rows (rows, n_kv_heads, head_dim) of one layer, appended without attention.")
+           "A prompt's rows (rows, n_kv_heads, head_dim) of one layer, appended without attention; returns each row's "
+           "slot. Arguments and the position range are checked before the first row (a refusal changes nothing).")
       .def("range_stats",
            [](const EngineHandle& e) {
              const RangeStats r = e.engine().range_stats();
