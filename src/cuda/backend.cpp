@@ -128,6 +128,26 @@ class CudaSequence final : public DeviceSequence {
   }
   void release() override {}
 
+  Status copy_rows(int layer, const PlaneState& state, bool values, std::span<KvWord> out) const override {
+    if (layer < 0 || static_cast<std::size_t>(layer) >= cfgs_.size())
+      return make_error(ErrorCode::invalid_argument, fmt::format("layer {} does not exist", layer));
+    const std::size_t l = static_cast<std::size_t>(layer);
+    const PlaneConfig& c = cfgs_[l];
+    const std::size_t d = static_cast<std::size_t>(c.head_dim), heads = static_cast<std::size_t>(c.n_kv_heads);
+    const std::size_t cap = static_cast<std::size_t>(state.capacity);
+    if (state.capacity <= 0 || state.capacity > rows_[l] || out.size() != cap * heads * d)
+      return make_error(ErrorCode::invalid_argument,
+                        fmt::format("layer {}: {} words for a plane of {} rows (device rows {})", layer, out.size(),
+                                    state.capacity, rows_[l]));
+    const DeviceArray<KvWord>& rows = values ? v_[l] : k_[l];
+    // Token-major (a ring): the device holds exactly the plane's rows, one block. Head-major (a
+    // growing plane, allocated at max_context rows): each head's first `cap` rows.
+    if (c.kind == PlaneKind::ring) return rows.download(out.data(), out.size());
+    for (std::size_t h = 0; h < heads; ++h)
+      LADDER_TRY(rows.download_range(out.data() + h * cap * d, h * static_cast<std::size_t>(rows_[l]) * d, cap * d));
+    return {};
+  }
+
   // The launch structs of the step's layers with their activations in slot `io`: out[i] for
   // layer first_layer + i.
   Status plan(const DeviceContext& ctx, const SequenceStep& step, const SlotIO& io, RouteLaunch* out) const {
