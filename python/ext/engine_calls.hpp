@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "arrays.hpp"
@@ -19,11 +21,15 @@
 
 namespace ladder::py {
 
+// Threads: every call holds the handle's lock (GilSafeLock, planes.hpp), so calls on one engine
+// from several Python threads are serialized, as the engine requires (one thread at a time);
+// encode_layer and fill_rows keep it while they compute with the GIL released.
 class EngineHandle {
  public:
   EngineHandle(const Geometry& g, const std::string& device, nanobind::handle initial_growing_capacity);
-  Engine& engine() const { return *engine_; }
   Where where() const { return where_; }
+  RangeStats range_stats() const;
+  std::string description() const;
 
   // A new sequence; ids are never reused. The engine's own first sequence (id 0) is removed at
   // creation, so every sequence of this handle comes from add_sequence (the first is 1).
@@ -51,6 +57,8 @@ class EngineHandle {
   static SequenceId sequence_arg(nanobind::handle id, const std::vector<SequenceId>& known);
   SequenceId sequence_arg(nanobind::handle id) const { return sequence_arg(id, engine_->sequences()); }
   int layer_arg(nanobind::handle layer) const;
+  PlaneState state_unlocked(nanobind::handle id, nanobind::handle layer) const;
+  mutable std::mutex lock_;
   std::unique_ptr<Engine> engine_;
   Where where_ = Where::cpu;
 };

@@ -643,12 +643,12 @@ NB_MODULE(_ladder, m) {
            "slot. Arguments and the position range are checked before the first row (a refusal changes nothing).")
       .def("range_stats",
            [](const EngineHandle& e) {
-             const RangeStats r = e.engine().range_stats();
+             const RangeStats r = e.range_stats();
              return nb::make_tuple(r.saturated, r.nonfinite);
            },
            "N1's counters (saturated, nonfinite) over every value read.")
       .def_prop_ro("device", [](const EngineHandle& e) { return std::string(where_name(e.where())); })
-      .def("description", [](const EngineHandle& e) { return e.engine().device_description(); });
+      .def("description", &EngineHandle::description);
 
   m.def("choose_route", &choose_route_py, "cls"_a, "state"_a, "has_vec"_a = true, "strict"_a = nb::none(),
         "disable_vec"_a = nb::none(), "stage_wrapped_swa"_a = false,

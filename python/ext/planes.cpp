@@ -9,7 +9,7 @@
 
 namespace ladder::py {
 
-PlaneGuard::PlaneGuard(const Plane& p) : lock_(p.lock()) {
+GilSafeLock::GilSafeLock(std::mutex& m) : lock_(m) {
   if (lock_.try_lock()) return;
   nanobind::gil_scoped_release unlocked;
   lock_.lock();

@@ -56,19 +56,24 @@ class Plane {
   std::unique_ptr<DevicePlaneRows> device_;
 };
 
-// Holds a plane's lock for one binding call; constructed with the GIL held. When another thread
-// holds the plane (an attend computing with the GIL released), it waits with the GIL released,
-// so that thread can take the GIL back and finish: no thread ever blocks on a plane while
-// holding the GIL, which is what keeps the two locks free of deadlock.
-class PlaneGuard {
+// Holds an object's lock (a plane's, an engine's) for one binding call; constructed with the GIL
+// held. When another thread holds the object (a call computing with the GIL released), it waits
+// with the GIL released, so that thread can take the GIL back and finish: no thread ever blocks
+// on an object while holding the GIL, which is what keeps the two locks free of deadlock.
+class GilSafeLock {
  public:
-  explicit PlaneGuard(const Plane& p);
-  ~PlaneGuard() { lock_.unlock(); }
-  PlaneGuard(const PlaneGuard&) = delete;
-  PlaneGuard& operator=(const PlaneGuard&) = delete;
+  explicit GilSafeLock(std::mutex& m);
+  ~GilSafeLock() { lock_.unlock(); }
+  GilSafeLock(const GilSafeLock&) = delete;
+  GilSafeLock& operator=(const GilSafeLock&) = delete;
 
  private:
   std::mutex& lock_;
+};
+
+class PlaneGuard : public GilSafeLock {
+ public:
+  explicit PlaneGuard(const Plane& p) : GilSafeLock(p.lock()) {}
 };
 
 // The element count of one row argument and its expected shape text, shared by the bindings.
