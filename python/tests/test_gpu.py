@@ -136,6 +136,18 @@ def test_extend_on_a_device_plane(rng, cfg, source):
     np.testing.assert_array_equal(host.keys().view(np.uint16), dev.keys().view(np.uint16))
 
 
+def test_growing_plane_larger_than_its_max_context(rng):
+    """A growing plane whose initial capacity passes its max context holds every position up to
+    the max context (the device allocates PlaneConfig.max_rows rows), like the host plane."""
+    cfg = ladder.PlaneConfig("growing", n_kv_heads=2, head_dim=128, capacity=128, max_context=100)
+    host, dev = ladder.Plane(cfg), device_plane(cfg)
+    k = rng.standard_normal((100, 2, 128)).astype(np.float32)
+    v = rng.standard_normal((100, 2, 128)).astype(np.float32)
+    assert host.extend(k, v) == dev.extend(k, v)
+    assert host.state == dev.state
+    np.testing.assert_array_equal(host.keys().view(np.uint16), dev.keys().view(np.uint16))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_route_on_bf16_device_planes(rng, case):
     """bf16 device planes: every route against the reference of the bf16-rounded rows, and the

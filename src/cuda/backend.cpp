@@ -100,8 +100,9 @@ class CudaSequence final : public DeviceSequence {
     k_.resize(n);
     v_.resize(n);
     for (std::size_t l = 0; l < n; ++l) {
-      // Growing planes get max_context rows up front: no device copy when their state grows.
-      rows_[l] = cfgs_[l].kind == PlaneKind::growing ? cfgs_[l].max_context : cfgs_[l].capacity;
+      // Growing planes get the most rows they can reach up front (max_context, or a larger
+      // initial capacity: PlaneConfig::max_rows): no device copy when their state grows.
+      rows_[l] = cfgs_[l].max_rows();
       const std::size_t elems = static_cast<std::size_t>(rows_[l]) * g.n_kv_heads * g.head_dim;
       LADDER_TRY(k_[l].allocate(elems, "a plane's K rows"));
       LADDER_TRY(v_[l].allocate(elems, "a plane's V rows"));
