@@ -162,7 +162,12 @@ def test_refused_prefill_leaves_the_plane_untouched(rng):
         cache.prefill(seq, 3, rows[:2], rows[:2])
     with pytest.raises(ladder.InvalidArgumentError, match="not in this cache"):
         cache.prefill(seq + 1, 1, rows[:2], rows[:2])
+    with pytest.raises(ladder.InvalidArgumentError, match="not in this cache"):
+        cache.prefill("a", 1, rows[:2], rows[:2])
+    with pytest.raises(ladder.InvalidArgumentError, match="layer must be an integer"):
+        cache.prefill(seq, 1.5, rows[:2], rows[:2])
     assert snapshot(cache) == before
+    assert cache.state(seq, np.int64(1)) == before[seq][1]  # numpy integers are layers too
     prefill(cache, hist, rng, seq, 3)  # 60 + 3 rows fit
     decode_and_check(cache, hist, rng, steps=1)  # the last position, 63, against the reference
 
