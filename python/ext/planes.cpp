@@ -4,7 +4,6 @@
 
 #include "device_convert.hpp"
 #include "device_plane.hpp"
-#include "ladder/reference.hpp"
 #include "tensors.hpp"
 
 namespace ladder::py {
