@@ -9,9 +9,16 @@ namespace ladder::py {
 
 namespace {
 
-// The one-layer geometry of a plane's device: the plane's heads, dtype and max context, the
-// window of a ring (0 for a growing plane), so that the device's scratch covers every route at
-// every length the plane can reach (max_scratch_needs).
+// The smallest window: what a growing plane's geometry states (below).
+constexpr int kNoRingWindow = 1;
+
+// The one-layer geometry of a plane's device: the plane's heads, dtype and max context and, for a
+// ring, its window and slack, so that the device's scratch (max_scratch_needs) covers every
+// route at every length the plane can reach. A growing plane's geometry has the smallest window:
+// the window sizes only the staged route's scratch (whole copies of the window's rows), and
+// staged never runs on a growing plane (route_refusal), while the partials every other route
+// uses are sized by vec and interleaved at max_context. Window 0 would read as unbounded and
+// size that staging for max_context rows (1 GiB at 2^20 rows of 2 x 128 heads).
 Geometry plane_geometry(const PlaneConfig& cfg, int n_heads) {
   Geometry g;
   g.name = "python-plane";
@@ -26,6 +33,7 @@ Geometry plane_geometry(const PlaneConfig& cfg, int n_heads) {
     g.ring_slack = cfg.capacity - Geometry::ring_rows(cfg.window, cfg.max_context);
     g.layer_classes = {LayerClass::swa};
   } else {
+    g.window = kNoRingWindow;
     g.layer_classes = {LayerClass::nope};
   }
   return g;
