@@ -218,3 +218,65 @@ def test_geometry_from_config():
     seq = cache.add_sequence()
     assert cache.layer_classes == ["swa", "nope", "swa", "nope"]
     assert [st.capacity for st in cache.states(seq)][::2] == [64, 64]  # the rings hold the window
+
+
+# The cache on either device with torch tensors in bfloat16, head_dim 128 (the GPU kernels'):
+# prompts of different lengths, decode until the rings wrap, a refused decode that changes
+# nothing. On 'cuda' the tensors stay on the GPU and the engine reads them in place.
+GPU_HEAD_DIM = 128
+GPU_CLASSES = ["swa", "nope"]
+GPU_PROMPTS = [3, 21, 40]
+# Both devices round the bfloat16 output (half an ulp at 1.0, 2^-9 relative; allowed 2^-8 as in
+# test_torch_model_dtypes); the GPU's tensor-core producer differs from the CPU's arithmetic
+# within P3's bound (TOLERANCE).
+BF16_OUT = 2.0**-8
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_cache_on_each_device_with_bf16_tensors(rng, device):
+    torch = pytest.importorskip("torch", reason="torch is not importable: the torch tensor tests need it")
+    if device == "cuda" and not (ladder.cuda_available() and torch.cuda.is_available()):
+        pytest.skip("needs a CUDA build of ladder and a GPU")
+    g = ladder.Geometry(n_layers=len(GPU_CLASSES), n_heads=N_HEADS, n_kv_heads=N_KV, head_dim=GPU_HEAD_DIM,
+                        window=WINDOW, max_context=64, layer_classes=GPU_CLASSES)
+    cache = ladder.ModelCache(g, device=device)
+    assert cache.device == device
+
+    def tensor(shape):
+        """Random bfloat16 on the device, and the values it holds in f64."""
+        t = torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(torch.bfloat16).to(device)
+        return t, t.double().cpu().numpy()
+
+    rows = {}  # (seq, layer) -> (k rows, v rows), f16-rounded as the planes store them
+    seqs = [cache.add_sequence() for _ in GPU_PROMPTS]
+    for seq, n in zip(seqs, GPU_PROMPTS):
+        for layer in range(len(GPU_CLASSES)):
+            (k, k64), (v, v64) = tensor((n, N_KV, GPU_HEAD_DIM)), tensor((n, N_KV, GPU_HEAD_DIM))
+            assert len(cache.prefill(seq, layer, k, v)) == n
+            rows[(seq, layer)] = (list(f16_round(k64)), list(f16_round(v64)))
+    steps = 64 - max(GPU_PROMPTS)  # the longest prompt reaches the max context
+    for step in range(steps):
+        for layer, cls in enumerate(GPU_CLASSES):
+            (q, q64), (k, k64), (v, v64) = (tensor((len(seqs), N_HEADS, GPU_HEAD_DIM)),
+                                            tensor((len(seqs), N_KV, GPU_HEAD_DIM)),
+                                            tensor((len(seqs), N_KV, GPU_HEAD_DIM)))
+            out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
+            assert cache.decode(layer, q, k, v, out=out) is out
+            got = out.double().cpu().numpy()
+            for i, seq in enumerate(seqs):
+                ks, vs = rows[(seq, layer)]
+                ks.append(f16_round(k64[i]))
+                vs.append(f16_round(v64[i]))
+                n = len(ks) if cls == "nope" else min(len(ks), WINDOW)
+                ref = reference(q64[i], np.stack(ks[-n:]), np.stack(vs[-n:]))
+                assert rel_err(got[i], ref) < TOLERANCE + BF16_OUT, (device, step, layer, seq)
+    assert [cache.length(s, 1) for s in seqs] == [n + steps for n in GPU_PROMPTS]
+    # Every ring holds its sequence's last WINDOW tokens; the longest went round three times.
+    assert [cache.state(s, 0).origin_logical for s in seqs] == [cache.length(s, 0) - WINDOW for s in seqs]
+    assert cache.state(seqs[-1], 0).origin_logical >= 3 * WINDOW
+    # The longest sequence is at the max context: the next decode is refused for the whole batch.
+    before = snapshot(cache)
+    (q, _), (k, _) = tensor((len(seqs), N_HEADS, GPU_HEAD_DIM)), tensor((len(seqs), N_KV, GPU_HEAD_DIM))
+    with pytest.raises(ladder.PositionError):
+        cache.decode(0, q, k, k)
+    assert snapshot(cache) == before
