@@ -246,7 +246,7 @@ def check_ladder(shapes, seed, log):
         ref = reference(q, k, v)
         cfg = ladder.PlaneConfig("growing", n_kv_heads=N_KV_HEADS, head_dim=HEAD_DIM, capacity=depth,
                                  max_context=depth)
-        plane = ladder.Plane(cfg, device="cuda")
+        plane = ladder.Plane(cfg, device="cuda", n_heads=N_HEADS)
         rows_k = k[0].transpose(0, 1).float().cpu().numpy()  # (L, KV, D)
         rows_v = v[0].transpose(0, 1).float().cpu().numpy()
         plane.extend(np.ascontiguousarray(rows_k[:-1]), np.ascontiguousarray(rows_v[:-1]))

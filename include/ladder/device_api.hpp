@@ -90,6 +90,16 @@ class DeviceSequence {
   virtual Status reserve(const SequenceStep& step) = 0;
   // Drops a reservation that will not run (another sequence of the call failed to reserve).
   virtual void release() = 0;
+  // One layer's K (values == false) or V words copied to host memory in the storage layout of a
+  // host plane in `state` (plane_strides(kind, state.capacity, n_kv_heads, head_dim)): what the
+  // Python module shows of a device plane (Plane.keys) and what its tests compare with a host
+  // plane's words. `out` holds state.capacity * n_kv_heads * head_dim words. Rows never stored
+  // read as the dtype's NaN. A device whose rows are host memory the engine never shows has no
+  // such copy (unsupported).
+  virtual Status copy_rows(int layer, const PlaneState& state, bool values, std::span<KvWord> out) const {
+    (void)layer, (void)state, (void)values, (void)out;
+    return make_error(ErrorCode::unsupported, "this device does not copy its planes' rows to the host");
+  }
 };
 
 // A device: makes sequences and runs the steps of a call. Threads: one call at a time.

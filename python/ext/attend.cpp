@@ -4,7 +4,8 @@
 
 #include <cmath>
 
-#include "device_rows.hpp"
+#include "device_convert.hpp"
+#include "device_plane.hpp"
 #include "integers.hpp"
 #include "ladder/attention.hpp"
 #include "names.hpp"
@@ -59,6 +60,10 @@ void attend(const std::string& route, Plane& plane, nanobind::handle position_ar
 
   const std::int64_t head_dim = cfg.head_dim;
   const int n_heads = query_heads(q, cfg);
+  if (plane.where() == Where::cuda && n_heads != plane.device().n_heads())
+    raise(error_types().shape,
+          fmt::format("q has {} heads but this device plane was made for n_heads={} (its device is sized for them)",
+                      n_heads, plane.device().n_heads()));
   const std::vector<Dim> q_dims{{n_heads, "n_heads"}, {head_dim, "head_dim"}};
   const std::vector<Dim> kv_dims = row_dims(cfg);
   // Checked here, converted (float16 / bfloat16 -> float32) only once every check has passed.
@@ -84,19 +89,26 @@ void attend(const std::string& route, Plane& plane, nanobind::handle position_ar
   if (const std::string why = route_refusal(r, cfg, st); !why.empty())
     raise(error_types().route, fmt::format("route '{}' cannot run on this plane: {}", route_name(r), why));
 
+  if (plane.where() == Where::cuda) {
+    nanobind::gil_scoped_release unlocked;
+    const float* qd = qf.data(stream);
+    const float* kd = kf.data(stream);
+    const float* vd = vf.data(stream);
+    float* od = of.data(stream);
+    // The library's device runs on its own stream: the caller's stream (its tensors, their
+    // conversions) must be done first; the call returns once out is written.
+    sync_stream(stream);
+    plane.device().attend(r, position, slot, qd, kd, vd, od);
+    of.finish(stream);
+    return;
+  }
+
   HeadShape shape;
   shape.n_heads = n_heads;
   shape.n_kv_heads = cfg.n_kv_heads;
   shape.head_dim = cfg.head_dim;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
 
-  if (plane.where() == Where::cuda) {
-    nanobind::gil_scoped_release unlocked;
-    plane.device().attend(r, position, slot, shape, qf.data(stream), kf.data(stream), vf.data(stream),
-                          of.data(stream), stream);
-    of.finish(stream);
-    return;
-  }
   Status s;
   {
     nanobind::gil_scoped_release unlocked;

@@ -1,11 +1,12 @@
-// Device-side conversions for tensors.hpp behind one seam, like device_rows.hpp: the CUDA build
-// (device_convert_cuda.cpp + convert_kernels.cu) allocates float32 scratch with
-// cudaMallocAsync and converts on the caller's stream; device_convert_none.cpp raises
-// NoDeviceError for every use.
+// The module's one CUDA seam: device-side conversions for tensors.hpp, stream waits and what the
+// build has. The CUDA build (device_convert_cuda.cpp + convert_kernels.cu) allocates float32
+// scratch with cudaMallocAsync and converts on the caller's stream; device_convert_none.cpp
+// raises NoDeviceError for every use. Device planes are the library's own (device_plane.hpp).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tensors.hpp"
 
@@ -32,5 +33,11 @@ void from_f32_device(const float* src, Elem e, void* dst, std::size_t n, std::ui
 // Waits until everything queued on `stream` has run (the engine reads the caller's tensors on
 // its own stream, so what the caller's stream wrote must be done first).
 void sync_stream(std::uintptr_t stream);
+
+// Whether the module was built with CUDA; whether a CUDA device is usable; a one-line
+// description of it.
+bool has_cuda_build();
+bool device_available();
+std::string device_description();
 
 }  // namespace ladder::py

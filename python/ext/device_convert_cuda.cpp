@@ -7,6 +7,7 @@
 
 #include "convert_kernels.hpp"
 #include "device_convert.hpp"
+#include "ladder/cuda/cuda_backend.hpp"
 
 namespace ladder::py {
 
@@ -59,6 +60,17 @@ void from_f32_device(const float* src, Elem e, void* dst, std::size_t n, std::ui
   }
   check_cuda(static_cast<cudaError_t>(kernels::narrow_from_f32(src, element_code(e), dst, n, as_stream(stream))),
              "converting the output from float32");
+}
+
+bool has_cuda_build() { return true; }
+
+bool device_available() { return cuda_available(); }
+
+std::string device_description() {
+  Result<cuda::DeviceInfo> info = cuda::device_info();
+  if (!info.ok()) return info.status().to_string();
+  return fmt::format("{} (sm_{}{}, {} SMs, {} MB L2)", info->name, info->cc_major, info->cc_minor, info->sm_count,
+                     info->l2_bytes / (1 << 20));
 }
 
 }  // namespace ladder::py

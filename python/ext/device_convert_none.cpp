@@ -1,5 +1,5 @@
 // Built when the library has no CUDA device: a CUDA tensor never gets this far (attend raises
-// NoDeviceError first), so these only guard against a future caller.
+// NoDeviceError first), so the conversions only guard against a future caller.
 #include "device_convert.hpp"
 
 namespace ladder::py {
@@ -17,5 +17,9 @@ DeviceScratch::~DeviceScratch() = default;
 void to_f32_device(const void*, Elem, float*, std::size_t, std::uintptr_t) { no_cuda(); }
 void from_f32_device(const float*, Elem, void*, std::size_t, std::uintptr_t) { no_cuda(); }
 void sync_stream(std::uintptr_t) { no_cuda(); }
+
+bool has_cuda_build() { return false; }
+bool device_available() { return false; }
+std::string device_description() { return "no CUDA support in this build"; }
 
 }  // namespace ladder::py

@@ -6,6 +6,7 @@
 
 #include "device_convert.hpp"
 #include "integers.hpp"
+#include "planes.hpp"
 #include "tensors.hpp"
 
 namespace nb = nanobind;
@@ -48,6 +49,7 @@ EngineHandle::EngineHandle(const Geometry& g, const std::string& device, nb::han
 }
 
 std::int64_t EngineHandle::add_sequence() {
+  const GilSafeLock held(lock_);
   Result<SequenceId> id = engine_->add_sequence();
   if (!id) check(id.status());
   return *id;
@@ -69,18 +71,43 @@ int EngineHandle::layer_arg(nb::handle layer) const {
   return l;
 }
 
-void EngineHandle::remove_sequence(nb::handle id) { check(engine_->remove_sequence(sequence_arg(id))); }
+void EngineHandle::remove_sequence(nb::handle id) {
+  const GilSafeLock held(lock_);
+  check(engine_->remove_sequence(sequence_arg(id)));
+}
 
-std::vector<std::int64_t> EngineHandle::sequences() const { return engine_->sequences(); }
+std::vector<std::int64_t> EngineHandle::sequences() const {
+  const GilSafeLock held(lock_);
+  return engine_->sequences();
+}
 
-PlaneState EngineHandle::state(nb::handle id, nb::handle layer) const {
+PlaneState EngineHandle::state_unlocked(nb::handle id, nb::handle layer) const {
   return engine_->plane_state(sequence_arg(id), layer_arg(layer));
 }
 
-int EngineHandle::next_position(nb::handle id, nb::handle layer) const { return state(id, layer).next_position; }
+PlaneState EngineHandle::state(nb::handle id, nb::handle layer) const {
+  const GilSafeLock held(lock_);
+  return state_unlocked(id, layer);
+}
+
+int EngineHandle::next_position(nb::handle id, nb::handle layer) const {
+  const GilSafeLock held(lock_);
+  return state_unlocked(id, layer).next_position;
+}
+
+RangeStats EngineHandle::range_stats() const {
+  const GilSafeLock held(lock_);
+  return engine_->range_stats();
+}
+
+std::string EngineHandle::description() const {
+  const GilSafeLock held(lock_);
+  return engine_->device_description();
+}
 
 void EngineHandle::encode_layer(nb::handle layer_arg_h, nb::handle ids_arg, nb::handle q_arg, nb::handle k_arg,
                                 nb::handle v_arg, nb::handle out_arg, std::uintptr_t stream) {
+  const GilSafeLock held(lock_);
   const int layer = layer_arg(layer_arg_h);
   const std::vector<SequenceId> known = engine_->sequences();  // increasing
   std::vector<SequenceId> ids;
@@ -120,8 +147,9 @@ void EngineHandle::encode_layer(nb::handle layer_arg_h, nb::handle ids_arg, nb::
   of.finish(stream);
 }
 
-void EngineHandle::fill_rows(nb::handle layer_arg_h, nb::handle id_arg, nb::handle k_arg, nb::handle v_arg,
-                             std::uintptr_t stream) {
+std::vector<int> EngineHandle::fill_rows(nb::handle layer_arg_h, nb::handle id_arg, nb::handle k_arg,
+                                         nb::handle v_arg, std::uintptr_t stream) {
+  const GilSafeLock held(lock_);
   const int layer = layer_arg(layer_arg_h);
   const SequenceId id = sequence_arg(id_arg);
   const Geometry& g = engine_->geometry();
@@ -141,19 +169,27 @@ void EngineHandle::fill_rows(nb::handle layer_arg_h, nb::handle id_arg, nb::hand
   const std::size_t kvn = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
   const float* kd = kf.data(stream);
   const float* vd = vf.data(stream);
+  std::vector<int> slots;
+  slots.reserve(static_cast<std::size_t>(rows));
   Status s;
   {
     nb::gil_scoped_release unlocked;
     if (where_ == Where::cuda && rows > 0) sync_stream(stream);
+    // Engine::fill_layer appends one position per sequence of a call, so a prompt of one
+    // sequence is one engine call per row (all of them inside this one module call).
     for (std::int64_t r = 0; r < rows && s.ok(); ++r) {
       const std::size_t o = static_cast<std::size_t>(r) * kvn;
-      const SequenceToken t{id, first + static_cast<int>(r),
+      const int position = first + static_cast<int>(r);
+      const SequenceToken t{id, position,
                             TokenIO{nullptr, kd + o, vd + o, nullptr,
                                     where_ == Where::cuda ? Memory::device : Memory::host}};
       s = engine_->fill_layer(layer, std::span<const SequenceToken>(&t, 1));
+      // The row's slot while it is held (a ring may overwrite it with a later row of the prompt).
+      if (s.ok()) slots.push_back(engine_->plane_state(id, layer).physical(position));
     }
   }
   check(s);
+  return slots;
 }
 
 }  // namespace ladder::py

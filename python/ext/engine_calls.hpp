@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "arrays.hpp"
@@ -19,11 +21,15 @@
 
 namespace ladder::py {
 
+// Threads: every call holds the handle's lock (GilSafeLock, planes.hpp), so calls on one engine
+// from several Python threads are serialized, as the engine requires (one thread at a time);
+// encode_layer and fill_rows keep it while they compute with the GIL released.
 class EngineHandle {
  public:
   EngineHandle(const Geometry& g, const std::string& device, nanobind::handle initial_growing_capacity);
-  Engine& engine() const { return *engine_; }
   Where where() const { return where_; }
+  RangeStats range_stats() const;
+  std::string description() const;
 
   // A new sequence; ids are never reused. The engine's own first sequence (id 0) is removed at
   // creation, so every sequence of this handle comes from add_sequence (the first is 1).
@@ -38,9 +44,12 @@ class EngineHandle {
   // position: appended and attended (the ladder's route), out written. All or nothing.
   void encode_layer(nanobind::handle layer, nanobind::handle ids, nanobind::handle q, nanobind::handle k,
                     nanobind::handle v, nanobind::handle out, std::uintptr_t stream);
-  // A prompt's rows of one layer appended at the sequence's next positions without attention.
-  // The position range is checked before the first row; rows go in one engine call each.
-  void fill_rows(nanobind::handle layer, nanobind::handle id, nanobind::handle k, nanobind::handle v,
+  // A prompt's rows of one layer appended at the sequence's next positions without attention;
+  // returns each row's slot. Every argument and the position range are checked before the first
+  // row, so a refusal changes nothing. Rows go in one engine call each (Engine::fill_layer takes
+  // one position per sequence): an out_of_memory while a growing plane grows mid-prompt leaves
+  // the rows before it stored (next_position says how many).
+  std::vector<int> fill_rows(nanobind::handle layer, nanobind::handle id, nanobind::handle k, nanobind::handle v,
                  std::uintptr_t stream);
 
  private:
@@ -48,6 +57,8 @@ class EngineHandle {
   static SequenceId sequence_arg(nanobind::handle id, const std::vector<SequenceId>& known);
   SequenceId sequence_arg(nanobind::handle id) const { return sequence_arg(id, engine_->sequences()); }
   int layer_arg(nanobind::handle layer) const;
+  PlaneState state_unlocked(nanobind::handle id, nanobind::handle layer) const;
+  mutable std::mutex lock_;
   std::unique_ptr<Engine> engine_;
   Where where_ = Where::cpu;
 };

@@ -14,7 +14,7 @@
 #include "arrays.hpp"
 #include "attend.hpp"
 #include "cpu/kv_convert.hpp"
-#include "device_rows.hpp"
+#include "device_convert.hpp"
 #include "engine_calls.hpp"
 #include "errors.hpp"
 #include "integers.hpp"
@@ -26,7 +26,6 @@
 #include "ladder/schedule.hpp"
 #include "names.hpp"
 #include "planes.hpp"
-#include "step_checks.hpp"
 #include "tensors.hpp"
 
 namespace nb = nanobind;
@@ -522,18 +521,27 @@ NB_MODULE(_ladder, m) {
   nb::class_<Plane>(m, "Plane", "A KV plane (K and V, f16 or bf16: config.kv_dtype) with explicit origins, in host or device memory.")
       .def(
           "__init__",
-          [](Plane* p, const PlaneConfig& cfg, const std::string& device) { new (p) Plane(cfg, where_from(device)); },
-          "config"_a, "device"_a = "cpu")
+          [](Plane* p, const PlaneConfig& cfg, const std::string& device, nb::handle n_heads) {
+            const Where where = where_from(device);
+            const int heads = n_heads.is_none() ? 0 : int_arg(n_heads, "n_heads", error_types().invalid_argument);
+            new (p) Plane(cfg, where, heads);
+          },
+          "config"_a, "device"_a = "cpu", "n_heads"_a.none() = nb::none(),
+          "A plane in host memory (device='cpu') or the library's device plane (device='cuda'), which is made for "
+          "the query heads of its attend calls: n_heads (required there; a host plane takes any multiple of "
+          "n_kv_heads per call).")
       .def_static(
           "for_layer",
           [](const Geometry& g, const std::string& cls, nb::handle initial, const std::string& device) {
             check(g.validate());
             const int initial_growing_capacity =
                 int_arg(initial, "initial_growing_capacity", error_types().invalid_argument);
-            return Plane(PlaneConfig::for_layer(g, parse_layer_class(cls), initial_growing_capacity), where_from(device));
+            return Plane(PlaneConfig::for_layer(g, parse_layer_class(cls), initial_growing_capacity), where_from(device),
+                         g.n_heads);
           },
           "geometry"_a, "cls"_a, "initial_growing_capacity"_a = 0, "device"_a = "cpu",
-          "The plane a layer of class `cls` ('swa' -> ring, 'nope' -> growing) keeps.")
+          "The plane a layer of class `cls` ('swa' -> ring, 'nope' -> growing) keeps (a device plane for the "
+          "geometry's n_heads).")
       .def_prop_ro("device", [](const Plane& p) { return std::string(where_name(p.where())); })
       .def_prop_ro("config", [](const Plane& p) { return p.config(); })
       .def_prop_ro("kind", [](const Plane& p) { return std::string(plane_kind_name(p.config().kind)); })
@@ -631,15 +639,16 @@ NB_MODULE(_ladder, m) {
            "One token of one layer for the sequences `ids`: q, out (B, n_heads, head_dim), k, v (B, n_kv_heads, "
            "head_dim), float32/float16/bfloat16; all or nothing.")
       .def("fill_rows", &EngineHandle::fill_rows, "layer"_a, "id"_a, "k"_a, "v"_a, "stream"_a = 0,
-           "A prompt's rows (rows, n_kv_heads, head_dim) of one layer, appended without attention.")
+           "A prompt's rows (rows, n_kv_heads, head_dim) of one layer, appended without attention; returns each row's "
+           "slot. Arguments and the position range are checked before the first row (a refusal changes nothing).")
       .def("range_stats",
            [](const EngineHandle& e) {
-             const RangeStats r = e.engine().range_stats();
+             const RangeStats r = e.range_stats();
              return nb::make_tuple(r.saturated, r.nonfinite);
            },
            "N1's counters (saturated, nonfinite) over every value read.")
       .def_prop_ro("device", [](const EngineHandle& e) { return std::string(where_name(e.where())); })
-      .def("description", [](const EngineHandle& e) { return e.engine().device_description(); });
+      .def("description", &EngineHandle::description);
 
   m.def("choose_route", &choose_route_py, "cls"_a, "state"_a, "has_vec"_a = true, "strict"_a = nb::none(),
         "disable_vec"_a = nb::none(), "stage_wrapped_swa"_a = false,
@@ -670,16 +679,7 @@ NB_MODULE(_ladder, m) {
         "v"_a.none(), "out"_a.none(),
         "device"_a = nb::none(), "stream"_a = 0);
 
-  m.def("_check_step", &check_step, "plane"_a, "q"_a.none(), "k"_a.none(), "v"_a.none(), "out"_a.none(),
-        "Raises what attend(plane.next_position) with these arrays would raise; changes nothing.");
-
   m.def("cuda_available", &device_available, "True when this build has CUDA and a usable GPU is present.");
   m.def("cuda_description", &device_description);
-  m.def("has_cuda_build", []() {
-#ifdef LADDER_PY_CUDA
-    return true;
-#else
-    return false;
-#endif
-  });
+  m.def("has_cuda_build", &has_cuda_build, "True when this build of the module has the CUDA device compiled in.");
 }

@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
-#include "device_rows.hpp"
-#include "ladder/reference.hpp"
+#include "device_convert.hpp"
+#include "device_plane.hpp"
 #include "tensors.hpp"
 
 namespace ladder::py {
 
-PlaneGuard::PlaneGuard(const Plane& p) : lock_(p.lock()) {
+GilSafeLock::GilSafeLock(std::mutex& m) : lock_(m) {
   if (lock_.try_lock()) return;
   nanobind::gil_scoped_release unlocked;
   lock_.lock();
@@ -16,12 +16,17 @@ PlaneGuard::PlaneGuard(const Plane& p) : lock_(p.lock()) {
 
 std::vector<Dim> row_dims(const PlaneConfig& cfg) { return {{cfg.n_kv_heads, "n_kv_heads"}, {cfg.head_dim, "head_dim"}}; }
 
-Plane::Plane(const PlaneConfig& cfg, Where where) : where_(where) {
+Plane::Plane(const PlaneConfig& cfg, Where where, int n_heads) : where_(where) {
   if (where == Where::cpu) {
     host_.emplace(take(HostPlane::create(cfg)));
-  } else {
-    device_ = make_device_rows(cfg);
+    return;
   }
+  if (!device_available())
+    raise(error_types().no_device,
+          has_cuda_build() ? "no usable CUDA device is present, so a device plane cannot be made"
+                           : "this build of the ladder module has no CUDA support; rebuild it on a machine with nvcc "
+                             "(pip install ./python) or use device='cpu' with numpy arrays");
+  device_ = std::make_unique<DevicePlaneRows>(cfg, n_heads);
 }
 Plane::~Plane() = default;
 Plane::Plane(Plane&&) noexcept = default;
@@ -45,7 +50,12 @@ void Plane::write_row(int slot, const ArrayInfo& k, const ArrayInfo& v) {
     host_->write_row(slot, kf.data(), vf.data());
     return;
   }
-  device_->write_row(slot, kf.data(), vf.data(), at);
+  const float* kp = kf.data();
+  const float* vp = vf.data();
+  // The device runs on its own stream: what the default stream wrote (the caller's rows, their
+  // conversion) must be done first.
+  if (at == Where::cuda) sync_stream(0);
+  device_->write_row(slot, kp, vp, at == Where::cuda ? Memory::device : Memory::host);
 }
 
 std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
@@ -72,25 +82,11 @@ std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
     for (std::int64_t i = 0; i < n; ++i) host_->write_row(slots[i], kp + i * row, vp + i * row);
     return slots;
   }
-  if (at == Where::cuda) {
-    // Rows already in device memory go row by row through the device store.
-    for (std::int64_t i = 0; i < n; ++i) device_->write_row(slots[i], kp + i * row, vp + i * row, at);
-    return slots;
-  }
-  // Device plane: the rows are rounded and placed on the host, then the plane goes up in one copy.
-  std::vector<KvWord> hk = device_->copy(false), hv = device_->copy(true);
-  const PlaneStrides s = plane_strides(cfg.kind, state().capacity, cfg.n_kv_heads, cfg.head_dim);
-  for (std::int64_t i = 0; i < n; ++i)
-    for (int h = 0; h < cfg.n_kv_heads; ++h) {
-      const std::int64_t at = s.offset(slots[i], h);
-      const std::size_t src = i * row + static_cast<std::size_t>(h) * cfg.head_dim;
-      for (int d = 0; d < cfg.head_dim; ++d) {
-        hk[at + d] = kv_encode(kp[src + d], cfg.kv_dtype);  // the store's range rule (docs/nonfinite.md)
-        hv[at + d] = kv_encode(vp[src + d], cfg.kv_dtype);
-      }
-    }
-  device_->upload(false, hk);
-  device_->upload(true, hv);
+  // Device plane: one store step of the library's device per row (from host memory through the
+  // device's staging, or from device memory in place).
+  if (at == Where::cuda && n > 0) sync_stream(0);
+  const Memory from = at == Where::cuda ? Memory::device : Memory::host;
+  for (std::int64_t i = 0; i < n; ++i) device_->write_row(slots[i], kp + i * row, vp + i * row, from);
   return slots;
 }
 

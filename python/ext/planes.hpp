@@ -1,5 +1,6 @@
-// The Python Plane: a KV plane in host memory (HostPlane) or, in CUDA builds, in device memory.
-// Its metadata (explicit origins, append rule) is the library's; only where the rows live differs.
+// The Python Plane: a KV plane in host memory (the library's HostPlane) or, in CUDA builds, in
+// device memory (the library's own device plane, device_plane.hpp). Its metadata (explicit
+// origins, append rule) is the library's; only where the rows live differs.
 //
 // Threads: every binding that reads or changes a Plane holds its lock (PlaneGuard) for the whole
 // call, so calls on one plane from several Python threads are serialized. attend releases the
@@ -16,11 +17,13 @@
 
 namespace ladder::py {
 
-class DeviceRows;  // device storage of a CUDA plane (planes_cuda.cpp); opaque here
+class DevicePlaneRows;  // device_plane.hpp
 
 class Plane {
  public:
-  Plane(const PlaneConfig& cfg, Where where);
+  // n_heads: the query heads of a device plane's attend calls (its device is sized for them);
+  // 0 for a host plane, which takes any multiple of n_kv_heads per call.
+  Plane(const PlaneConfig& cfg, Where where, int n_heads = 0);
   ~Plane();
   Plane(Plane&&) noexcept;
   Plane& operator=(Plane&&) noexcept;
@@ -32,8 +35,9 @@ class Plane {
   int append(int position);
   // Stores one token's f32 K/V ([n_kv_heads][head_dim] each) at a physical slot, rounded to the plane's dtype.
   void write_row(int slot, const ArrayInfo& k, const ArrayInfo& v);
-  // Appends next_position, next_position+1, ... with one row each from k, v (host float32,
-  // [n][n_kv_heads][head_dim]); all appends are checked first, so a refusal changes nothing.
+  // Appends next_position, next_position+1, ... with one row each from k, v ([n][n_kv_heads]
+  // [head_dim]; host arrays, or CUDA tensors for a device plane); all appends are checked
+  // first, so a refusal changes nothing.
   // Returns the slots.
   std::vector<int> extend(const ArrayInfo& k, const ArrayInfo& v);
   // The stored rows (words of the plane's dtype) in storage layout, copied to host memory.
@@ -41,7 +45,7 @@ class Plane {
   std::vector<KvWord> copy_v() const;
 
   HostPlane& host() { return *host_; }
-  DeviceRows& device() { return *device_; }
+  DevicePlaneRows& device() { return *device_; }
   std::mutex& lock() const { return *lock_; }
 
  private:
@@ -49,22 +53,27 @@ class Plane {
   // Behind a pointer so that Plane stays movable (nanobind returns Plane.for_layer by value).
   std::unique_ptr<std::mutex> lock_ = std::make_unique<std::mutex>();
   std::optional<HostPlane> host_;
-  std::unique_ptr<DeviceRows> device_;
+  std::unique_ptr<DevicePlaneRows> device_;
 };
 
-// Holds a plane's lock for one binding call; constructed with the GIL held. When another thread
-// holds the plane (an attend computing with the GIL released), it waits with the GIL released,
-// so that thread can take the GIL back and finish: no thread ever blocks on a plane while
-// holding the GIL, which is what keeps the two locks free of deadlock.
-class PlaneGuard {
+// Holds an object's lock (a plane's, an engine's) for one binding call; constructed with the GIL
+// held. When another thread holds the object (a call computing with the GIL released), it waits
+// with the GIL released, so that thread can take the GIL back and finish: no thread ever blocks
+// on an object while holding the GIL, which is what keeps the two locks free of deadlock.
+class GilSafeLock {
  public:
-  explicit PlaneGuard(const Plane& p);
-  ~PlaneGuard() { lock_.unlock(); }
-  PlaneGuard(const PlaneGuard&) = delete;
-  PlaneGuard& operator=(const PlaneGuard&) = delete;
+  explicit GilSafeLock(std::mutex& m);
+  ~GilSafeLock() { lock_.unlock(); }
+  GilSafeLock(const GilSafeLock&) = delete;
+  GilSafeLock& operator=(const GilSafeLock&) = delete;
 
  private:
   std::mutex& lock_;
+};
+
+class PlaneGuard : public GilSafeLock {
+ public:
+  explicit PlaneGuard(const Plane& p) : GilSafeLock(p.lock()) {}
 };
 
 // The element count of one row argument and its expected shape text, shared by the bindings.

@@ -71,7 +71,7 @@ def test_dtypes_match_reference(rng, case, lib, q_dtype, kv_dtype, out_dtype):
     n_heads = 32
     if lib == "cuda" and not cuda_ready():
         pytest.skip("needs a CUDA build of ladder and a GPU")
-    plane = ladder.Plane(cfg, device="cuda" if lib == "cuda" else "cpu")
+    plane = ladder.Plane(cfg, device="cuda", n_heads=n_heads) if lib == "cuda" else ladder.Plane(cfg)
     filled = Filled(plane, rng, position)
     q32 = rng.standard_normal((n_heads, cfg.head_dim)).astype(np.float32)
     k32 = rng.standard_normal((cfg.n_kv_heads, cfg.head_dim)).astype(np.float32)

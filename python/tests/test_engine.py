@@ -1,7 +1,8 @@
 """ladder.Engine: the library's one engine from Python, one layer at a time. A batch of sequences
 with prompts of different lengths decodes until the rings wrap; every output against the f64
-reference of its own sequence's window, and bit for bit against ModelCache's per-plane path on
-the same inputs (the same routes on the same rows); refused calls change nothing."""
+reference of its own sequence's window, and bit for bit against the per-plane path (one
+ladder.Plane per sequence and layer, ladder.attend) on the same inputs: the same routes on the
+same rows; refused calls change nothing."""
 import numpy as np
 import pytest
 
@@ -39,18 +40,39 @@ class Window:
         return reference(q, np.stack(self.k[-n:]), np.stack(self.v[-n:]))
 
 
+class PerPlane:
+    """The per-plane path the engine must match bit for bit: one host ladder.Plane per (sequence,
+    layer), appended and attended through ladder.attend('auto') sequence by sequence."""
+
+    def __init__(self, g, n_sequences):
+        self.planes = [[ladder.Plane.for_layer(g, cls) for cls in CLASSES] for _ in range(n_sequences)]
+
+    def prefill(self, i, layer, k, v):
+        self.planes[i][layer].extend(k, v)
+
+    def decode(self, layer, q, k, v):
+        out = np.full_like(q, np.nan)
+        for i, planes in enumerate(self.planes):
+            plane = planes[layer]
+            position = plane.next_position
+            slot = plane.append(position)
+            ladder.attend("auto", plane, position, slot, q[i], k[i], v[i], out[i])
+        return out
+
+
 def test_engine_matches_the_reference_and_the_per_plane_path(rng):
     engine = ladder.Engine(geometry())
-    cache = ladder.ModelCache(geometry())
+    per_plane = PerPlane(geometry(), len(PROMPTS))
     assert engine.device == "cpu" and engine.sequences == []
     ids = [engine.add_sequence() for _ in PROMPTS]
-    seqs = [cache.add_sequence() for _ in PROMPTS]
     windows = {(i, layer): Window(CLASSES[layer]) for i in range(len(ids)) for layer in range(len(CLASSES))}
     for i, n in enumerate(PROMPTS):
         for layer in range(len(CLASSES)):
             k, v = rows(rng, n), rows(rng, n)
-            engine.fill_rows(layer, ids[i], k, v)
-            cache.prefill(seqs[i], layer, k, v)
+            slots = engine.fill_rows(layer, ids[i], k, v)
+            # A growing plane's row p is slot p; a ring's slots go round its WINDOW rows.
+            assert slots == [p % WINDOW if CLASSES[layer] == "swa" else p for p in range(n)]
+            per_plane.prefill(i, layer, k, v)
             windows[(i, layer)].add(k, v)
     assert [engine.next_position(s, 0) for s in ids] == PROMPTS
 
@@ -61,8 +83,7 @@ def test_engine_matches_the_reference_and_the_per_plane_path(rng):
             k, v = rows(rng, len(ids)), rows(rng, len(ids))
             out = np.full_like(q, np.nan)
             engine.encode_layer(layer, ids, q, k, v, out)
-            expected = cache.decode(layer, q, k, v)
-            np.testing.assert_array_equal(out, expected)
+            np.testing.assert_array_equal(out, per_plane.decode(layer, q, k, v))
             for i in range(len(ids)):
                 windows[(i, layer)].add(k[i:i + 1], v[i:i + 1])
                 worst = max(worst, rel_err(out[i], windows[(i, layer)].reference(q[i])))

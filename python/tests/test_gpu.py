@@ -1,4 +1,5 @@
-"""The same routes on the GPU through torch CUDA tensors (zero copy); skipped without CUDA."""
+"""The same routes on the GPU through torch CUDA tensors (zero copy) on the library's own device
+plane (Plane(device='cuda') is a one-layer sequence of the CUDA device); skipped without CUDA."""
 import numpy as np
 import pytest
 
@@ -10,15 +11,23 @@ pytestmark = pytest.mark.skipif(not (ladder.cuda_available() and torch.cuda.is_a
                                 reason="needs a CUDA build of ladder and a GPU")
 
 TOLERANCE = 2e-3
+N_HEADS = 32  # the query heads every device plane here is made for (16 per KV head)
+# The device allocates a growing plane's rows at max_context up front: positions here stay below
+# 200, so a small max context keeps each plane at 4 MiB instead of 1 GiB.
+MAX_CONTEXT = 4096
 
 
 def ring_cfg(window, slack=0):
-    return ladder.PlaneConfig("ring", n_kv_heads=2, head_dim=128, capacity=window + slack, max_context=1 << 20,
+    return ladder.PlaneConfig("ring", n_kv_heads=2, head_dim=128, capacity=window + slack, max_context=MAX_CONTEXT,
                               window=window)
 
 
 def growing_cfg(capacity=64):
-    return ladder.PlaneConfig("growing", n_kv_heads=2, head_dim=128, capacity=capacity, max_context=1 << 20)
+    return ladder.PlaneConfig("growing", n_kv_heads=2, head_dim=128, capacity=capacity, max_context=MAX_CONTEXT)
+
+
+def device_plane(cfg):
+    return ladder.Plane(cfg, device="cuda", n_heads=N_HEADS)
 
 
 CASES = [
@@ -35,7 +44,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_route_on_cuda_tensors(rng, case):
     _, cfg, position, route = case
-    plane = ladder.Plane(cfg, device="cuda")
+    plane = device_plane(cfg)
     filled = Filled(plane, rng, position)
     k, v = random_rows(rng, 2, 128)
     q = rng.standard_normal((32, 128)).astype(np.float32)
@@ -54,7 +63,7 @@ def test_route_on_cuda_tensors(rng, case):
 
 def test_cpu_and_gpu_planes_hold_the_same_rows(rng):
     host = ladder.Plane(ring_cfg(64, slack=3))
-    dev = ladder.Plane(ring_cfg(64, slack=3), device="cuda")
+    dev = device_plane(ring_cfg(64, slack=3))
     for pos in range(90):
         k, v = random_rows(rng, 2, 128)
         assert host.append_row(pos, k, v) == dev.append_row(pos, torch.from_numpy(k).cuda(), torch.from_numpy(v).cuda())
@@ -69,22 +78,31 @@ def test_mismatched_devices(rng):
     k = torch.randn(2, 128, device="cuda")
     with pytest.raises(ladder.DeviceMismatchError, match="host memory"):
         ladder.attend("interleaved", host, 0, slot, q, k, k.clone())
-    dev = ladder.Plane(growing_cfg(), device="cuda")
+    dev = device_plane(growing_cfg())
     slot = dev.append(0)
     with pytest.raises(ladder.DeviceMismatchError, match="CUDA tensors"):
         ladder.attend("interleaved", dev, 0, slot, q.cpu().numpy(), k.cpu().numpy(), k.cpu().numpy())
     with pytest.raises(ladder.DeviceMismatchError, match="k is on cpu"):
         ladder.attend("interleaved", dev, 0, slot, q, k.cpu(), k)
+    # The device plane is made for N_HEADS query heads: another count is refused, nothing runs.
+    with pytest.raises(ladder.ShapeError, match="made for n_heads=32"):
+        ladder.attend("interleaved", dev, 0, slot, q[:16], k, k.clone())
+    out = torch.full((N_HEADS, 128), float("nan"), device="cuda")
+    ladder.attend("interleaved", dev, 0, slot, q, k, k.clone(), out=out)
+    assert torch.isfinite(out).all()
 
 
-def test_unsupported_head_dim_on_gpu():
+def test_device_plane_arguments():
+    """head_dim other than the kernels' 128 is refused when the device plane is made; so is a
+    device plane without its query-head count."""
     cfg = ladder.PlaneConfig("growing", n_kv_heads=2, head_dim=64, capacity=64, max_context=100)
-    plane = ladder.Plane(cfg, device="cuda")
-    slot = plane.append(0)
-    q = torch.randn(8, 64, device="cuda")
-    k = torch.randn(2, 64, device="cuda")
     with pytest.raises(ladder.UnsupportedError):
-        ladder.attend("interleaved", plane, 0, slot, q, k, k.clone())
+        ladder.Plane(cfg, device="cuda", n_heads=8)
+    ladder.Plane(cfg).append(0)  # the host plane of the same configuration is fine
+    with pytest.raises(ladder.InvalidArgumentError, match="needs n_heads"):
+        ladder.Plane(growing_cfg(), device="cuda")
+    with pytest.raises(ladder.InvalidArgumentError, match="needs n_heads"):
+        ladder.Plane(growing_cfg(), device="cuda", n_heads=3)  # not a multiple of the 2 KV heads
 
 
 def test_host_plane_mirrored_to_the_gpu(rng):
@@ -98,14 +116,36 @@ def test_host_plane_mirrored_to_the_gpu(rng):
     assert rel_err(out, reference(q, k_rows, v_rows)) < TOLERANCE
 
 
-def test_extend_on_a_device_plane(rng):
-    host = ladder.Plane(growing_cfg(capacity=32))
-    dev = ladder.Plane(growing_cfg(capacity=32), device="cuda")
+@pytest.mark.parametrize("source", ["numpy", "cuda"])
+@pytest.mark.parametrize("cfg", [growing_cfg(capacity=32), ring_cfg(64, slack=3)], ids=["growing", "ring"])
+def test_extend_on_a_device_plane(rng, cfg, source):
+    """100 rows at once (the growing plane grows twice, the ring wraps): the same slots, state and
+    stored words as a host plane; a refused extend changes neither."""
+    host, dev = ladder.Plane(cfg), device_plane(cfg)
+    k = rng.standard_normal((100, 2, 128)).astype(np.float32)
+    v = rng.standard_normal((100, 2, 128)).astype(np.float32)
+    rows = (k, v) if source == "numpy" else (torch.from_numpy(k).cuda(), torch.from_numpy(v).cuda())
+    assert host.extend(k, v) == dev.extend(*rows)
+    assert host.state == dev.state
+    np.testing.assert_array_equal(host.keys().view(np.uint16), dev.keys().view(np.uint16))
+    np.testing.assert_array_equal(host.values().view(np.uint16), dev.values().view(np.uint16))
+    too_many = np.ones((MAX_CONTEXT, 2, 128), dtype=np.float32)
+    with pytest.raises(ladder.PositionError):
+        dev.extend(too_many, too_many)
+    assert host.state == dev.state
+    np.testing.assert_array_equal(host.keys().view(np.uint16), dev.keys().view(np.uint16))
+
+
+def test_growing_plane_larger_than_its_max_context(rng):
+    """A growing plane whose initial capacity passes its max context holds every position up to
+    the max context (the device allocates PlaneConfig.max_rows rows), like the host plane."""
+    cfg = ladder.PlaneConfig("growing", n_kv_heads=2, head_dim=128, capacity=128, max_context=100)
+    host, dev = ladder.Plane(cfg), device_plane(cfg)
     k = rng.standard_normal((100, 2, 128)).astype(np.float32)
     v = rng.standard_normal((100, 2, 128)).astype(np.float32)
     assert host.extend(k, v) == dev.extend(k, v)
     assert host.state == dev.state
-    np.testing.assert_array_equal(host.values().view(np.uint16), dev.values().view(np.uint16))
+    np.testing.assert_array_equal(host.keys().view(np.uint16), dev.keys().view(np.uint16))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -116,7 +156,7 @@ def test_route_on_bf16_device_planes(rng, case):
 
     _, f16_cfg, position, route = case
     cfg = bf16_cfg(f16_cfg)
-    dev, host = ladder.Plane(cfg, device="cuda"), ladder.Plane(cfg)
+    dev, host = device_plane(cfg), ladder.Plane(cfg)
     k_hist, v_hist = [], []
     for pos in range(position):
         k, v = random_rows(rng, 2, 128)

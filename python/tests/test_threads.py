@@ -1,7 +1,8 @@
 """The threading contract (docs/threads.md) with real threads: calls on one Plane from several
 Python threads are serialized by the plane's lock. attend computes with the GIL released but
 keeps the lock, so a writer thread appending (and growing, which frees the old rows) cannot
-change the plane under an attend that is reading it."""
+change the plane under an attend that is reading it. Calls on one Engine (a ModelCache) are
+serialized the same way."""
 import sys
 import threading
 
@@ -120,3 +121,59 @@ def test_attend_while_another_thread_grows_the_same_plane(rng, route):
     np.testing.assert_array_equal(k_window, k16.astype(np.float32))
     np.testing.assert_array_equal(v_window, v16.astype(np.float32))
 
+
+
+# A ModelCache (one engine) decoded from several threads at once, each thread its own sequence,
+# while another thread adds and removes sequences: the engine's lock serializes the calls, so
+# every output is its own sequence's reference and the others' positions never move.
+CACHE_WINDOW = 16
+CACHE_CLASSES = ["swa", "nope"]
+CACHE_THREADS = 4
+CACHE_STEPS = 3 * CACHE_WINDOW  # every ring wraps
+CHURN_ROUNDS = 200
+
+
+def test_one_model_cache_decoded_from_several_threads(rng):
+    g = ladder.Geometry(n_layers=len(CACHE_CLASSES), n_heads=N_HEADS, n_kv_heads=N_KV, head_dim=HEAD_DIM,
+                        window=CACHE_WINDOW, max_context=1024, layer_classes=CACHE_CLASSES)
+    cache = ladder.ModelCache(g)
+    seqs = [cache.add_sequence() for _ in range(CACHE_THREADS)]
+    inputs = {s: rng.standard_normal((CACHE_STEPS, len(CACHE_CLASSES), N_HEADS + 2 * N_KV, HEAD_DIM))
+              .astype(np.float32) for s in seqs}
+    failures = []
+
+    def decode(seq):
+        try:
+            hist = [([], []) for _ in CACHE_CLASSES]
+            for step in range(CACHE_STEPS):
+                for layer, cls in enumerate(CACHE_CLASSES):
+                    x = inputs[seq][step, layer]
+                    q, k, v = x[:N_HEADS][None], x[N_HEADS:N_HEADS + N_KV][None], x[N_HEADS + N_KV:][None]
+                    out = np.full_like(q, np.nan)
+                    cache.decode(layer, q, k, v, out=out, seqs=[seq])
+                    ks, vs = hist[layer]
+                    ks.append(f16_round(k[0]))
+                    vs.append(f16_round(v[0]))
+                    n = len(ks) if cls == "nope" else min(len(ks), CACHE_WINDOW)
+                    err = rel_err(out[0], reference(q[0], np.stack(ks[-n:]), np.stack(vs[-n:])))
+                    if not err < TOLERANCE:
+                        failures.append((seq, step, layer, err))
+        except Exception as e:  # noqa: BLE001  (reported below, with the thread's sequence)
+            failures.append((seq, repr(e)))
+
+    def churn():
+        try:
+            for _ in range(CHURN_ROUNDS):
+                cache.remove_sequence(cache.add_sequence())
+        except Exception as e:  # noqa: BLE001
+            failures.append(("churn", repr(e)))
+
+    threads = [threading.Thread(target=decode, args=(s,)) for s in seqs] + [threading.Thread(target=churn)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert cache.sequences == seqs
+    assert [cache.length(s, layer) for s in seqs for layer in range(len(CACHE_CLASSES))] == \
+        [CACHE_STEPS] * (CACHE_THREADS * len(CACHE_CLASSES))

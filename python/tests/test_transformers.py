@@ -115,15 +115,14 @@ def test_greedy_decoding_matches_eager(model, lengths, device):
     # Every sequence holds only its real tokens; every ring has wrapped at least twice.
     mc = cache.model_cache
     for seq, n in zip(mc.sequences, lengths):
-        planes = mc.planes(seq)
-        for layer, plane in enumerate(planes):
+        for layer, state in enumerate(mc.states(seq)):
             # generate's last token is sampled but never fed back, so NEW_TOKENS - 1 decode steps.
-            assert plane.next_position == n + NEW_TOKENS - 1
+            assert state.next_position == n + NEW_TOKENS - 1
             if LAYER_TYPES[layer] == "sliding_attention":
-                assert plane.kind == "ring" and plane.capacity == WINDOW
-                assert plane.origin_logical >= 2 * WINDOW
+                assert mc.layer_classes[layer] == "swa" and state.capacity == WINDOW
+                assert state.origin_logical >= 2 * WINDOW
             else:
-                assert plane.kind == "growing"
+                assert mc.layer_classes[layer] == "nope" and state.len == state.next_position
 
     ref_tokens, ref_logits = generate(model, "eager_kv16", ids, mask)
     assert torch.equal(got_tokens, ref_tokens)

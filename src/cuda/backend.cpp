@@ -100,8 +100,9 @@ class CudaSequence final : public DeviceSequence {
     k_.resize(n);
     v_.resize(n);
     for (std::size_t l = 0; l < n; ++l) {
-      // Growing planes get max_context rows up front: no device copy when their state grows.
-      rows_[l] = cfgs_[l].kind == PlaneKind::growing ? cfgs_[l].max_context : cfgs_[l].capacity;
+      // Growing planes get the most rows they can reach up front (max_context, or a larger
+      // initial capacity: PlaneConfig::max_rows): no device copy when their state grows.
+      rows_[l] = cfgs_[l].max_rows();
       const std::size_t elems = static_cast<std::size_t>(rows_[l]) * g.n_kv_heads * g.head_dim;
       LADDER_TRY(k_[l].allocate(elems, "a plane's K rows"));
       LADDER_TRY(v_[l].allocate(elems, "a plane's V rows"));
@@ -127,6 +128,26 @@ class CudaSequence final : public DeviceSequence {
     return {};
   }
   void release() override {}
+
+  Status copy_rows(int layer, const PlaneState& state, bool values, std::span<KvWord> out) const override {
+    if (layer < 0 || static_cast<std::size_t>(layer) >= cfgs_.size())
+      return make_error(ErrorCode::invalid_argument, fmt::format("layer {} does not exist", layer));
+    const std::size_t l = static_cast<std::size_t>(layer);
+    const PlaneConfig& c = cfgs_[l];
+    const std::size_t d = static_cast<std::size_t>(c.head_dim), heads = static_cast<std::size_t>(c.n_kv_heads);
+    const std::size_t cap = static_cast<std::size_t>(state.capacity);
+    if (state.capacity <= 0 || state.capacity > rows_[l] || out.size() != cap * heads * d)
+      return make_error(ErrorCode::invalid_argument,
+                        fmt::format("layer {}: {} words for a plane of {} rows (device rows {})", layer, out.size(),
+                                    state.capacity, rows_[l]));
+    const DeviceArray<KvWord>& rows = values ? v_[l] : k_[l];
+    // Token-major (a ring): the device holds exactly the plane's rows, one block. Head-major (a
+    // growing plane, allocated at max_context rows): each head's first `cap` rows.
+    if (c.kind == PlaneKind::ring) return rows.download(out.data(), out.size());
+    for (std::size_t h = 0; h < heads; ++h)
+      LADDER_TRY(rows.download_range(out.data() + h * cap * d, h * static_cast<std::size_t>(rows_[l]) * d, cap * d));
+    return {};
+  }
 
   // The launch structs of the step's layers with their activations in slot `io`: out[i] for
   // layer first_layer + i.

@@ -84,9 +84,12 @@ def attend(route, plane, position, slot, q, k, v, out=None, device=None, stream=
               rounded to its dtype (round to nearest even). out=None allocates q's dtype.
     device:   'cpu' or 'cuda'; None takes the device q lives on. A host plane with host arrays
               and device='cuda' mirrors the plane to the GPU for the call (copies); a plane
-              created with device='cuda' and CUDA tensors runs without any copy.
-    stream:   for CUDA tensors, the cudaStream_t (an int) to run on; None takes torch's current
-              stream when q is a torch tensor, else the default stream.
+              created with device='cuda' (the library's device plane, made for n_heads query
+              heads) and CUDA tensors runs without any copy.
+    stream:   for CUDA tensors, the cudaStream_t (an int) that wrote them: float16/bfloat16
+              conversions run on it, the call waits for it before the library's device reads
+              the tensors (on its own stream), and returns once out is written. None takes
+              torch's current stream when q is a torch tensor, else the default stream.
     Returns out (allocated when None).
     """
     if out is None:

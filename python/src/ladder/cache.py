@@ -1,10 +1,11 @@
 """A whole-model KV cache: every layer's planes for a batch of sequences.
 
-Each sequence owns one library ``Plane`` per layer (a ring for a sliding-window layer, a growing
-plane for a global one), on the host or, in a CUDA build, in device memory. The cache adds the
-bookkeeping a model forward needs on top of the per-plane API: positions per sequence, prefill
-(the prompt's K/V rows written without attention), decode (append and attend, per layer, for
-every sequence of the batch) and sequences joining and leaving the batch.
+The cache is one ``ladder.Engine`` (the library's engine, include/ladder/engine.hpp): each
+sequence of the engine has one plane per layer (a ring for a sliding-window layer, a growing
+plane for a global one), on the host or, in a CUDA build, in device memory, and keeps each
+layer's own next position. The cache adds what a model forward needs: prefill (the prompt's K/V
+rows written without attention), decode (append and attend at one layer for every sequence of
+the batch, one engine call) and sequences joining and leaving the batch.
 
 Shapes at the boundary (arrays in float32, float16 or bfloat16; numpy or torch; CPU, or CUDA
 tensors for device planes):
@@ -14,8 +15,10 @@ tensors for device planes):
            out   (batch, n_heads, head_dim)              written in place
 """
 
+import operator
+
 from . import _ladder
-from ._ladder import Geometry, InvalidArgumentError, Plane, UnsupportedError
+from ._ladder import Geometry, InvalidArgumentError, UnsupportedError
 
 # transformers' layer_types names and the library's layer classes.
 _LAYER_CLASS = {"sliding_attention": "swa", "full_attention": "nope"}
@@ -67,14 +70,17 @@ def _torch_stream(x):
 
 
 class ModelCache:
-    """Every layer's planes for a batch of sequences (see the module docstring).
+    """Every layer's planes for a batch of sequences (see the module docstring), held by one
+    ``ladder.Engine``: the library's engine and its planes on the host or the GPU.
 
     geometry:  a ladder.Geometry (its layer classes pick ring or growing planes), or use
                ``ModelCache.from_config`` for a transformers config.
-    device:    'cpu' (host planes) or 'cuda' (device planes, CUDA builds).
+    device:    'cpu' (host planes) or 'cuda' (device planes, CUDA builds: NoDeviceError otherwise).
     initial_growing_capacity: first capacity of the growing planes (0: the library's default).
     kv_dtype:  the planes' element type, 'f16' or 'bf16'; None keeps the geometry's (f16 unless
                it says otherwise).
+
+    Threads: like the engine, one call at a time per cache (docs/threads.md).
     """
 
     def __init__(self, geometry, device="cpu", initial_growing_capacity=0, kv_dtype=None):
@@ -82,11 +88,10 @@ class ModelCache:
             geometry = geometry.with_kv_dtype(kv_dtype)
         geometry.validate()
         self.geometry = geometry
-        self.device = device
         self.initial_growing_capacity = initial_growing_capacity
         self.layer_classes = [geometry.layer_class(i) for i in range(geometry.n_layers)]
-        self._planes = {}  # sequence id -> [Plane per layer], in batch order
-        self._next_id = 0
+        self._engine = _ladder.Engine(geometry, device, initial_growing_capacity)
+        self.device = self._engine.device
 
     @classmethod
     def from_config(cls, config, device="cpu", max_context=None, initial_growing_capacity=0, kv_dtype="f16"):
@@ -99,46 +104,60 @@ class ModelCache:
         return self.geometry.n_layers
 
     @property
+    def engine(self):
+        """The ``ladder.Engine`` that holds the planes (read it; calls made on it directly bypass
+        the cache's argument checks but not the engine's)."""
+        return self._engine
+
+    @property
     def sequences(self):
-        """The sequence ids in batch order (the order decode reads its batch rows in)."""
-        return list(self._planes)
+        """The sequence ids in batch order (the order decode reads its batch rows in): the order
+        they were added, which is increasing (the engine never reuses an id)."""
+        return self._engine.sequences
 
     def add_sequence(self):
         """A new, empty sequence at the end of the batch; returns its id."""
-        planes = [Plane.for_layer(self.geometry, cls, self.initial_growing_capacity, self.device)
-                  for cls in self.layer_classes]
-        seq = self._next_id
-        self._next_id += 1
-        self._planes[seq] = planes
-        return seq
+        return self._engine.add_sequence()
 
     def remove_sequence(self, seq):
         """Drops a sequence and its planes; the others keep their order."""
-        self._planes.pop(self._sequence(seq))
+        self._engine.remove_sequence(self._sequence(seq))
 
-    def planes(self, seq):
-        """The sequence's planes, one per layer."""
-        return list(self._planes[self._sequence(seq)])
+    def state(self, seq, layer):
+        """The PlaneState of one layer of a sequence (capacity, len, origins, next_position)."""
+        return self._engine.state(self._sequence(seq), self._layer(layer))
+
+    def states(self, seq):
+        """The sequence's plane states, one per layer (read-only copies)."""
+        seq = self._sequence(seq)
+        return [self._engine.state(seq, layer) for layer in range(self.n_layers)]
 
     def length(self, seq, layer=0):
         """Tokens the sequence holds at a layer (its next position)."""
-        return self._plane(seq, layer).next_position
+        return self.state(seq, layer).next_position
 
     # ---- writes --------------------------------------------------------------------------------
     def prefill(self, seq, layer, k, v):
         """Writes a prompt's rows at the sequence's next positions of one layer, without
-        attention: k, v (rows, n_kv_heads, head_dim). All rows are checked before any is written
-        (a refusal changes nothing). Returns the slots."""
-        return self._plane(seq, layer).extend(k, v)
+        attention: k, v (rows, n_kv_heads, head_dim). One call into the module; inside it the
+        engine takes one row per call (its fill_layer appends one position per sequence).
+        Every argument (sequence, layer, dtypes, shapes, the position range against the max
+        context) is checked before the first row, so a refused call changes nothing; an
+        out_of_memory while a growing plane grows mid-prompt leaves the rows before it written
+        (``length`` says how many). Returns each row's slot."""
+        return self._engine.fill_rows(self._layer(layer), self._sequence(seq), k, v, _torch_stream(k))
 
     def decode(self, layer, q, k, v, out=None, seqs=None):
         """One token for every sequence of the batch at one layer: appends it at each sequence's
-        next position and attends through the route the ladder picks ('auto').
+        next position and attends through the route the ladder picks, in ONE engine call
+        (``Engine.encode_layer``) for the whole batch.
 
         q (batch, n_heads, head_dim); k, v (batch, n_kv_heads, head_dim); out like q (allocated
         in q's dtype when None). seqs: the sequence ids the batch rows belong to (default: all,
-        in batch order). Every sequence's arrays and next append are checked before the first
-        append, so a bad argument leaves every plane untouched. Returns out."""
+        in batch order). All or nothing: every array and every sequence's next append is
+        checked before the first append, so a refused call leaves every plane untouched.
+        Returns out."""
+        layer = self._layer(layer)
         seqs = self.sequences if seqs is None else [self._sequence(s) for s in seqs]
         if out is None:
             out = _ladder_new_output(q)
@@ -148,33 +167,27 @@ class ModelCache:
                 raise _ladder.ShapeError(
                     "%s must have shape (batch, heads, head_dim) with batch = %d sequences, got %s"
                     % (name, len(seqs), shape))
-        planes = [self._planes[s][self._layer(layer)] for s in seqs]
-        for i, plane in enumerate(planes):
-            _ladder._check_step(plane, q[i], k[i], v[i], out[i])
-        stream = _torch_stream(q)
-        for i, plane in enumerate(planes):
-            position = plane.next_position
-            slot = plane.append(position)
-            _ladder._attend("auto", plane, position, slot, q[i], k[i], v[i], out[i], None, stream)
+        self._engine.encode_layer(layer, seqs, q, k, v, out, _torch_stream(q))
         return out
 
     # ---- lookups -------------------------------------------------------------------------------
     def _sequence(self, seq):
-        if seq not in self._planes:
+        if seq not in self._engine.sequences:
             raise InvalidArgumentError("sequence %r is not in this cache (sequences: %s)" % (seq, self.sequences))
         return seq
 
     def _layer(self, layer):
+        try:
+            layer = operator.index(layer)
+        except TypeError:
+            raise InvalidArgumentError("layer must be an integer, got %r" % (layer,)) from None
         if not 0 <= layer < self.n_layers:
             raise InvalidArgumentError("layer %r does not exist (0..%d)" % (layer, self.n_layers - 1))
         return layer
 
-    def _plane(self, seq, layer):
-        return self._planes[self._sequence(seq)][self._layer(layer)]
-
     def __repr__(self):
         return "ModelCache(%s, device=%r, sequences=%s)" % (self.geometry.name, self.device,
-                                                          {s: self.length(s) for s in self._planes})
+                                                          {s: self.length(s) for s in self.sequences})
 
 
 def _ladder_new_output(q):

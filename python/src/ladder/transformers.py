@@ -18,7 +18,8 @@ How a forward goes through it, per layer:
     attention mask's diagonal and skipped), and the prompt's attention runs through torch's
     sdpa, as with ``attn_implementation="sdpa"``;
   * decode (one query token): every sequence of the batch appends its row and attends through
-    the ladder's route (``ModelCache.decode``), in the model's dtype, on the model's device;
+    the ladder's route (``ModelCache.decode``: one engine call per layer for the whole batch), in
+    the model's dtype, on the model's device;
   * a later chunk of several tokens goes token by token through the decode path.
 
 Each sequence's planes hold only its real tokens, so a left-padded batch needs no masking in
