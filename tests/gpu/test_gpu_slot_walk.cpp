@@ -38,7 +38,7 @@ Geometry walk_geometry() {
 }
 
 struct WalkRun {
-  std::vector<std::vector<float>> out;  // [call][sequence][n_layers * n_heads * head_dim]
+  std::vector<std::vector<std::vector<float>>> out;  // [call][sequence][n_layers * n_heads * head_dim]
   std::set<int> warps_per_workgroup;    // nsg of every NoPE layer's schedule the calls ran
   double worst_error = 0.0;               // NaN if any output was left unwritten
 };
