@@ -12,17 +12,18 @@ from test_attend import TOLERANCE
 
 WINDOW = 16
 N_HEADS, N_KV, HEAD_DIM = 4, 2, 32
+GPU_HEAD_DIM = 128  # the CUDA kernels' one head_dim
 CLASSES = ["swa", "nope", "swa"]
 PROMPTS = [5, 23, 40]
 
 
-def geometry(max_context=4096):
-    return ladder.Geometry(n_layers=len(CLASSES), n_heads=N_HEADS, n_kv_heads=N_KV, head_dim=HEAD_DIM, window=WINDOW,
+def geometry(max_context=4096, head_dim=HEAD_DIM):
+    return ladder.Geometry(n_layers=len(CLASSES), n_heads=N_HEADS, n_kv_heads=N_KV, head_dim=head_dim, window=WINDOW,
                            max_context=max_context, layer_classes=CLASSES)
 
 
-def rows(rng, n):
-    return rng.standard_normal((n, N_KV, HEAD_DIM)).astype(np.float32)
+def rows(rng, n, head_dim=HEAD_DIM):
+    return rng.standard_normal((n, N_KV, head_dim)).astype(np.float32)
 
 
 class Window:
@@ -143,26 +144,29 @@ def test_refused_calls_change_nothing(rng):
 @pytest.mark.skipif(not ladder.cuda_available(), reason="needs a CUDA build of ladder and a GPU")
 def test_cuda_engine_reads_cuda_tensors_in_place(rng):
     torch = pytest.importorskip("torch")
-    gpu = ladder.Engine(geometry(), device="cuda")
-    cpu = ladder.Engine(geometry())
+    gpu = ladder.Engine(geometry(head_dim=GPU_HEAD_DIM), device="cuda")
+    cpu = ladder.Engine(geometry(head_dim=GPU_HEAD_DIM))
     ids = [gpu.add_sequence() for _ in PROMPTS]
     assert [cpu.add_sequence() for _ in PROMPTS] == ids
     for i, n in enumerate(PROMPTS):
         for layer in range(len(CLASSES)):
-            k, v = rows(rng, n), rows(rng, n)
+            k, v = rows(rng, n, GPU_HEAD_DIM), rows(rng, n, GPU_HEAD_DIM)
             gpu.fill_rows(layer, ids[i], torch.from_numpy(k).cuda(), torch.from_numpy(v).cuda())
             cpu.fill_rows(layer, ids[i], k, v)
     for _ in range(WINDOW + 3):
         for layer in range(len(CLASSES)):
-            q = rng.standard_normal((len(ids), N_HEADS, HEAD_DIM)).astype(np.float32)
-            k, v = rows(rng, len(ids)), rows(rng, len(ids))
-            out = torch.full((len(ids), N_HEADS, HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
+            q = rng.standard_normal((len(ids), N_HEADS, GPU_HEAD_DIM)).astype(np.float32)
+            k, v = rows(rng, len(ids), GPU_HEAD_DIM), rows(rng, len(ids), GPU_HEAD_DIM)
+            out = torch.full((len(ids), N_HEADS, GPU_HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
             gpu.encode_layer(layer, ids, *(torch.from_numpy(x).cuda().to(torch.bfloat16) for x in (q, k, v)), out)
             ref = np.zeros_like(q)
             qb, kb, vb = (torch.from_numpy(x).to(torch.bfloat16).float().numpy() for x in (q, k, v))
             cpu.encode_layer(layer, ids, qb, kb, vb, ref)
             got = out.float().cpu().numpy()
             # Both read the same bfloat16-rounded inputs; the GPU's output is rounded to bfloat16
-            # (half an ulp, 2^-9 relative) and its producer's arithmetic differs within P3's bound.
-            np.testing.assert_allclose(got, ref, rtol=2.0**-8 + TOLERANCE, atol=1e-6)
+            # (half an ulp, 2^-9 relative) and its producer's arithmetic differs within P3's bound
+            # (the tensor-core and CPU producers sit ~1e-6 from f64, relative to the output's scale:
+            # hence the absolute floor for entries near zero).
+            floor = 1e-5 * float(np.abs(ref).max())
+            np.testing.assert_allclose(got, ref, rtol=2.0**-8 + TOLERANCE, atol=floor)
     assert gpu.device == "cuda"
