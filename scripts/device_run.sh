@@ -67,7 +67,7 @@ FILTER='-GpuPerf.*'
 # allocations on purpose; memcheck reports every failed CUDA API call as an error.
 # GpuBatchKey.* runs no CUDA at all (a host-side check of the batched key), which the sanitizer
 # reports as a failed run.
-SAN_FILTER="${LADDER_SAN_FILTER:--GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*:GpuBatchKey.*}"
+SAN_FILTER="${LADDER_SAN_FILTER:--GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*:GpuBatchKey.*:GpuSlotWalk.DefaultRuleLaunchesAboutOneWave}"
 SAN="compute-sanitizer --error-exitcode 1 --print-limit 20"
 
 FUZZ_PID=
