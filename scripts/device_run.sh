@@ -65,8 +65,8 @@ TESTS="$BIN/ladder_gpu_tests"
 FILTER='-GpuPerf.*'
 # The out-of-memory test asks the driver for 512 GiB, and the stale-error tests provoke refused
 # allocations on purpose; memcheck reports every failed CUDA API call as an error.
-# GpuBatchKey.* runs no CUDA at all (a host-side check of the batched key), which the sanitizer
-# reports as a failed run.
+# GpuBatchKey.* and GpuSlotWalk.DefaultRuleLaunchesAboutOneWave run no CUDA at all (host-side
+# checks of the batched key and of the slot-walk rule), which the sanitizer reports as a failed run.
 SAN_FILTER="${LADDER_SAN_FILTER:--GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*:GpuBatchKey.*:GpuSlotWalk.DefaultRuleLaunchesAboutOneWave}"
 SAN="compute-sanitizer --error-exitcode 1 --print-limit 20"
 
