@@ -53,6 +53,9 @@ std::string dtype_text(const nb::dlpack::dtype& t) {
 }
 
 bool c_contiguous(const ArrayInfo& a) {
+  // An empty array addresses no element, whatever strides its producer reported.
+  for (const std::int64_t extent : a.shape)
+    if (extent == 0) return true;
   std::int64_t expected = 1;
   for (std::size_t i = a.shape.size(); i-- > 0;) {
     // A dimension of extent 1 may carry any stride: it is never stepped over.

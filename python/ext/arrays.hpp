@@ -69,7 +69,8 @@ std::string shape_of(const ArrayInfo& a);
 
 // "float32", "bfloat16", ...: a DLPack dtype as its users name it.
 std::string dtype_text(const nb::dlpack::dtype& t);
-// Whether the array is row-major with unit stride (extent-1 dimensions may carry any stride).
+// Whether the array is row-major with unit stride (extent-1 dimensions may carry any stride; an
+// empty array is).
 bool c_contiguous(const ArrayInfo& a);
 // DeviceMismatchError unless the array lives on `where`.
 void check_device(const ArrayInfo& a, const char* name, Where where);

@@ -150,42 +150,88 @@ void EngineHandle::encode_layer(nb::handle layer_arg_h, nb::handle ids_arg, nb::
 std::vector<int> EngineHandle::fill_rows(nb::handle layer_arg_h, nb::handle id_arg, nb::handle k_arg,
                                          nb::handle v_arg, std::uintptr_t stream) {
   const GilSafeLock held(lock_);
-  const int layer = layer_arg(layer_arg_h);
   const SequenceId id = sequence_arg(id_arg);
+  const ArrayInfo k = in_array(k_arg, "k");
+  const std::int64_t rows = k.shape.empty() ? -1 : k.shape[0];  // shape errors are fill_unlocked's
+  return fill_unlocked(layer_arg(layer_arg_h), {id}, {rows}, k, in_array(v_arg, "v"), stream).front();
+}
+
+std::vector<std::vector<int>> EngineHandle::fill_batch(nb::handle layer_arg_h, nb::handle ids_arg,
+                                                       nb::handle counts_arg, nb::handle k_arg, nb::handle v_arg,
+                                                       std::uintptr_t stream) {
+  const GilSafeLock held(lock_);
+  const int layer = layer_arg(layer_arg_h);
+  const std::vector<SequenceId> known = engine_->sequences();  // increasing
+  std::vector<SequenceId> ids;
+  for (nb::handle h : ids_arg) ids.push_back(sequence_arg(h, known));
+  std::vector<std::int64_t> counts;
+  for (nb::handle h : counts_arg) counts.push_back(int_arg(h, "a row count", error_types().invalid_argument));
+  return fill_unlocked(layer, ids, counts, in_array(k_arg, "k"), in_array(v_arg, "v"), stream);
+}
+
+std::vector<std::vector<int>> EngineHandle::fill_unlocked(int layer, const std::vector<SequenceId>& ids,
+                                                          const std::vector<std::int64_t>& counts, const ArrayInfo& k,
+                                                          const ArrayInfo& v, std::uintptr_t stream) {
   const Geometry& g = engine_->geometry();
-  const ArrayInfo k = in_array(k_arg, "k"), v = in_array(v_arg, "v");
+  if (ids.empty()) raise(error_types().invalid_argument, "a fill needs at least one sequence");
+  if (counts.size() != ids.size())
+    raise(error_types().invalid_argument,
+          fmt::format("{} row counts for {} sequences: one count per sequence", counts.size(), ids.size()));
+  std::vector<SequenceId> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    raise(error_types().invalid_argument, "a fill lists a sequence twice; give each sequence its rows once");
   check_same_side(where_, k, "k");
   check_same_side(where_, v, "v");
   if (k.shape.size() != 3)
     raise(error_types().shape, fmt::format("k must have shape (rows, {}, {}) = (rows, n_kv_heads, head_dim), got {}",
                                            g.n_kv_heads, g.head_dim, shape_of(k)));
-  const std::int64_t rows = k.shape[0];
-  const std::vector<Dim> dims{{rows, "rows"}, {g.n_kv_heads, "n_kv_heads"}, {g.head_dim, "head_dim"}};
+  std::int64_t total = 0, deepest = 0;
+  std::vector<int> first(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (counts[i] < 0)
+      raise(error_types().invalid_argument, fmt::format("sequence {}: a row count must be >= 0, got {}", ids[i], counts[i]));
+    first[i] = engine_->plane_state(ids[i], layer).next_position;
+    if (counts[i] > 0 && static_cast<std::int64_t>(first[i]) + counts[i] > g.max_context)
+      raise(error_types().position,
+            fmt::format("sequence {}: {} rows from position {} pass the max context {}: nothing was written", ids[i],
+                        counts[i], first[i], g.max_context));
+    total += counts[i];
+    deepest = std::max(deepest, counts[i]);
+  }
+  const std::vector<Dim> dims{{total, "rows (the sum of the counts)"}, {g.n_kv_heads, "n_kv_heads"},
+                              {g.head_dim, "head_dim"}};
   F32In kf(k, "k", dims, where_), vf(v, "v", dims, where_);
-  const int first = engine_->plane_state(id, layer).next_position;
-  if (rows > 0 && static_cast<std::int64_t>(first) + rows > g.max_context)
-    raise(error_types().position, fmt::format("{} rows from position {} pass the max context {}: nothing was written",
-                                              rows, first, g.max_context));
   const std::size_t kvn = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
   const float* kd = kf.data(stream);
   const float* vd = vf.data(stream);
-  std::vector<int> slots;
-  slots.reserve(static_cast<std::size_t>(rows));
+  // Sequence i's rows start at row offset[i] of k and v (the sequences' rows one after another).
+  std::vector<std::int64_t> offset(ids.size(), 0);
+  for (std::size_t i = 1; i < ids.size(); ++i) offset[i] = offset[i - 1] + counts[i - 1];
+  std::vector<std::vector<int>> slots(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) slots[i].reserve(static_cast<std::size_t>(counts[i]));
+  const Memory memory = where_ == Where::cuda ? Memory::device : Memory::host;
   Status s;
   {
     nb::gil_scoped_release unlocked;
-    if (where_ == Where::cuda && rows > 0) sync_stream(stream);
-    // Engine::fill_layer appends one position per sequence of a call, so a prompt of one
-    // sequence is one engine call per row (all of them inside this one module call).
-    for (std::int64_t r = 0; r < rows && s.ok(); ++r) {
-      const std::size_t o = static_cast<std::size_t>(r) * kvn;
-      const int position = first + static_cast<int>(r);
-      const SequenceToken t{id, position,
-                            TokenIO{nullptr, kd + o, vd + o, nullptr,
-                                    where_ == Where::cuda ? Memory::device : Memory::host}};
-      s = engine_->fill_layer(layer, std::span<const SequenceToken>(&t, 1));
-      // The row's slot while it is held (a ring may overwrite it with a later row of the prompt).
-      if (s.ok()) slots.push_back(engine_->plane_state(id, layer).physical(position));
+    if (where_ == Where::cuda && total > 0) sync_stream(stream);
+    // Engine::fill_layer appends one position per sequence of a call, so row r of every
+    // sequence that has one goes in one engine call: max(counts) calls, not sum(counts).
+    std::vector<SequenceToken> call;
+    std::vector<std::size_t> in_call;
+    for (std::int64_t r = 0; r < deepest && s.ok(); ++r) {
+      call.clear();
+      in_call.clear();
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (r >= counts[i]) continue;
+        const std::size_t o = static_cast<std::size_t>(offset[i] + r) * kvn;
+        call.push_back({ids[i], first[i] + static_cast<int>(r), TokenIO{nullptr, kd + o, vd + o, nullptr, memory}});
+        in_call.push_back(i);
+      }
+      s = engine_->fill_layer(layer, call);
+      // Each row's slot while it is held (a ring may overwrite it with a later row of the prompt).
+      for (std::size_t j = 0; s.ok() && j < in_call.size(); ++j)
+        slots[in_call[j]].push_back(engine_->plane_state(call[j].sequence, layer).physical(call[j].position));
     }
   }
   check(s);

@@ -6,6 +6,8 @@
 // Shapes at the boundary (B = the sequences of the call):
 //   encode_layer: q, out (B, n_heads, head_dim); k, v (B, n_kv_heads, head_dim)
 //   fill_rows:    k, v   (rows, n_kv_heads, head_dim), one sequence, one layer
+//   fill_batch:   k, v   (sum of counts, n_kv_heads, head_dim): the sequences' rows one after
+//                 another, counts[i] rows for ids[i]
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -46,17 +48,25 @@ class EngineHandle {
                     nanobind::handle v, nanobind::handle out, std::uintptr_t stream);
   // A prompt's rows of one layer appended at the sequence's next positions without attention;
   // returns each row's slot. Every argument and the position range are checked before the first
-  // row, so a refusal changes nothing. Rows go in one engine call each (Engine::fill_layer takes
-  // one position per sequence): an out_of_memory while a growing plane grows mid-prompt leaves
-  // the rows before it stored (next_position says how many).
+  // row, so a refusal changes nothing. Engine::fill_layer takes one position per sequence, so
+  // row r of every sequence goes in one engine call (max(counts) calls): an out_of_memory while a
+  // growing plane grows mid-prompt leaves the rows before it stored (next_position says how many).
   std::vector<int> fill_rows(nanobind::handle layer, nanobind::handle id, nanobind::handle k, nanobind::handle v,
-                 std::uintptr_t stream);
+                             std::uintptr_t stream);
+  // The prompts of several distinct sequences at once (a batch's prefill); returns each
+  // sequence's slots.
+  std::vector<std::vector<int>> fill_batch(nanobind::handle layer, nanobind::handle ids, nanobind::handle counts,
+                                           nanobind::handle k, nanobind::handle v, std::uintptr_t stream);
 
  private:
   // `id` as one of `known` (the engine's sequences, read once per call).
   static SequenceId sequence_arg(nanobind::handle id, const std::vector<SequenceId>& known);
   SequenceId sequence_arg(nanobind::handle id) const { return sequence_arg(id, engine_->sequences()); }
   int layer_arg(nanobind::handle layer) const;
+  // fill_rows and fill_batch, with the lock held and the sequence and layer checked.
+  std::vector<std::vector<int>> fill_unlocked(int layer, const std::vector<SequenceId>& ids,
+                                              const std::vector<std::int64_t>& counts, const ArrayInfo& k,
+                                              const ArrayInfo& v, std::uintptr_t stream);
   PlaneState state_unlocked(nanobind::handle id, nanobind::handle layer) const;
   mutable std::mutex lock_;
   std::unique_ptr<Engine> engine_;

@@ -641,6 +641,10 @@ NB_MODULE(_ladder, m) {
       .def("fill_rows", &EngineHandle::fill_rows, "layer"_a, "id"_a, "k"_a, "v"_a, "stream"_a = 0,
            "A prompt's rows (rows, n_kv_heads, head_dim) of one layer, appended without attention; returns each row's "
            "slot. Arguments and the position range are checked before the first row (a refusal changes nothing).")
+      .def("fill_batch", &EngineHandle::fill_batch, "layer"_a, "ids"_a, "counts"_a, "k"_a, "v"_a, "stream"_a = 0,
+           "The prompts of several distinct sequences at one layer: k, v (sum(counts), n_kv_heads, head_dim), the "
+           "sequences' rows one after another, counts[i] rows for ids[i]; row r of every sequence goes in one engine "
+           "call. Returns each sequence's slots. Checked like fill_rows before the first row.")
       .def("range_stats",
            [](const EngineHandle& e) {
              const RangeStats r = e.range_stats();

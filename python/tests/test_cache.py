@@ -79,6 +79,29 @@ def test_batch_of_different_lengths_wraps_and_matches_reference(rng):
         assert growing.len == growing.next_position == cache.length(s, 1) and growing.capacity >= growing.len
 
 
+def test_prefill_batch_writes_every_prompt_against_the_reference(rng):
+    """A batch's prompts in one prefill_batch per layer (row r of every sequence in one engine
+    call), then decode: every output against its own sequence's f64 reference."""
+    cache = ladder.ModelCache(geometry())
+    hist = History()
+    counts = [5, 0, 23, 40]
+    seqs = [cache.add_sequence() for _ in counts]
+    for layer in range(cache.n_layers):
+        prompts = [(rng.standard_normal((n, N_KV, HEAD_DIM)).astype(np.float32),
+                    rng.standard_normal((n, N_KV, HEAD_DIM)).astype(np.float32)) for n in counts]
+        slots = cache.prefill_batch(layer, seqs, counts, np.concatenate([k for k, _ in prompts]),
+                                    np.concatenate([v for _, v in prompts]))
+        assert [len(s) for s in slots] == counts
+        for seq, (k, v) in zip(seqs, prompts):
+            if len(k):
+                hist.add(seq, layer, k, v)
+    assert [cache.length(s) for s in seqs] == counts
+    decode_and_check(cache, hist, rng, steps=WINDOW + 2)
+    with pytest.raises(ladder.InvalidArgumentError, match="not in this cache"):
+        cache.prefill_batch(0, [seqs[0], 999], [1, 1], np.zeros((2, N_KV, HEAD_DIM), np.float32),
+                            np.zeros((2, N_KV, HEAD_DIM), np.float32))
+
+
 def test_sequences_leave_and_join(rng):
     cache = ladder.ModelCache(geometry())
     hist = History()

@@ -94,6 +94,53 @@ def test_engine_matches_the_reference_and_the_per_plane_path(rng):
     assert engine.range_stats() == (0, 0)
 
 
+def test_fill_batch_equals_one_fill_per_sequence(rng):
+    """A batch's prompts through fill_batch (row r of every sequence in one engine call) leave
+    the planes as per-sequence fill_rows calls do: the same slots and states, and the same bits
+    from every later decode; prompts of 0 rows and rings that wrap inside the prompt included."""
+    counts = [5, 0, 23, 40]
+    batched, single = ladder.Engine(geometry()), ladder.Engine(geometry())
+    ids = [batched.add_sequence() for _ in counts]
+    assert [single.add_sequence() for _ in counts] == ids
+    for layer in range(len(CLASSES)):
+        prompts = [(rows(rng, n), rows(rng, n)) for n in counts]
+        slots = batched.fill_batch(layer, ids, counts, np.concatenate([k for k, _ in prompts]),
+                                   np.concatenate([v for _, v in prompts]))
+        assert slots == [single.fill_rows(layer, i, k, v) for i, (k, v) in zip(ids, prompts)]
+    for i in ids:
+        for layer in range(len(CLASSES)):
+            assert batched.state(i, layer) == single.state(i, layer)
+    for _ in range(WINDOW + 3):
+        for layer in range(len(CLASSES)):
+            q = rng.standard_normal((len(ids), N_HEADS, HEAD_DIM)).astype(np.float32)
+            k, v = rows(rng, len(ids)), rows(rng, len(ids))
+            out_b, out_s = np.full_like(q, np.nan), np.full_like(q, np.nan)
+            batched.encode_layer(layer, ids, q, k, v, out_b)
+            single.encode_layer(layer, ids, q, k, v, out_s)
+            np.testing.assert_array_equal(out_b, out_s)
+            assert np.isfinite(out_b).all()
+
+
+def test_refused_fill_batch_changes_nothing(rng):
+    engine = ladder.Engine(geometry(max_context=32))
+    a, b = engine.add_sequence(), engine.add_sequence()
+    engine.fill_rows(0, b, rows(rng, 30), rows(rng, 30))
+    before = [engine.state(s, layer) for s in (a, b) for layer in range(len(CLASSES))]
+    with pytest.raises(ladder.PositionError, match="sequence %d" % b):
+        engine.fill_batch(0, [a, b], [4, 3], rows(rng, 7), rows(rng, 7))  # b: 30 + 3 rows pass 32
+    with pytest.raises(ladder.InvalidArgumentError, match="twice"):
+        engine.fill_batch(0, [a, a], [1, 1], rows(rng, 2), rows(rng, 2))
+    with pytest.raises(ladder.InvalidArgumentError, match="one count per sequence"):
+        engine.fill_batch(0, [a, b], [2], rows(rng, 2), rows(rng, 2))
+    with pytest.raises(ladder.InvalidArgumentError, match=">= 0"):
+        engine.fill_batch(0, [a, b], [3, -1], rows(rng, 2), rows(rng, 2))
+    with pytest.raises(ladder.ShapeError):
+        engine.fill_batch(0, [a, b], [2, 2], rows(rng, 3), rows(rng, 3))  # 3 rows for counts summing to 4
+    with pytest.raises(ladder.InvalidArgumentError, match="sequence 99 is not in this engine"):
+        engine.fill_batch(0, [a, 99], [1, 1], rows(rng, 2), rows(rng, 2))
+    assert [engine.state(s, layer) for s in (a, b) for layer in range(len(CLASSES))] == before
+
+
 def test_model_dtypes_and_the_range_counters(rng):
     engine = ladder.Engine(geometry())
     a, b = engine.add_sequence(), engine.add_sequence()

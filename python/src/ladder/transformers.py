@@ -153,15 +153,16 @@ def _real_rows(attention_mask, batch, length, device):
 
 
 def _prefill(cache, layer, key, value, attention_mask):
-    """Writes each sequence's real prompt rows; key, value: (batch, n_kv, length, head_dim)."""
+    """Writes each sequence's real prompt rows, row r of every sequence in one engine call
+    (ModelCache.prefill_batch); key, value: (batch, n_kv, length, head_dim)."""
     batch, _, length, _ = key.shape
     real = _real_rows(attention_mask, batch, length, key.device)
-    for i, seq in enumerate(cache.sequences):
-        rows = real[i]
-        # (n_kv, rows, head_dim) -> (rows, n_kv, head_dim): the planes take token rows.
-        k = key[i][:, rows].transpose(0, 1).contiguous()
-        v = value[i][:, rows].transpose(0, 1).contiguous()
-        cache.prefill(seq, layer, k, v)
+    # (n_kv, rows, head_dim) -> (rows, n_kv, head_dim): the planes take token rows; the sequences'
+    # real rows one after another.
+    k = torch.cat([key[i][:, real[i]].transpose(0, 1) for i in range(batch)]).contiguous()
+    v = torch.cat([value[i][:, real[i]].transpose(0, 1) for i in range(batch)]).contiguous()
+    counts = real.sum(dim=1).tolist()
+    cache.prefill_batch(layer, cache.sequences, counts, k, v)
 
 
 def _decode(cache, layer, query, key, value, scaling):
