@@ -7,7 +7,8 @@ in a second panel.
 
 Either input may be left out (a CPU bench has no peers file). Peers are drawn at batch 1, the
 shape of ladder's single-layer rows, unless --batches names others (a batch-16 call covers 16
-sequences' layers). bench/peers.py draws its peers.png through draw() here. Bad input (a
+sequences' layers); ladder's own one-layer-over-a-batch rows (`layer-batch`) are drawn for the
+batches named above 1. bench/peers.py draws its peers.png through draw() here. Bad input (a
 missing or malformed file, a file of the other kind, a row without a positive depth or time)
 is refused with a message naming the file and the row, exit code 2, and no image is written.
 Needs matplotlib (pip install matplotlib).
@@ -18,8 +19,10 @@ import math
 import sys
 
 # The ladder rows that are one layer's attention; the bench's step, engine and batch rows time
-# whole tokens and are not per layer.
+# whole tokens and are not per layer. "layer-batch" rows are one layer over B sequences (the
+# shape of a peer's batch-B call).
 LADDER_LAYER_KIND = "layer"
+LADDER_LAYER_BATCH_KIND = "layer-batch"
 LADDER_PREFIX = "ladder "
 
 
@@ -50,8 +53,9 @@ def positive_number(row, key, path, index):
     return float(value)
 
 
-def ladder_series(report, path):
-    """{route case: [(depth, us, fraction of ceiling)]} from `ladder bench --json` output."""
+def ladder_series(report, path, batches=(1,)):
+    """{route case: [(depth, us, fraction of ceiling)]} from `ladder bench --json` output: the
+    single-layer rows, and the layer-batch rows of the batches named."""
     series = {}
     for index, row in enumerate(report["rows"]):
         if not isinstance(row, dict):
@@ -60,7 +64,8 @@ def ladder_series(report, path):
             raise InputError("%s: rows have 'who': this is bench/peers.py output, pass it as --peers" % path)
         if "kind" not in row or "name" not in row:
             raise InputError("%s: row %d has no 'kind' and 'name': not `ladder bench --json` output" % (path, index))
-        if row["kind"] != LADDER_LAYER_KIND:
+        batch_row = row["kind"] == LADDER_LAYER_BATCH_KIND and row.get("batch") in batches
+        if row["kind"] != LADDER_LAYER_KIND and not batch_row:
             continue
         depth = positive_number(row, "depth", path, index)
         us = positive_number(row, "median_us", path, index)
@@ -105,7 +110,7 @@ def draw(report, peers, path, batches=(1,), report_path="bench.json", peers_path
     batches = list(batches)
     series = {}
     if report is not None:
-        series.update(ladder_series(report, report_path))
+        series.update(ladder_series(report, report_path, batches))
     if peers is not None:
         series.update(peer_series(peers, peers_path, batches))
     if not series:

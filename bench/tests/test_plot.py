@@ -62,6 +62,22 @@ def test_command_line_on_the_newest_run(tmp_path):
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
+def test_batch_rows_of_ladder_are_drawn_when_their_batch_is_named(tmp_path):
+    # The newest run with ladder's one-layer-over-a-batch rows: one line per layer class, its
+    # medians at their depths; none when only batch 1 is named.
+    run = [r for r in RUNS if any(x["kind"] == "layer-batch" for x in json.loads((r / "bench.json").read_text())["rows"])][-1]
+    bench = json.loads((run / "bench.json").read_text())
+    peers = json.loads((run / "peers.json").read_text())
+    plot = load_plot_module()
+    batch_rows = [r for r in bench["rows"] if r["kind"] == "layer-batch" and r["batch"] == 16]
+    assert batch_rows
+    drawn = plot.draw(bench, peers, tmp_path / "b16.png", [1, 16])
+    for name in {r["name"] for r in batch_rows}:
+        assert drawn["ladder " + name] == sorted((float(r["depth"]), r["median_us"]) for r in batch_rows
+                                                 if r["name"] == name)
+    assert not any(", batch 16" in k for k in plot.draw(bench, peers, tmp_path / "b1.png") if k.startswith("ladder "))
+
+
 @pytest.mark.parametrize("bench", CPU_BENCHES, ids=lambda p: p.parent.name + "/" + p.name)
 def test_a_cpu_bench_alone(tmp_path, capsys, bench):
     out = tmp_path / "plot.png"
