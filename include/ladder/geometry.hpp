@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,6 +82,10 @@ struct Geometry {
   }
   // Tokens of KV a layer at `position` attends to (K3).
   int visible(LayerClass c, int position) const;
+  // Floats of one layer's activations in a TokenIO: q and out [n_heads][head_dim], k and v
+  // [n_kv_heads][head_dim].
+  std::size_t q_floats_per_layer() const { return static_cast<std::size_t>(n_heads) * head_dim; }
+  std::size_t kv_floats_per_layer() const { return static_cast<std::size_t>(n_kv_heads) * head_dim; }
   // Bytes of K and V per token per layer: 2 planes x n_kv_heads x head_dim x element bytes.
   std::int64_t kv_bytes_per_token_layer() const {
     return std::int64_t{2} * n_kv_heads * head_dim * kv_dtype_bytes(kv_dtype);

@@ -125,8 +125,8 @@ void EngineHandle::encode_layer(nb::handle layer_arg_h, nb::handle ids_arg, nb::
   // leave every plane untouched when they refuse.
   F32In qf(q, "q", q_dims, where_), kf(k, "k", kv_dims, where_), vf(v, "v", kv_dims, where_);
   F32Out of(out, "out", q_dims, where_);
-  const std::size_t qn = static_cast<std::size_t>(g.n_heads) * g.head_dim;
-  const std::size_t kvn = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
+  const std::size_t qn = g.q_floats_per_layer();
+  const std::size_t kvn = g.kv_floats_per_layer();
   const float* qd = qf.data(stream);
   const float* kd = kf.data(stream);
   const float* vd = vf.data(stream);
@@ -177,10 +177,6 @@ std::vector<std::vector<int>> EngineHandle::fill_unlocked(int layer, const std::
   if (counts.size() != ids.size())
     raise(error_types().invalid_argument,
           fmt::format("{} row counts for {} sequences: one count per sequence", counts.size(), ids.size()));
-  std::vector<SequenceId> sorted = ids;
-  std::sort(sorted.begin(), sorted.end());
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-    raise(error_types().invalid_argument, "a fill lists a sequence twice; give each sequence its rows once");
   check_same_side(where_, k, "k");
   check_same_side(where_, v, "v");
   if (k.shape.size() != 3)
@@ -202,7 +198,7 @@ std::vector<std::vector<int>> EngineHandle::fill_unlocked(int layer, const std::
   const std::vector<Dim> dims{{total, "rows (the sum of the counts)"}, {g.n_kv_heads, "n_kv_heads"},
                               {g.head_dim, "head_dim"}};
   F32In kf(k, "k", dims, where_), vf(v, "v", dims, where_);
-  const std::size_t kvn = static_cast<std::size_t>(g.n_kv_heads) * g.head_dim;
+  const std::size_t kvn = g.kv_floats_per_layer();
   const float* kd = kf.data(stream);
   const float* vd = vf.data(stream);
   // Sequence i's rows start at row offset[i] of k and v (the sequences' rows one after another).

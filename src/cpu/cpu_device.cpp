@@ -164,13 +164,13 @@ class CpuBackend final : public DeviceBackend {
           const SequenceStep& step = steps[i];
           HostPlane& plane = s.planes()[first_layer + l];
           const int slot = plane.commit_append(std::move(pending[i][l]));
-          const float* kr = step.io.k + l * kv_layer();
-          const float* vr = step.io.v + l * kv_layer();
+          const float* kr = step.io.k + l * g_.kv_floats_per_layer();
+          const float* vr = step.io.v + l * g_.kv_floats_per_layer();
           if (!step.attend) {
             store_row(plane, slot, kr, vr);
             continue;
           }
-          const LayerIO io{step.io.q + l * q_layer(), kr, vr, step.io.out + l * q_layer()};
+          const LayerIO io{step.io.q + l * g_.q_floats_per_layer(), kr, vr, step.io.out + l * g_.q_floats_per_layer()};
           const Status st = prepare_route(step.layers[l].route, plane, step.position, slot, shape_, io, ws_[k],
                                           works_[n_works]);
           if (!st.ok()) return in_layer(static_cast<int>(first_layer + l), st);
@@ -193,9 +193,6 @@ class CpuBackend final : public DeviceBackend {
     const LayerStep& ls = step.layers[l];
     return route_scratch_needs(ls.route, shape_, ls.next.len, fast);
   }
-
-  std::size_t q_layer() const { return static_cast<std::size_t>(g_.n_heads) * g_.head_dim; }
-  std::size_t kv_layer() const { return static_cast<std::size_t>(g_.n_kv_heads) * g_.head_dim; }
 
   void store_row(HostPlane& plane, int slot, const float* k, const float* v) const {
     StoreParams p;

@@ -53,9 +53,6 @@ Status in_layer(SequenceId id, int layer, const Status& st) {
   return make_error(st.code(), fmt::format("sequence {}, layer {}: {}", id, layer, st.message()));
 }
 
-std::size_t q_floats_per_layer(const Geometry& g) { return static_cast<std::size_t>(g.n_heads) * g.head_dim; }
-std::size_t kv_floats_per_layer(const Geometry& g) { return static_cast<std::size_t>(g.n_kv_heads) * g.head_dim; }
-
 // The layers one call covers: all of them (a whole token) or one (encode_layer).
 struct LayerSpan {
   int first = 0;
@@ -65,8 +62,8 @@ struct LayerSpan {
 // N1's opt-in check over one token of one sequence (TokenIO layout, the call's layers): q when
 // the call attends.
 Status check_token_finite(const Geometry& g, const TokenIO& io, bool with_q, LayerSpan layers) {
-  const std::size_t q_layer = q_floats_per_layer(g);
-  const std::size_t kv_layer = kv_floats_per_layer(g);
+  const std::size_t q_layer = g.q_floats_per_layer();
+  const std::size_t kv_layer = g.kv_floats_per_layer();
   for (int i = 0; i < layers.count; ++i) {
     const int layer = layers.first + i;
     const std::size_t l = static_cast<std::size_t>(i);
@@ -283,9 +280,9 @@ class DecodeEngine final : public Engine {
     }
     if (dev_->counts_inputs()) return;  // the device counted what it read (step() adds it)
     const std::size_t n = st.layers.size();
-    if (st.attend) count_range(st.io.q, n * q_floats_per_layer(g_), range_, g_.kv_dtype);
-    count_range(st.io.k, n * kv_floats_per_layer(g_), range_, g_.kv_dtype);
-    count_range(st.io.v, n * kv_floats_per_layer(g_), range_, g_.kv_dtype);
+    if (st.attend) count_range(st.io.q, n * g_.q_floats_per_layer(), range_, g_.kv_dtype);
+    count_range(st.io.k, n * g_.kv_floats_per_layer(), range_, g_.kv_dtype);
+    count_range(st.io.v, n * g_.kv_floats_per_layer(), range_, g_.kv_dtype);
   }
 
   Geometry g_;

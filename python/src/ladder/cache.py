@@ -155,7 +155,6 @@ class ModelCache:
         rows for seqs[i] (distinct ids). Checked like ``prefill`` before the first row. Returns
         each sequence's slots."""
         seqs = [self._sequence(s) for s in seqs]
-        counts = [int(c) for c in counts]
         return self._engine.fill_batch(self._layer(layer), seqs, counts, k, v, _torch_stream(k))
 
     def decode(self, layer, q, k, v, out=None, seqs=None):
