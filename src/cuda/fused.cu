@@ -14,6 +14,7 @@ template <class Order, KvDtype D>
 struct FusedRows {
   static constexpr KernelFamily kFamily = Order::kFamily;
   static constexpr KvDtype kDtype = D;
+  static constexpr CurrentRow kCurrentRow = CurrentRow::rounded;
   static constexpr int kCurrent = -1;
   __device__ static int current(const ProducerParams& p) { return Order::current(p); }
   __device__ static int locate(const ProducerParams& p, int t) {

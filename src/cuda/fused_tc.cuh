@@ -82,40 +82,18 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const int flat = static_cast<int>(blockIdx.y);
   if (flat >= sched.slots()) return;
   const int wg = flat / sched.nsg;
-  const int slot = flat % sched.nsg;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const TcThread t = tc_thread(p.shape);
+  const int lane = t.lane, pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
+  const int group = t.group, quad = t.quad;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int pair = static_cast<int>(threadIdx.x) / kTcPairThreads;
-  const int half = warp % kTcWarpsPerSlot;
-  const int hpk = p.shape.heads_per_kv();
-  const int tiles = (hpk + kTcHeads - 1) / kTcHeads;
-  const int kvh = static_cast<int>(blockIdx.x) / tiles;
-  const int tile = static_cast<int>(blockIdx.x) % tiles;
-  const int group = lane >> 2;
-  const int quad = lane & 3;
-
-  KvWord* wsm = smem + pair * kTcSlotHalfs;
-  unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcPairs * kTcSlotHalfs) + pair * kTcXWords;
-  float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
-  float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
-  unsigned* xp = xch + kTcXP;
-  const int b0 = sched.first_block(wg, slot);
   const int stride = sched.block_stride();
-  const int pair_b0 = b0 + pair * stride;
-  const int pair_stride = kTcPairs * stride;
   // The current token (the family says where its route visits it) and the block that holds it.
   const int t_cur = Family::current(p);
-  const int b_cur = t_cur / kBlockTokens;
-  const bool cta_current = b_cur % stride == flat;
+  const bool cta_current = (t_cur / kBlockTokens) % stride == flat;
 
   // Before the wait: this pair's first kTcStages - 1 blocks (plane rows only; the current row
-  // is zero-filled and comes from the activations below).
-#pragma unroll
-  for (int s = 0; s < kTcStages - 1; ++s) {
-    const int b = pair_b0 + s * pair_stride;
-    if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
-    cp_async_commit();
-  }
+  // is zero-filled by the copy and comes from the activations in the block loop).
+  tc_prologue<Family>(p, sched, flat, pair, kvh, half, lane, smem + pair * kTcSlotHalfs);
   pdl_wait();
   // The next kernel may start now: its pre-wait part reads only its own plane.
   pdl_allow_dependents();
@@ -135,138 +113,10 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-
   {
     TcQ q;
-    const int h0 = tile * kTcHeads + group;
-    const int h1 = h0 + 8;
-    const float* q0 = p.q + static_cast<std::int64_t>(kvh * hpk + h0) * kHeadDim;
-    const float* q1 = p.q + static_cast<std::int64_t>(kvh * hpk + h1) * kHeadDim;
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-#pragma unroll
-      for (int hi8 = 0; hi8 < 2; ++hi8) {
-        const int d = 16 * kk + 8 * hi8 + 2 * quad;
-        const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
-        const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
-        constexpr float r = KvTraits<D>::kRangeMax;
-        split_pair<D>(kv_range(a.x, r), kv_range(a.y, r), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
-        split_pair<D>(kv_range(c.x, r), kv_range(c.y, r), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
-      }
-    }
-    const float scale = p.shape.scale;
-    // Every warp runs pair 0's iteration count (see producer_tc.cuh).
-    const int slot_blocks = (sched.blocks - b0 + stride - 1) / stride;
-    const int iters = (slot_blocks + kTcPairs - 1) / kTcPairs;
-    const int current_iter = (b_cur - b0) / stride / kTcPairs;
-    for (int i = 0; i < iters; ++i) {
-      const int b = pair_b0 + i * pair_stride;
-      const bool live = b < sched.blocks;
-      cp_async_wait<kTcStages - 2>();
-      __syncthreads();
-      const int ahead = b + (kTcStages - 1) * pair_stride;
-      if (live && ahead < sched.blocks)
-        tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
-      cp_async_commit();
-
-      KvWord* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
-      KvWord* vtile = ktile + kTcTileHalfs;
-      const int first = b * kBlockTokens;
-      const int count = min(kBlockTokens, p.visible - first);
-      if (live && b == b_cur && half == 0) {
-        // The current row, as the store rounds it (dtype D, round to nearest even).
-        const int row = t_cur - first;
-        const int d0 = lane * kDimsPerLane;
-        const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
-        const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
-        store4<D>(ktile + row * kTcRowHalfs + d0, kc);
-        store4<D>(vtile + row * kTcRowHalfs + d0, vc);
-      }
-      // The current row is written before either warp of the pair reads it (CTA-uniform).
-      if (cta_current && i == current_iter) __syncthreads();
-
-      float acc[2][4];
-      float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
-      float corr[2] = {1.0f, 1.0f};
-      float bsum[2] = {0.0f, 0.0f};
-      unsigned my_hi[4] = {0u, 0u, 0u, 0u}, my_lo[4] = {0u, 0u, 0u, 0u};
-      if (live) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-        tc_scores<D>(q, ktile, half, lane, acc);
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int t = 16 * half + 8 * j + 2 * quad + (e & 1);
-            acc[j][e] = t < count ? acc[j][e] * scale : neg_inf_f32();
-            bmax[e >> 1] = score_max(bmax[e >> 1], acc[j][e]);
-          }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
-          bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
-          if (quad == 0) xmax[half * 16 + group + 8 * r] = bmax[r];
-        }
-      }
-      __syncthreads();
-      if (live) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          bmax[r] = score_max(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
-          corr[r] = fold_block_max(st[r], bmax[r]);
-        }
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            acc[j][e] = tc_weight(acc[j][e] - st[e >> 1].m);
-            bsum[e >> 1] += acc[j][e];
-          }
-          split_pair<D>(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
-          split_pair<D>(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 1);
-          bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 2);
-          if (quad == 0) xsum[half * 16 + group + 8 * r] = bsum[r];
-        }
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          xp[((half * 2 + 0) * 4 + k) * kWarpSize + lane] = my_hi[k];
-          xp[((half * 2 + 1) * 4 + k) * kWarpSize + lane] = my_lo[k];
-        }
-      }
-      __syncthreads();
-      if (live) {
-        const int other = 1 - half;
-        unsigned phi[2][4], plo[2][4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const unsigned their_hi = xp[((other * 2 + 0) * 4 + k) * kWarpSize + lane];
-          const unsigned their_lo = xp[((other * 2 + 1) * 4 + k) * kWarpSize + lane];
-          phi[0][k] = half == 0 ? my_hi[k] : their_hi;
-          plo[0][k] = half == 0 ? my_lo[k] : their_lo;
-          phi[1][k] = half == 0 ? their_hi : my_hi[k];
-          plo[1][k] = half == 0 ? their_lo : my_lo[k];
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float s0 = xsum[group + 8 * r];
-          const float s1 = xsum[16 + group + 8 * r];
-          st[r].s += s0 + s1;
-        }
-#pragma unroll
-        for (int j = 0; j < kHeadDim / 16; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-        tc_pv<D>(phi, plo, vtile, half, lane, o);
-      }
-    }
-    cp_async_wait<0>();
+    tc_load_q<D>(p, t, q);
+    tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
   }
 
   __syncthreads();  // every pair is done with its tiles: the merge area reuses them

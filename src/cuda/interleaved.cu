@@ -15,9 +15,11 @@ struct InterleavedRows {
   static constexpr KernelFamily kFamily = KernelFamily::interleaved;
   static constexpr KvDtype kDtype = D;
   static constexpr bool kFusedStore = true;
+  static constexpr CurrentRow kCurrentRow = CurrentRow::split;
   static constexpr int kCurrent = -1;
+  __device__ static int current(const ProducerParams& p) { return p.visible - 1; }
   __device__ static int locate(const ProducerParams& p, int t) {
-    return t == p.visible - 1 ? kCurrent : p.rows.row(t);
+    return t == current(p) ? kCurrent : p.rows.row(t);
   }
   // The current token has no plane row to prefetch; its f32 values are read when widened.
   __device__ static RawRow load_k_raw(const ProducerParams& p, int loc, int kvh, int d0) {

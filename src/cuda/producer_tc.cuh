@@ -41,12 +41,12 @@
 // Shape: one CTA per (KV head, tile of 16 sibling heads, DAG warp slot w*nsg + g): at batch 1
 // the pinned schedule has only n_kv_heads x nwg workgroups (64 for Muse Glimmer), and a CTA per
 // workgroup left 68 of 132 SMs idle (docs/perf.md, change 5). A CTA holds kTcPairs pairs of
-// warps (docs/perf.md, change 6). Within a pair, half h issues rows 16h..16h+15 of each block,
-// scores tokens 16h..16h+15 (its 8 exps per lane), and accumulates o for dims 64h..64h+63. The
-// pair exchanges block maxima, weight sums (summed half 0 + half 1) and its P fragments through
-// shared memory, ordered by the CTA's barriers; both halves then hold the same (m, s). Two warps
-// per pair halve each warp's instructions per block and give every scheduler more warps to hide
-// latency (one warp per scheduler issued every 2.8 cycles, ncu). heads_per_kv < 16 pads the
+// warps (docs/perf.md, change 6). Within a pair, half h issues rows 16h..16h+15 of each block
+// and accumulates o for dims 64h..64h+63; both halves score all 32 tokens, so each holds the
+// block's max, weights and sums itself (one CTA barrier per block, change 8) and both keep the
+// same (m, s). Two warps per pair halve each warp's share of the copy and of P.V and give every
+// scheduler more warps to hide latency (one warp per scheduler issued every 2.8 cycles, ncu).
+// heads_per_kv < 16 pads the
 // tile with zero q rows (computed, never written); > 16 uses several tiles. Blocks stream into
 // shared memory with 16-byte cp.async, kTcStages blocks deep per pair, and are read with
 // ldmatrix.
@@ -83,12 +83,6 @@ inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
 // active warp per scheduler, eligible 28 % of cycles (docs/perf.md, change 6).
 inline constexpr int kTcPairs = 2;
 inline constexpr int kTcThreads = kTcPairs * kTcPairThreads;
-// Exchange area per pair, in 32-bit words: block max [2 halves][16 heads], weight sums
-// [2][16], P fragments [2 halves][hi, lo][4 registers][32 lanes].
-inline constexpr int kTcXMax = 0;
-inline constexpr int kTcXSum = 2 * 16;
-inline constexpr int kTcXP = 4 * 16;
-inline constexpr int kTcXWords = kTcXP + 2 * 2 * 4 * kWarpSize;
 // The pair merge area (per pair: 16 heads x [m, s, o[128]]) reuses pair 0's last stage: the
 // next slot's prologue fills stages 0 .. kTcStages-2 while the merge runs, and its first
 // iteration issues into the last stage only after a CTA barrier.
@@ -98,10 +92,8 @@ static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the 
 static_assert(kTcPairs * kTcHeads * kTcMergeStride * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
               "the merge area must fit in one stage");
 
-// A CTA's shared memory: each pair's tiles, then each pair's exchange area (106 KB at 3 stages:
-// two CTAs per SM).
-inline constexpr std::size_t kTcSmemBytes =
-    kTcPairs * (kTcSlotHalfs * sizeof(KvWord) + kTcXWords * sizeof(unsigned));
+// A CTA's shared memory: each pair's tiles (104 KB at 3 stages: two CTAs per SM).
+inline constexpr std::size_t kTcSmemBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
 
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -223,33 +215,42 @@ __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigne
   }
 }
 
-// Family policy (splitk.cu, vec.cu, interleaved.cu): locate(p, t) and k_row/v_row(p, loc, kvh),
-// which return nullptr for the interleaved route's current token (read from the activations).
+// Family policy (splitk.cu, vec.cu, interleaved.cu, fused.cu): locate(p, t) and
+// k_row/v_row(p, loc, kvh), which return nullptr for a current token that the route takes from
+// the activations (Family::kCurrentRow, below).
+//
+// Lane r locates row r of the block once (a ring's wrap costs a division) and holds its two row
+// pointers; each 16-byte pass takes the pointers of its row by shuffle. Recomputing a row's
+// address in every pass was ~40 % of a warp's instructions per block (docs/perf.md, change 8).
 template <class Family>
 __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, int kvh, int half, int lane,
                                                KvWord* stage) {
   const int first = b * kBlockTokens;
   const int count = min(kBlockTokens, p.visible - first);
   const int my_loc = Family::locate(p, first + min(lane, count - 1));
+  // A dead row (past the count, or a current token taken from the activations) reads nothing
+  // (source size 0); its address only has to be a valid global one.
+  const KvWord* my_k = lane < count ? Family::k_row(p, my_loc, kvh) : nullptr;
+  const KvWord* my_v = lane < count ? Family::v_row(p, my_loc, kvh) : nullptr;
+  const unsigned live_rows = __ballot_sync(kFullMask, my_k != nullptr);
+  const auto* dummy = reinterpret_cast<const KvWord*>(p.q);
+  const auto k_bits = reinterpret_cast<unsigned long long>(my_k != nullptr ? my_k : dummy);
+  const auto v_bits = reinterpret_cast<unsigned long long>(my_v != nullptr ? my_v : dummy);
   constexpr int kChunksPerRow = kHeadDim * 2 / 16;  // 16-byte chunks in a 256-byte row
   constexpr int kRowsPerPass = kWarpSize / kChunksPerRow;
+  constexpr int kChunkBytes = 16;
   const int chunk = lane % kChunksPerRow;
   KvWord* ktile = stage;
   KvWord* vtile = stage + kTcTileHalfs;
   constexpr int kPassesPerHalf = kBlockTokens / kRowsPerPass / kTcWarpsPerSlot;
-#pragma unroll 4
-  for (int pass = half * kPassesPerHalf; pass < (half + 1) * kPassesPerHalf; ++pass) {
-    const int row = pass * kRowsPerPass + lane / kChunksPerRow;
-    const int loc = __shfl_sync(kFullMask, my_loc, row);
-    const KvWord* ks = Family::k_row(p, loc, kvh);
-    const KvWord* vs = Family::v_row(p, loc, kvh);
-    const bool live = row < count && ks != nullptr;
-    // A dead row reads nothing (src size 0); the address only has to be a valid global one.
-    const void* dummy = p.q;
-    cp_async16(smem_u32(ktile + row * kTcRowHalfs + chunk * 8), live ? static_cast<const void*>(ks + chunk * 8) : dummy,
-               live ? 16 : 0);
-    cp_async16(smem_u32(vtile + row * kTcRowHalfs + chunk * 8), live ? static_cast<const void*>(vs + chunk * 8) : dummy,
-               live ? 16 : 0);
+#pragma unroll
+  for (int pass = 0; pass < kPassesPerHalf; ++pass) {
+    const int row = (half * kPassesPerHalf + pass) * kRowsPerPass + lane / kChunksPerRow;
+    const auto* ks = reinterpret_cast<const KvWord*>(__shfl_sync(kFullMask, k_bits, row));
+    const auto* vs = reinterpret_cast<const KvWord*>(__shfl_sync(kFullMask, v_bits, row));
+    const int bytes = (live_rows >> row) & 1u ? kChunkBytes : 0;
+    cp_async16(smem_u32(ktile + row * kTcRowHalfs + chunk * 8), ks + chunk * 8, bytes);
+    cp_async16(smem_u32(vtile + row * kTcRowHalfs + chunk * 8), vs + chunk * 8, bytes);
   }
 }
 
@@ -321,6 +322,127 @@ __device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThrea
   }
 }
 
+// Where the block loop takes a route's current token (the row appended this step) from.
+enum class CurrentRow {
+  plane,    // the plane, like every row (splitk, vec: the store ran before the producer)
+  split,    // the f32 activations, split hi + lo (interleaved: never rounded to the plane's dtype)
+  rounded,  // the activations rounded to the plane's dtype as the store rounds them (fused.cu)
+};
+
+// Scores of both halves of a block, both n-tiles each: s[hb][j] = tokens 16 hb + 8 j .. +7.
+using TcBlockScores = float[kTcWarpsPerSlot][2][4];
+
+// The current row written into the block's tiles (half 0 of the pair; the caller orders it
+// before any read with a CTA barrier). split: hi into the tile row (zero-filled by the copy),
+// lo into the next stage's tiles, zero except that row.
+template <class Family>
+__device__ __forceinline__ void tc_write_current(const ProducerParams& p, int kvh, int lane, int row, KvWord* ktile,
+                                                 KvWord* vtile, KvWord* klo, KvWord* vlo) {
+  constexpr KvDtype D = Family::kDtype;
+  const int d0 = lane * kDimsPerLane;
+  const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
+  const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
+  if constexpr (Family::kCurrentRow == CurrentRow::rounded) {
+    store4<D>(ktile + row * kTcRowHalfs + d0, kc);
+    store4<D>(vtile + row * kTcRowHalfs + d0, vc);
+  } else {
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    for (int c = lane; c < kTcStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
+    __syncwarp();
+    const Float4 kr = in_range4<D>(kc);
+    const Float4 vr = in_range4<D>(vc);
+    unsigned khi[2], klow[2], vhi[2], vlow[2];
+    split_pair<D>(kr.x[0], kr.x[1], khi[0], klow[0]);
+    split_pair<D>(kr.x[2], kr.x[3], khi[1], klow[1]);
+    split_pair<D>(vr.x[0], vr.x[1], vhi[0], vlow[0]);
+    split_pair<D>(vr.x[2], vr.x[3], vhi[1], vlow[1]);
+    *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
+    *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
+    *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
+    *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
+  }
+}
+
+// One block folded into this thread's (m, s) and o fragment. Both warps of a pair score all
+// 32 tokens and so compute the same block max, weights, sums and P fragments of both halves
+// (each value by the same operations in the same order in either warp: per-half maxima merged
+// half 0 first, per-half sums added half 0 first); each warp then accumulates o for its 64
+// dims. Exchanging those values through shared memory instead cost two more CTA barriers per
+// block (docs/perf.md, change 8). klo/vlo: the split current row's lo tiles, or nullptr.
+template <KvDtype D>
+__device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile, const KvWord* vtile,
+                                              const KvWord* klo, const KvWord* vlo, int count, float scale,
+                                              const TcThread& t, SoftmaxStats (&st)[2], float (&o)[kHeadDim / 16][4]) {
+  const int lane = t.lane, quad = t.quad;
+  TcBlockScores acc;
+#pragma unroll
+  for (int hb = 0; hb < kTcWarpsPerSlot; ++hb) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[hb][j][e] = 0.0f;
+    tc_scores<D>(q, ktile, hb, lane, acc[hb]);
+    if (klo != nullptr) tc_scores<D>(q, klo, hb, lane, acc[hb]);
+  }
+
+  // Scale and mask; each half's max per head (r = 0: head `group`, r = 1: head `group + 8`).
+  float hmax[kTcWarpsPerSlot][2];
+#pragma unroll
+  for (int hb = 0; hb < kTcWarpsPerSlot; ++hb) {
+    hmax[hb][0] = neg_inf_f32();
+    hmax[hb][1] = neg_inf_f32();
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int tok = 16 * hb + 8 * j + 2 * quad + (e & 1);
+        acc[hb][j][e] = tok < count ? acc[hb][j][e] * scale : neg_inf_f32();
+        hmax[hb][e >> 1] = score_max(hmax[hb][e >> 1], acc[hb][j][e]);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      hmax[hb][r] = score_max(hmax[hb][r], __shfl_xor_sync(kFullMask, hmax[hb][r], 1));
+      hmax[hb][r] = score_max(hmax[hb][r], __shfl_xor_sync(kFullMask, hmax[hb][r], 2));
+    }
+  }
+  float corr[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) corr[r] = fold_block_max(st[r], score_max(hmax[0][r], hmax[1][r]));
+
+  // Weights; each half's sum (a lane's 8 weights in token order, then two quad shuffles); the
+  // A fragments of both 16-token steps (n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3).
+  unsigned phi[kTcWarpsPerSlot][4], plo[kTcWarpsPerSlot][4];
+  float hsum[kTcWarpsPerSlot][2];
+#pragma unroll
+  for (int hb = 0; hb < kTcWarpsPerSlot; ++hb) {
+    hsum[hb][0] = 0.0f;
+    hsum[hb][1] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc[hb][j][e] = tc_weight(acc[hb][j][e] - st[e >> 1].m);
+        hsum[hb][e >> 1] += acc[hb][j][e];
+      }
+      split_pair<D>(acc[hb][j][0], acc[hb][j][1], phi[hb][j * 2], plo[hb][j * 2]);
+      split_pair<D>(acc[hb][j][2], acc[hb][j][3], phi[hb][j * 2 + 1], plo[hb][j * 2 + 1]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      hsum[hb][r] = hsum[hb][r] + __shfl_xor_sync(kFullMask, hsum[hb][r], 1);
+      hsum[hb][r] = hsum[hb][r] + __shfl_xor_sync(kFullMask, hsum[hb][r], 2);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) st[r].s += hsum[0][r] + hsum[1][r];
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
+  tc_pv<D>(phi, plo, vtile, t.half, lane, o);
+  if (vlo != nullptr) tc_pv<D>(phi, plo, vlo, t.half, lane, o);
+}
+
 // Warp slot `flat`'s blocks folded into this thread's (m, s) and o fragment (both halves of a
 // pair end with the same (m, s)); the slot's prologue was issued before (tc_prologue). Ends with
 // nothing in flight.
@@ -329,36 +451,31 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
                                              const TcThread& t, const TcQ& q, KvWord* smem, SoftmaxStats (&st)[2],
                                              float (&o)[kHeadDim / 16][4]) {
   constexpr KvDtype D = Family::kDtype;
-
-  const int lane = t.lane, pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
-  const int group = t.group, quad = t.quad;
+  constexpr bool kCurrentFromActivations = Family::kCurrentRow != CurrentRow::plane;
+  const int lane = t.lane, pair = t.pair, half = t.half, kvh = t.kvh;
   const int wg = flat / sched.nsg;
   const int slot = flat % sched.nsg;
   KvWord* wsm = smem + pair * kTcSlotHalfs;
-  unsigned* xch = reinterpret_cast<unsigned*>(smem + kTcPairs * kTcSlotHalfs) + pair * kTcXWords;
-  float* xmax = reinterpret_cast<float*>(xch + kTcXMax);
-  float* xsum = reinterpret_cast<float*>(xch + kTcXSum);
-  unsigned* xp = xch + kTcXP;
-  const float scale = p.shape.scale;
   const int b0 = sched.first_block(wg, slot);
   const int stride = sched.block_stride();
   // This pair's blocks: the slot's blocks pair, pair + kTcPairs, ...
   const int pair_b0 = b0 + pair * stride;
   const int pair_stride = kTcPairs * stride;
-  // The prologue (this pair's blocks 0 .. kTcStages-2) was issued before this slot began.
   // Every warp runs pair 0's iteration count (every slot owns at least one block: slots <=
-  // blocks; pair 1 has one fewer when the slot's count is odd), so the pair exchanges are
-  // ordered by CTA-wide barriers; a pair without a block at an iteration only takes part in
-  // the barriers.
+  // blocks; pair 1 has one fewer when the slot's count is odd), so the CTA barriers match; a
+  // pair without a block at an iteration only takes part in the barriers.
   const int slot_blocks = (sched.blocks - b0 + stride - 1) / stride;
   const int iters = (slot_blocks + kTcPairs - 1) / kTcPairs;
-  const int last = sched.blocks - 1;
-  const bool cta_current = Family::kFusedStore && last % stride == flat;
-  const int current_iter = (last - b0) / stride / kTcPairs;
+  // The block holding the current token, when it comes from the activations.
+  int b_cur = -1;
+  if constexpr (kCurrentFromActivations) b_cur = Family::current(p) / kBlockTokens;
+  const bool cta_current = kCurrentFromActivations && b_cur % stride == flat;
+  const int current_iter = cta_current ? (b_cur - b0) / stride / kTcPairs : -1;
   for (int i = 0; i < iters; ++i) {
     const int b = pair_b0 + i * pair_stride;
     const bool live = b < sched.blocks;
-    // Block i's rows (both halves') have landed; both warps are done with block i - 1.
+    // Block i's rows (both warps') have landed and are visible to the pair; every warp is done
+    // with block i - 1, whose stage the issue below refills.
     cp_async_wait<kTcStages - 2>();
     __syncthreads();
     const int ahead = b + (kTcStages - 1) * pair_stride;
@@ -370,127 +487,21 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
     KvWord* vtile = ktile + kTcTileHalfs;
     const int first = b * kBlockTokens;
     const int count = min(kBlockTokens, p.visible - first);
-    bool has_current = false;
     KvWord* klo = nullptr;
     KvWord* vlo = nullptr;
-    if constexpr (Family::kFusedStore) {
-      has_current = live && first + count == p.visible;
-      if (has_current) {
-        // The pair's last block: the next stage holds nothing in flight, so it takes the lo
-        // tiles (zero except the current row). Half 0 builds them.
-        klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
-        vlo = klo + kTcTileHalfs;
-        if (half == 0) {
-          const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-          for (int c = lane; c < kTcStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
-          __syncwarp();
-          const int row = count - 1;
-          const int d0 = lane * kDimsPerLane;
-          const Float4 kc = in_range4<D>(load_float4(p.cur_k + kvh * kHeadDim + d0));
-          const Float4 vc = in_range4<D>(load_float4(p.cur_v + kvh * kHeadDim + d0));
-          unsigned khi[2], klow[2], vhi[2], vlow[2];
-          split_pair<D>(kc.x[0], kc.x[1], khi[0], klow[0]);
-          split_pair<D>(kc.x[2], kc.x[3], khi[1], klow[1]);
-          split_pair<D>(vc.x[0], vc.x[1], vhi[0], vlow[0]);
-          split_pair<D>(vc.x[2], vc.x[3], vhi[1], vlow[1]);
-          *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
-          *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
-          *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
-          *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
+    if constexpr (kCurrentFromActivations) {
+      if (live && b == b_cur) {
+        if constexpr (Family::kCurrentRow == CurrentRow::split) {
+          // The pair's last block: the next stage holds nothing in flight, so it takes the lo tiles.
+          klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
+          vlo = klo + kTcTileHalfs;
         }
+        if (half == 0) tc_write_current<Family>(p, kvh, lane, Family::current(p) - first, ktile, vtile, klo, vlo);
       }
-      // The lo tiles and the current row are written before either warp of the pair reads
-      // them (a CTA-uniform condition).
-      if (cta_current && i == current_iter) __syncthreads();
+      // The current row (and lo tiles) are written before either warp of the pair reads them.
+      if (i == current_iter) __syncthreads();
     }
-
-    float acc[2][4];
-    float bmax[2] = {neg_inf_f32(), neg_inf_f32()};
-    float corr[2] = {1.0f, 1.0f};
-    float bsum[2] = {0.0f, 0.0f};
-    // This half's P fragment (its 16-token step), then the pair's two steps in token order.
-    unsigned my_hi[4] = {0u, 0u, 0u, 0u}, my_lo[4] = {0u, 0u, 0u, 0u};
-    if (live) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-    tc_scores<D>(q, ktile, half, lane, acc);
-    if (has_current) tc_scores<D>(q, klo, half, lane, acc);
-
-    // Scale and mask; block max per head (r = 0: head `group`, r = 1: head `group + 8`).
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int t = 16 * half + 8 * j + 2 * quad + (e & 1);
-        acc[j][e] = t < count ? acc[j][e] * scale : neg_inf_f32();
-        bmax[e >> 1] = score_max(bmax[e >> 1], acc[j][e]);
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 1));
-      bmax[r] = score_max(bmax[r], __shfl_xor_sync(kFullMask, bmax[r], 2));
-      if (quad == 0) xmax[half * 16 + group + 8 * r] = bmax[r];
-    }
-    }
-    __syncthreads();
-    if (live) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      bmax[r] = score_max(bmax[r], xmax[(1 - half) * 16 + group + 8 * r]);
-      corr[r] = fold_block_max(st[r], bmax[r]);
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        acc[j][e] = tc_weight(acc[j][e] - st[e >> 1].m);
-        bsum[e >> 1] += acc[j][e];
-      }
-      // A fragment of this half's 16-token step: n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3.
-      split_pair<D>(acc[j][0], acc[j][1], my_hi[j * 2], my_lo[j * 2]);
-      split_pair<D>(acc[j][2], acc[j][3], my_hi[j * 2 + 1], my_lo[j * 2 + 1]);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 1);
-      bsum[r] = bsum[r] + __shfl_xor_sync(kFullMask, bsum[r], 2);
-      if (quad == 0) xsum[half * 16 + group + 8 * r] = bsum[r];
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      xp[((half * 2 + 0) * 4 + k) * kWarpSize + lane] = my_hi[k];
-      xp[((half * 2 + 1) * 4 + k) * kWarpSize + lane] = my_lo[k];
-    }
-    }
-    __syncthreads();
-    if (live) {
-    const int other = 1 - half;
-    unsigned phi[2][4], plo[2][4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const unsigned their_hi = xp[((other * 2 + 0) * 4 + k) * kWarpSize + lane];
-      const unsigned their_lo = xp[((other * 2 + 1) * 4 + k) * kWarpSize + lane];
-      phi[0][k] = half == 0 ? my_hi[k] : their_hi;
-      plo[0][k] = half == 0 ? my_lo[k] : their_lo;
-      phi[1][k] = half == 0 ? their_hi : my_hi[k];
-      plo[1][k] = half == 0 ? their_lo : my_lo[k];
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      // Half 0's sum first, in both warps: the pair keeps identical (m, s).
-      const float s0 = xsum[group + 8 * r];
-      const float s1 = xsum[16 + group + 8 * r];
-      st[r].s += s0 + s1;
-    }
-#pragma unroll
-    for (int j = 0; j < kHeadDim / 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-    tc_pv<D>(phi, plo, vtile, half, lane, o);
-    if (has_current) tc_pv<D>(phi, plo, vlo, half, lane, o);
-    }
+    if (live) tc_fold_block<D>(q, ktile, vtile, klo, vlo, count, p.shape.scale, t, st, o);
   }
   cp_async_wait<0>();
 }

@@ -14,6 +14,7 @@ struct VecRows {
   static constexpr KernelFamily kFamily = KernelFamily::vec;
   static constexpr KvDtype kDtype = D;
   static constexpr bool kFusedStore = false;
+  static constexpr CurrentRow kCurrentRow = CurrentRow::plane;
   static constexpr int kFromTail = 1;
   __device__ static int locate(const ProducerParams& p, int t) {
     return t < p.tail_first ? p.rows.row(t) * 2 : (t - p.tail_first) * 2 + kFromTail;

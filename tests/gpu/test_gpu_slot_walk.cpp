@@ -117,7 +117,9 @@ TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBits) {
   ASSERT_EQ(one.out.size(), static_cast<std::size_t>(kCalls));
   EXPECT_LE(one.worst_error, test::kBatchRelTol);
   EXPECT_TRUE(one.warps_per_workgroup.count(1)) << "the depths must reach nsg 1";
-  if (!small) EXPECT_TRUE(one.warps_per_workgroup.count(2) && one.warps_per_workgroup.count(4)) << "and nsg 2 and 4";
+  if (!small) {
+    EXPECT_TRUE(one.warps_per_workgroup.count(2) && one.warps_per_workgroup.count(4)) << "and nsg 2 and 4";
+  }
   for (const int walk : walks) {
     const WalkRun other = run_walk(depths, kCalls, walk);
     ASSERT_EQ(other.out.size(), one.out.size()) << walk << " slots per CTA";
