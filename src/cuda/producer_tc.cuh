@@ -173,44 +173,68 @@ struct TcQ {
   unsigned lo[kHeadDim / 16][4];
 };
 
-// Scores of half h of a tile: acc[j] (n-tile j = tokens 16h + 8j .. +7) += q_hi.K + q_lo.K, per
-// 16-dim step.
+// Scores of both halves of a block, both n-tiles each: s[hb][j] = tokens 16 hb + 8 j .. +7.
+using TcBlockScores = float[kTcWarpsPerSlot][2][4];
+
+// A block's scores: acc[hb][j] += q_hi.K + q_lo.K per 16-dim step. Each accumulator adds in dim
+// order (hi then lo per step); the four accumulators' chains are interleaved so that the tensor
+// pipe has four independent mmas to issue between dependent ones (one chain after another left
+// the warp waiting on each mma's latency: docs/perf.md, change 8).
 template <KvDtype D>
-__device__ __forceinline__ void tc_scores(const TcQ& q, const KvWord* ktile, int half, int lane,
-                                          float (&acc)[2][4]) {
+__device__ __forceinline__ void tc_scores(const TcQ& q, const KvWord* ktile, int lane, TcBlockScores& acc) {
   const int mat = lane >> 3;
   const int r = lane & 7;
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
+    unsigned b[kTcWarpsPerSlot][2][4];
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      unsigned b[4];
-      ldmatrix_x4(smem_u32(ktile + (16 * half + 8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b);
-      mma16816<D>(acc[j], q.hi[kk], b[0], b[1]);
-      mma16816<D>(acc[j], q.lo[kk], b[0], b[1]);
-      mma16816<D>(acc[j], q.hi[kk + 1], b[2], b[3]);
-      mma16816<D>(acc[j], q.lo[kk + 1], b[2], b[3]);
-    }
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        ldmatrix_x4(smem_u32(ktile + (16 * hb + 8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b[hb][j]);
+#pragma unroll
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) mma16816<D>(acc[hb][j], q.hi[kk], b[hb][j][0], b[hb][j][1]);
+#pragma unroll
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) mma16816<D>(acc[hb][j], q.lo[kk], b[hb][j][0], b[hb][j][1]);
+#pragma unroll
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) mma16816<D>(acc[hb][j], q.hi[kk + 1], b[hb][j][2], b[hb][j][3]);
+#pragma unroll
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) mma16816<D>(acc[hb][j], q.lo[kk + 1], b[hb][j][2], b[hb][j][3]);
   }
 }
 
-// Half h's o (n-tile j = dims 64h + 8j .. +7) += P_hi.V + P_lo.V, per 16-token step.
+// Half h's o (n-tile j = dims 64h + 8j .. +7) += P_hi.V + P_lo.V, per 16-token step. Each
+// accumulator adds hi then lo per step; the eight accumulators' chains are interleaved.
 template <KvDtype D>
 __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigned (&plo)[2][4],
                                       const KvWord* vtile, int half, int lane, float (&o)[kHeadDim / 16][4]) {
   const int mat = lane >> 3;
   const int r = lane & 7;
+  constexpr int kPairsOfTiles = kHeadDim / 32;  // n-tile pairs of a half's 64 dims
 #pragma unroll
   for (int kk = 0; kk < kBlockTokens / 16; ++kk) {
+    unsigned b[kPairsOfTiles][4];
 #pragma unroll
-    for (int jp = 0; jp < kHeadDim / 32; ++jp) {
-      unsigned b[4];
+    for (int jp = 0; jp < kPairsOfTiles; ++jp)
       ldmatrix_x4_trans(
-          smem_u32(vtile + (16 * kk + (mat & 1) * 8 + r) * kTcRowHalfs + 64 * half + 16 * jp + (mat >> 1) * 8), b);
-      mma16816<D>(o[2 * jp], phi[kk], b[0], b[1]);
-      mma16816<D>(o[2 * jp], plo[kk], b[0], b[1]);
-      mma16816<D>(o[2 * jp + 1], phi[kk], b[2], b[3]);
-      mma16816<D>(o[2 * jp + 1], plo[kk], b[2], b[3]);
+          smem_u32(vtile + (16 * kk + (mat & 1) * 8 + r) * kTcRowHalfs + 64 * half + 16 * jp + (mat >> 1) * 8), b[jp]);
+#pragma unroll
+    for (int jp = 0; jp < kPairsOfTiles; ++jp) {
+      mma16816<D>(o[2 * jp], phi[kk], b[jp][0], b[jp][1]);
+      mma16816<D>(o[2 * jp + 1], phi[kk], b[jp][2], b[jp][3]);
+    }
+#pragma unroll
+    for (int jp = 0; jp < kPairsOfTiles; ++jp) {
+      mma16816<D>(o[2 * jp], plo[kk], b[jp][0], b[jp][1]);
+      mma16816<D>(o[2 * jp + 1], plo[kk], b[jp][2], b[jp][3]);
     }
   }
 }
@@ -329,9 +353,6 @@ enum class CurrentRow {
   rounded,  // the activations rounded to the plane's dtype as the store rounds them (fused.cu)
 };
 
-// Scores of both halves of a block, both n-tiles each: s[hb][j] = tokens 16 hb + 8 j .. +7.
-using TcBlockScores = float[kTcWarpsPerSlot][2][4];
-
 // The current row written into the block's tiles (half 0 of the pair; the caller orders it
 // before any read with a CTA barrier). split: hi into the tile row (zero-filled by the copy),
 // lo into the next stage's tiles, zero except that row.
@@ -381,9 +402,9 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[hb][j][e] = 0.0f;
-    tc_scores<D>(q, ktile, hb, lane, acc[hb]);
-    if (klo != nullptr) tc_scores<D>(q, klo, hb, lane, acc[hb]);
   }
+  tc_scores<D>(q, ktile, lane, acc);
+  if (klo != nullptr) tc_scores<D>(q, klo, lane, acc);
 
   // Scale and mask; each half's max per head (r = 0: head `group`, r = 1: head `group + 8`).
   float hmax[kTcWarpsPerSlot][2];
@@ -580,11 +601,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     }
   }
 
-  TcQ q;
-  tc_load_q<D>(p, t, q);
+  // The first blocks stream in while q loads (a CTA that loaded q first waited on it with
+  // nothing in flight).
   KvWord* wsm = smem + t.pair * kTcSlotHalfs;
   float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
   tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
+  TcQ q;
+  tc_load_q<D>(p, t, q);
   for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
     SoftmaxStats st[2];
     float o[kHeadDim / 16][4];
