@@ -123,6 +123,23 @@ LayerClass class_of(PlaneKind k) { return k == PlaneKind::ring ? LayerClass::swa
 
 namespace {
 
+// The stream that wrote a CUDA tensor: `stream` when given (a cudaStream_t as an int, or a
+// torch.cuda.Stream), else torch's
+// current stream on the tensor's device for a torch CUDA tensor (what ladder.attend takes),
+// else the default stream.
+std::uintptr_t writer_stream(nb::handle stream, nb::handle tensor) {
+  if (!stream.is_none()) {
+    // A torch.cuda.Stream (or anything carrying its handle) as well as the bare handle.
+    if (nb::hasattr(stream, "cuda_stream")) return nb::cast<std::uintptr_t>(stream.attr("cuda_stream"));
+    return nb::cast<std::uintptr_t>(stream);
+  }
+  if (nb::hasattr(tensor, "is_cuda") && nb::cast<bool>(tensor.attr("is_cuda"))) {
+    const nb::object cuda = nb::module_::import_("torch.cuda");
+    return nb::cast<std::uintptr_t>(cuda.attr("current_stream")(tensor.attr("device")).attr("cuda_stream"));
+  }
+  return 0;
+}
+
 // ---- dictionaries for the trace ---------------------------------------------------------------
 nb::dict state_dict(const PlaneState& s) {
   nb::dict d;
@@ -571,35 +588,40 @@ NB_MODULE(_ladder, m) {
           }, "position"_a.none(),
            "Append `position` (metadata only) and return the physical slot its row goes to. Out-of-order, repeated "
            "or past-max-context positions raise PositionError and leave the plane untouched.")
-      .def("write_row", [](Plane& p, nb::handle slot, nb::handle k, nb::handle v) {
+      .def("write_row", [](Plane& p, nb::handle slot, nb::handle k, nb::handle v, nb::handle stream) {
             const int s = int_arg(slot, "slot", error_types().position);
             const ArrayInfo ki = in_array(k, "k"), vi = in_array(v, "v");
+            const std::uintptr_t st = writer_stream(stream, k);
             const PlaneGuard guard(p);
-            p.write_row(s, ki, vi);
-          }, "slot"_a.none(), "k"_a.none(), "v"_a.none(),
+            p.write_row(s, ki, vi, st);
+          }, "slot"_a.none(), "k"_a.none(), "v"_a.none(), "stream"_a.none() = nb::none(),
           "Store one token's K and V (float32, float16 or bfloat16), each (n_kv_heads, head_dim), at a slot (rounded "
-          "to the plane's kv_dtype).")
-      .def("append_row", [](Plane& p, nb::handle position, nb::handle k, nb::handle v) {
+          "to the plane's kv_dtype). stream: for CUDA tensors, the stream that wrote them (a torch.cuda.Stream or its "
+          "cudaStream_t as an int); the store "
+          "waits for it. None takes torch's current stream for a torch CUDA tensor, else the default stream.")
+      .def("append_row", [](Plane& p, nb::handle position, nb::handle k, nb::handle v, nb::handle stream) {
             const int pos = int_arg(position, "position", error_types().position);
             const ArrayInfo ki = in_array(k, "k"), vi = in_array(v, "v");
             // Check the rows before the append so a bad row leaves the plane untouched.
             const Where at = p.where() == Where::cpu ? Where::cpu : where_of(ki, "k");
             checked_float(ki, "k", row_dims(p.config()), at);
             checked_float(vi, "v", row_dims(p.config()), at);
+            const std::uintptr_t st = writer_stream(stream, k);
             const PlaneGuard guard(p);  // the append and the row as one step for other threads
             const int slot = p.append(pos);
-            p.write_row(slot, ki, vi);
+            p.write_row(slot, ki, vi, st);
             return slot;
-          }, "position"_a.none(), "k"_a.none(), "v"_a.none(),
-          "append(position) then write_row(slot, k, v); returns the slot.")
-      .def("extend", [](Plane& p, nb::handle k, nb::handle v) {
+          }, "position"_a.none(), "k"_a.none(), "v"_a.none(), "stream"_a.none() = nb::none(),
+          "append(position) then write_row(slot, k, v, stream); returns the slot.")
+      .def("extend", [](Plane& p, nb::handle k, nb::handle v, nb::handle stream) {
             const ArrayInfo ki = in_array(k, "k"), vi = in_array(v, "v");
+            const std::uintptr_t st = writer_stream(stream, k);
             const PlaneGuard guard(p);
-            return p.extend(ki, vi);
+            return p.extend(ki, vi, st);
           },
-           "k"_a.none(), "v"_a.none(),
+           "k"_a.none(), "v"_a.none(), "stream"_a.none() = nb::none(),
            "Append the next n positions with rows from arrays k, v (float32, float16 or bfloat16; host arrays, or "
-           "CUDA tensors for a device plane) of shape (n, n_kv_heads, head_dim); returns the slots. Every append is checked first, so a refusal changes nothing.")
+           "CUDA tensors for a device plane) of shape (n, n_kv_heads, head_dim); returns the slots. Every append is checked first, so a refusal changes nothing. stream: as for write_row.")
       .def_prop_ro("kv_dtype", [](const Plane& p) { return std::string(kv_dtype_name(p.config().kv_dtype)); })
       .def("keys", [](const Plane& p) { return storage_copy(p, false); },
            "A copy of K in storage layout: ring (capacity, n_kv_heads, head_dim), growing "

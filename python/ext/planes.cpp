@@ -37,7 +37,7 @@ const PlaneState& Plane::state() const { return host_ ? host_->state() : device_
 
 int Plane::append(int position) { return host_ ? take(host_->append(position)) : device_->append(position); }
 
-void Plane::write_row(int slot, const ArrayInfo& k, const ArrayInfo& v) {
+void Plane::write_row(int slot, const ArrayInfo& k, const ArrayInfo& v, std::uintptr_t stream) {
   const PlaneState& st = state();
   if (slot < 0 || slot >= st.capacity)
     raise(error_types().position, fmt::format("slot {} is outside the plane (capacity {} rows: 0..{})", slot,
@@ -50,15 +50,15 @@ void Plane::write_row(int slot, const ArrayInfo& k, const ArrayInfo& v) {
     host_->write_row(slot, kf.data(), vf.data());
     return;
   }
-  const float* kp = kf.data();
-  const float* vp = vf.data();
-  // The device runs on its own stream: what the default stream wrote (the caller's rows, their
+  const float* kp = kf.data(stream);
+  const float* vp = vf.data(stream);
+  // The device runs on its own stream: what the caller's stream wrote (the rows, their
   // conversion) must be done first.
-  if (at == Where::cuda) sync_stream(0);
+  if (at == Where::cuda) sync_stream(stream);
   device_->write_row(slot, kp, vp, at == Where::cuda ? Memory::device : Memory::host);
 }
 
-std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
+std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v, std::uintptr_t stream) {
   const PlaneConfig& cfg = config();
   if (k.shape.empty())
     raise(error_types().shape, fmt::format("k must have shape (n, {}, {}) = (rows, n_kv_heads, head_dim), got {}",
@@ -76,15 +76,15 @@ std::vector<int> Plane::extend(const ArrayInfo& k, const ArrayInfo& v) {
   std::vector<int> slots;
   slots.reserve(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) slots.push_back(append(first + static_cast<int>(i)));
-  const float* kp = kf.data();
-  const float* vp = vf.data();
+  const float* kp = kf.data(stream);
+  const float* vp = vf.data(stream);
   if (host_) {
     for (std::int64_t i = 0; i < n; ++i) host_->write_row(slots[i], kp + i * row, vp + i * row);
     return slots;
   }
   // Device plane: one store step of the library's device per row (from host memory through the
   // device's staging, or from device memory in place).
-  if (at == Where::cuda && n > 0) sync_stream(0);
+  if (at == Where::cuda && n > 0) sync_stream(stream);
   const Memory from = at == Where::cuda ? Memory::device : Memory::host;
   for (std::int64_t i = 0; i < n; ++i) device_->write_row(slots[i], kp + i * row, vp + i * row, from);
   return slots;

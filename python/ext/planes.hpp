@@ -34,12 +34,14 @@ class Plane {
   // Metadata append (K4: a refused append raises and leaves the plane untouched); the slot.
   int append(int position);
   // Stores one token's f32 K/V ([n_kv_heads][head_dim] each) at a physical slot, rounded to the plane's dtype.
-  void write_row(int slot, const ArrayInfo& k, const ArrayInfo& v);
+  // stream: for CUDA tensors, the cudaStream_t that wrote them (conversions run on it and the
+  // device's store waits for it); host arrays ignore it.
+  void write_row(int slot, const ArrayInfo& k, const ArrayInfo& v, std::uintptr_t stream = 0);
   // Appends next_position, next_position+1, ... with one row each from k, v ([n][n_kv_heads]
   // [head_dim]; host arrays, or CUDA tensors for a device plane); all appends are checked
   // first, so a refusal changes nothing.
-  // Returns the slots.
-  std::vector<int> extend(const ArrayInfo& k, const ArrayInfo& v);
+  // Returns the slots. stream: as for write_row.
+  std::vector<int> extend(const ArrayInfo& k, const ArrayInfo& v, std::uintptr_t stream = 0);
   // The stored rows (words of the plane's dtype) in storage layout, copied to host memory.
   std::vector<KvWord> copy_k() const;
   std::vector<KvWord> copy_v() const;

@@ -71,6 +71,47 @@ def test_cpu_and_gpu_planes_hold_the_same_rows(rng):
     np.testing.assert_array_equal(host.keys().view(np.uint16), dev.keys().view(np.uint16))
 
 
+# GPU clock cycles one torch.cuda._sleep spins: ~50 ms on a ~2 GHz part, far longer than a row store.
+SLEEP_CYCLES = 100_000_000
+
+
+def test_rows_are_read_after_the_stream_that_wrote_them(rng):
+    """write_row, append_row and extend wait for the stream that wrote their CUDA tensors: torch's
+    current stream by default, or the one passed (a torch.cuda.Stream or its handle). The rows are
+    produced on a side stream behind a GPU sleep, so a store that waited only for the default
+    stream would read the buffers before the copy into them (zeros), and the planes would differ."""
+    cfg = ring_cfg(64)
+    host = ladder.Plane(cfg)
+    dev = device_plane(cfg)
+    n = 24
+    k, v = (rng.standard_normal((n, 2, 128)).astype(np.float32) for _ in range(2))
+    host.extend(k, v)
+    src_k, src_v = (torch.from_numpy(a).cuda() for a in (k, v))
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+
+    def late(src):  # on the current stream: zeros until the sleep is over, then src
+        out = torch.zeros_like(src)
+        torch.cuda._sleep(SLEEP_CYCLES)
+        out.copy_(src)
+        return out
+
+    with torch.cuda.stream(side):
+        dk, dv = late(src_k[:8]), late(src_v[:8])
+        for i in range(8):
+            dev.append_row(i, dk[i], dv[i])  # stream=None: torch's current stream, `side`
+        dk, dv = late(src_k[8:16]), late(src_v[8:16])
+    dev.extend(dk, dv, stream=side)
+    with torch.cuda.stream(side):
+        dk, dv = late(src_k[16:]), late(src_v[16:])
+    for i in range(8):
+        slot = dev.append(16 + i)
+        dev.write_row(slot, dk[i], dv[i], stream=side.cuda_stream)
+    assert host.state == dev.state
+    np.testing.assert_array_equal(host.keys().view(np.uint16), dev.keys().view(np.uint16))
+    np.testing.assert_array_equal(host.values().view(np.uint16), dev.values().view(np.uint16))
+
+
 def test_mismatched_devices(rng):
     host = ladder.Plane(growing_cfg())
     slot = host.append(0)
