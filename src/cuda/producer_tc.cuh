@@ -59,6 +59,9 @@
 // own: the walk is a launch shape, never an input to the arithmetic (P4 holds).
 #pragma once
 
+#include <array>
+#include <atomic>
+
 #include "cuda/common.cuh"
 #include "ladder/heuristics.hpp"
 #include "ladder/schedule.hpp"
@@ -641,21 +644,34 @@ __global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const 
   produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
-// CTAs of the indirect kernel the device holds at once (occupancy x SMs), asked once.
+// CTAs of the indirect kernel the current device holds at once (occupancy x SMs), asked once per
+// device (a process may drive several GPUs of different sizes); 0 when unknown (one CTA per slot).
 template <class Family>
 long long tc_resident_ctas() {
-  static const long long resident = [] {
-    int device = 0, sms = 0, per_sm = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+  constexpr int kCachedDevices = 64;
+  constexpr long long kUnknown = -1;
+  static std::array<std::atomic<long long>, kCachedDevices> cache{};  // 0: not asked yet
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const auto ask = [device] {
+    int sms = 0, per_sm = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, producer_tc_kernel_indirect<Family>, kTcThreads,
                                                       kTcSmemBytes) != cudaSuccess) {
       (void)cudaGetLastError();
-      return 0LL;  // unknown: one CTA per slot
+      return kUnknown;
     }
     return static_cast<long long>(sms) * per_sm;
-  }();
-  return resident;
+  };
+  long long resident = device >= 0 && device < kCachedDevices ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (resident == 0) {
+    resident = ask();
+    if (device >= 0 && device < kCachedDevices) cache[device].store(resident, std::memory_order_relaxed);
+  }
+  return resident > 0 ? resident : 0;
 }
 
 template <class Family>
