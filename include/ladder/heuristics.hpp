@@ -24,8 +24,11 @@ inline constexpr int kMaxWarpsPerWorkgroup = 4;
 // shared memory, one computing while kTcStages - 1 stream in (16-byte cp.async). Measured on
 // the H200 (docs/perf.md, change 5b): 3, 5 and 7 stages gave 57.5, 59.1 and 101.5 us for
 // splitk at 131072 tokens: bytes in flight are not the limit (ncu: one warp per scheduler,
-// latency-bound issue), and 7 stages fit only one CTA per SM. 3 keeps a CTA (two pairs) at
-// 106 KB, two CTAs per SM.
+// latency-bound issue), and 7 stages fit only one CTA per SM. 2 stages (three CTAs per SM, 12
+// warps instead of 8) read the same as 3 (48.3 against 48.0 us, docs/perf.md change 8): the copy
+// path itself streams at ~0.67 of the ceiling with the arithmetic removed (change 9), so neither
+// bytes in flight nor warps per SM is what this constant trades. 3 keeps a CTA (two pairs) at
+// 104 KB, two CTAs per SM.
 inline constexpr int kTcStages = 3;
 
 // GPU tensor-core producer, batched launches: warp slots one CTA walks in turn. A CTA per slot
