@@ -2,10 +2,11 @@
 //
 // Work: one task per (KV head, split). A split is a fixed run of 64-token chunks (fast_schedule,
 // a function of the visible length only). For each chunk, 16 tokens at a time, the task widens
-// the K rows once into an L1 tile ([token][d]; F16C for f16 planes, a 16-bit shift for bf16: the class is templated on the
+// the K rows once into an L1 tile stored transposed (kt[d][token], so a vector holds 8
+// tokens of one dim; F16C for f16 planes, a 16-bit shift for bf16: the class is templated on the
 // dtype, one code path for both) and computes the scores of every query head of the group from it with the
-// register-blocked kernels of producer_fast_kernels.hpp (each widened K element is broadcast to a
-// vector of up to 16 heads, q held transposed), 8 scores per vector with no horizontal sum; then one fold per head with
+// register-blocked kernels of producer_fast_kernels.hpp (each widened K element feeds every head:
+// 16 in Muse Glimmer), 8 scores per vector with no horizontal sum; then one fold per head with
 // the shared softmax rules (score_max, fold_block_max, softmax_exp on 8 lanes, bit-identical to
 // the scalar one); then the V rows are widened once and accumulated into every head's o (weights
 // broadcast, 6 heads x 16 dims of o in registers). The split writes [m, s, o] to
@@ -55,7 +56,6 @@ class AlignedFloats {
   static constexpr std::size_t kAlign = 64;
   float* data() { return p_.get(); }
   const float* data() const { return p_.get(); }
-  std::size_t size() const { return n_; }
   void fit(std::size_t n) {
     if (n <= n_) return;
     p_.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{kAlign})));
@@ -73,12 +73,12 @@ class AlignedFloats {
 // Per-thread tiles, reused across tasks and calls.
 struct Tiles {
   AlignedFloats q;       // [hpk][hd], the range rule applied
-  AlignedFloats qt;      // [score groups][hd][kScoreGroupHeads]: q transposed, zero past hpk
-  AlignedFloats tok;     // [kSubTokens][kScoreGroupHeads]: one group's scores, token-major
-  AlignedFloats rows;    // [kSubTokens][hd8]: widened K rows, then V rows
+  AlignedFloats kt;      // [hd][kSubTokens]: K of one sub-block, transposed (a vector = 8 tokens)
+  AlignedFloats rows;    // [kSubTokens][hd8]: widened V rows (and K rows on the generic path)
   AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
   AlignedFloats o;       // [hpk][hd8]
   std::vector<SoftmaxStats> stats;          // [hpk]
+  std::vector<KvWord> zero_row;             // [hd] +0 words (either dtype): a padding token's K row
 };
 
 // The plane rows of one chunk's tokens; nullptr marks the current token (read from cur_k/cur_v).
@@ -128,27 +128,16 @@ void range_row(const float* src, float* dst, int n, float range_max) {
   detail::floats_in_range(src + i, dst + i, n - i, range_max);
 }
 
-// score_tokens for T = 1 .. kScoreTokens tokens and 1 or 2 head vectors, chosen at run time.
-template <int HV>
-void score_tokens_hv(int tokens, const float* qt, int hd, const float* k, int k_stride, float scale, float* s) {
-  constexpr int kStride = detail::kScoreGroupHeads;
-  switch (tokens) {
-    case 1: return detail::score_tokens<1, HV>(qt, hd, k, k_stride, scale, s, kStride);
-    case 2: return detail::score_tokens<2, HV>(qt, hd, k, k_stride, scale, s, kStride);
-    case 3: return detail::score_tokens<3, HV>(qt, hd, k, k_stride, scale, s, kStride);
-    case 4: return detail::score_tokens<4, HV>(qt, hd, k, k_stride, scale, s, kStride);
-    case 5: return detail::score_tokens<5, HV>(qt, hd, k, k_stride, scale, s, kStride);
-    default: return detail::score_tokens<detail::kScoreTokens, HV>(qt, hd, k, k_stride, scale, s, kStride);
+// score_block for H = 1 .. kScoreHeads heads, chosen at run time.
+void score_heads(int heads, const float* q, int hd, const float* kt, float scale, float* s) {
+  switch (heads) {
+    case 1: return detail::score_block<1>(q, hd, kt, scale, s, kFastChunkTokens);
+    case 2: return detail::score_block<2>(q, hd, kt, scale, s, kFastChunkTokens);
+    case 3: return detail::score_block<3>(q, hd, kt, scale, s, kFastChunkTokens);
+    case 4: return detail::score_block<4>(q, hd, kt, scale, s, kFastChunkTokens);
+    case 5: return detail::score_block<5>(q, hd, kt, scale, s, kFastChunkTokens);
+    default: return detail::score_block<detail::kScoreHeads>(q, hd, kt, scale, s, kFastChunkTokens);
   }
-}
-
-void score_tokens_any(int head_vectors, int tokens, const float* qt, int hd, const float* k, int k_stride, float scale,
-                      float* s) {
-  static_assert(detail::kScoreHeadVectors == 2, "the dispatch below covers 1 and 2 head vectors");
-  if (head_vectors >= detail::kScoreHeadVectors)
-    score_tokens_hv<detail::kScoreHeadVectors>(tokens, qt, hd, k, k_stride, scale, s);
-  else
-    score_tokens_hv<1>(tokens, qt, hd, k, k_stride, scale, s);
 }
 
 template <int DB>
@@ -176,7 +165,6 @@ void accumulate_heads(int heads, int dim_vectors, float* o, int o_stride, const 
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
 struct HeadState {
   float* q;             // [hpk][hd]
-  float* qt;            // [score groups][hd][kScoreGroupHeads]
   float* o;             // [hpk][hd8]
   SoftmaxStats* stats;  // [hpk]
 };
@@ -191,7 +179,6 @@ class FastProducer final : public ProducerTasks {
         hd8_(round_up(p.shape.head_dim, kLanes)),
         hpk_(p.shape.heads_per_kv()),
         group_(kv_heads_per_task(p)),
-        score_groups_((hpk_ + detail::kScoreGroupHeads - 1) / detail::kScoreGroupHeads),
         sched_(fast_schedule(p.visible)) {}
 
   int tasks() const override { return p_.shape.n_kv_heads / group_ * sched_.splits; }
@@ -212,18 +199,14 @@ class FastProducer final : public ProducerTasks {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
     const std::size_t group = static_cast<std::size_t>(group_);
-    const std::size_t qt_floats = static_cast<std::size_t>(score_groups_) * hd * detail::kScoreGroupHeads;
     tl.q.fit(group * hpk * hd);
-    tl.qt.fit(group * qt_floats);
-    if (tl.tok.size() == 0) {
-      // Token rows past a sub-block's count are never scored; they hold finite zeros.
-      tl.tok.fit(static_cast<std::size_t>(kSubTokens) * detail::kScoreGroupHeads);
-      std::fill(tl.tok.data(), tl.tok.data() + kSubTokens * detail::kScoreGroupHeads, 0.0f);
-    }
+    tl.kt.fit(hd * kSubTokens);
     tl.rows.fit(kSubTokens * hd8);
     tl.scores.fit(hpk * kFastChunkTokens);
     tl.o.fit(group * hpk * hd8);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
+    if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
+    std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, KvWord{0});
     // Padding dims of the widened rows stay zero for the whole task.
     std::fill(tl.rows.data(), tl.rows.data() + kSubTokens * hd8, 0.0f);
 
@@ -239,8 +222,6 @@ class FastProducer final : public ProducerTasks {
       st.o = tl.o.data() + j * hpk * hd8;
       st.stats = tl.stats.data() + j * hpk;
       range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
-      st.qt = tl.qt.data() + j * qt_floats;
-      transpose_q(st.q, st.qt);
       std::fill(st.o, st.o + hpk * hd8, 0.0f);
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
       chunk_rows(kv_head, first_chunk, rows[j][0]);
@@ -334,10 +315,10 @@ class FastProducer final : public ProducerTasks {
     detail::widen_row<D>(row, dst, hd_);
   }
 
-  // K (key) or V rows of a sub-block (n <= kSubTokens) into rows ([n][hd8], padding dims left as
-  // they are: zero). Plane rows of a head_dim that is a multiple of 8 are widened by one unrolled
+  // V rows of a sub-block (n <= kSubTokens) into rows ([n][hd8], padding dims left as they
+  // are: zero). Plane rows of a head_dim that is a multiple of 8 are widened by one unrolled
   // loop of 8-wide conversions (widen8); the rest row by row through widen_row. Both are exact.
-  void widen_rows(const KvWord* const* v, int n, bool key, int kv_head, float* rows) const {
+  void widen_v_rows(const KvWord* const* v, int n, int kv_head, float* rows) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     for (int i = 0; i < n; ++i) {
       float* dst = rows + i * hd8;
@@ -349,19 +330,34 @@ class FastProducer final : public ProducerTasks {
         continue;
       }
 #endif
-      widen_row(v[i], key, kv_head, dst);
+      widen_row(v[i], false, kv_head, dst);
     }
   }
 
-  // q [hpk][hd] into qt [score groups][hd][kScoreGroupHeads], heads past hpk zero.
-  void transpose_q(const float* q, float* qt) const {
-    constexpr int kG = detail::kScoreGroupHeads;
-    for (int g = 0; g < score_groups_; ++g)
-      for (int d = 0; d < hd_; ++d)
-        for (int j = 0; j < kG; ++j) {
-          const int h = g * kG + j;
-          qt[(static_cast<std::size_t>(g) * hd_ + d) * kG + j] = h < hpk_ ? q[static_cast<std::size_t>(h) * hd_ + d] : 0.0f;
-        }
+  // K rows of a sub-block (n <= kSubTokens tokens) into tl.kt transposed, padding tokens zero.
+  // 8-wide widening and an 8 x 8 transpose in registers when every row is a plane row and hd is
+  // a multiple of 8; otherwise (the current token's f32 row, a ragged head_dim) row by row
+  // through tl.rows. Both are exact (element -> f32 is), so the path never changes a bit.
+  void widen_k_transposed(Tiles& tl, const KvWord* const* k, int n, int kv_head) const {
+    bool plane_rows = hd_ % kLanes == 0;
+    for (int i = 0; i < n && plane_rows; ++i) plane_rows = k[i] != nullptr;
+#if defined(LADDER_FAST_AVX2)
+    if (plane_rows) {
+      const KvWord* r[kSubTokens];
+      for (int i = 0; i < kSubTokens; ++i) r[i] = i < n ? k[i] : tl.zero_row.data();
+      for (int d = 0; d < hd_; d += kLanes) {
+        detail::transpose_rows8<D>(r, d, tl.kt.data(), 0);
+        detail::transpose_rows8<D>(r + kLanes, d, tl.kt.data(), kLanes);
+      }
+      return;
+    }
+#endif
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
+    float* rows = tl.rows.data();
+    for (int i = 0; i < n; ++i) widen_row(k[i], true, kv_head, rows + i * hd8);
+    float* kt = tl.kt.data();
+    for (int d = 0; d < hd_; ++d)
+      for (int i = 0; i < kSubTokens; ++i) kt[d * kSubTokens + i] = i < n ? rows[i * hd8 + d] : 0.0f;
   }
 
   void run_chunk(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
@@ -370,28 +366,14 @@ class FastProducer final : public ProducerTasks {
     const int count = chunk_count(chunk);
     const float scale = p_.shape.scale;
     float* scores = tl.scores.data();
-    // Scores of every head for the chunk, K widened once per sub-block: per group of 16 heads,
-    // token-major into tok, then turned head-major into scores 8 x 8 at a time.
-    constexpr int kG = detail::kScoreGroupHeads;
-    float* rows = tl.rows.data();
-    float* tok = tl.tok.data();
+    // Scores of every head for the chunk, K widened and transposed once per sub-block.
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       prefetch_rows(cur.v + b, n);
-      widen_rows(cur.k + b, n, true, kv_head, rows);
-      for (int g = 0; g < score_groups_; ++g) {
-        const int heads = std::min(kG, hpk_ - g * kG);
-        const int vectors = (heads + kLanes - 1) / kLanes;
-        const float* qt = hs.qt + static_cast<std::size_t>(g) * hd_ * kG;
-        for (int t = 0; t < n; t += detail::kScoreTokens)
-          score_tokens_any(vectors, std::min(detail::kScoreTokens, n - t), qt, hd_, rows + t * hd8, hd8_, scale,
-                           tok + t * kG);
-        for (int t = 0; t < n; t += kLanes)
-          for (int v = 0; v < vectors; ++v)
-            detail::transpose8(tok + t * kG + v * kLanes, kG,
-                               scores + static_cast<std::size_t>(g * kG + v * kLanes) * kFastChunkTokens + b + t,
-                               kFastChunkTokens, std::min(kLanes, heads - v * kLanes));
-      }
+      widen_k_transposed(tl, cur.k + b, n, kv_head);
+      for (int h = 0; h < hpk_; h += detail::kScoreHeads)
+        score_heads(std::min(detail::kScoreHeads, hpk_ - h), hs.q + static_cast<std::size_t>(h) * hd_, hd_,
+                    tl.kt.data(), scale, scores + static_cast<std::size_t>(h) * kFastChunkTokens + b);
     }
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
@@ -403,10 +385,11 @@ class FastProducer final : public ProducerTasks {
       st.s += weights_in_place(s, count, padded, st.m);
     }
     // o += w . V, V widened once per sub-block and applied to every head.
+    float* rows = tl.rows.data();
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       if (next != nullptr) prefetch_rows(next->k + b, std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b)));
-      widen_rows(cur.v + b, n, false, kv_head, rows);
+      widen_v_rows(cur.v + b, n, kv_head, rows);
       for (int h = 0; h < hpk_; h += detail::kAccumHeads) {
         const int heads = std::min(detail::kAccumHeads, hpk_ - h);
         for (int d = 0; d < hd8_; d += detail::kAccumDimVectors * kLanes)
@@ -432,7 +415,6 @@ class FastProducer final : public ProducerTasks {
   int hd8_;
   int hpk_;
   int group_;
-  int score_groups_;  // groups of kScoreGroupHeads sibling heads
   FastSchedule sched_;
 };
 
