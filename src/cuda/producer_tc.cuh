@@ -46,10 +46,9 @@
 // block's max, weights and sums itself (one CTA barrier per block, change 8) and both keep the
 // same (m, s). Two warps per pair halve each warp's share of the copy and of P.V and give every
 // scheduler more warps to hide latency (one warp per scheduler issued every 2.8 cycles, ncu).
-// heads_per_kv < 16 pads the
-// tile with zero q rows (computed, never written); > 16 uses several tiles. Blocks stream into
-// shared memory with 16-byte cp.async, kTcStages blocks deep per pair, and are read with
-// ldmatrix.
+// heads_per_kv < 16 pads the tile with zero q rows (computed, never written); > 16 uses several
+// tiles. Blocks stream into shared memory with 16-byte cp.async, kTcStages blocks deep per pair,
+// and are read with ldmatrix.
 //
 // A CTA may walk several warp slots of its (sequence, KV head, tile), one after another
 // (SlotWalk): a batched launch has far more slots than the GPU holds CTAs, and a CTA per slot
