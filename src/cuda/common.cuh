@@ -96,6 +96,25 @@ __device__ __forceinline__ void store4(KvWord* dst, const Float4& f) {
   *reinterpret_cast<uint2*>(dst) = raw;
 }
 
+// Where a producer takes a route's current token (the row appended this step) from.
+enum class CurrentRow {
+  plane,    // the plane, like every row (splitk, vec: the store ran before the producer)
+  split,    // the f32 activations, split hi + lo, never rounded to the plane's dtype; the
+            // producer also stores the row into the plane (interleaved)
+  rounded,  // the activations rounded to the plane's dtype as the store rounds them; the kernel
+            // stores the row itself (fused.cu)
+};
+
+// The current token's K and V (cur_k/cur_v f32, the range rule, then dtype D) into the plane at
+// store_slot: lane l stores dims 4l..4l+3 of KV head kvh (one warp per KV head).
+template <KvDtype D>
+__device__ __forceinline__ void store_current_row(const ProducerParams& p, int kvh, int lane) {
+  const int d0 = lane * kDimsPerLane;
+  const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
+  store4<D>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
+  store4<D>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
+}
+
 __device__ __forceinline__ void store_zero4(KvWord* dst) { *reinterpret_cast<uint2*>(dst) = make_uint2(0u, 0u); }
 
 // Copies 4 elements bit-exactly, either dtype (staging and padding never round).

@@ -86,10 +86,9 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const int lane = t.lane, pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
   const int group = t.group, quad = t.quad;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int stride = sched.block_stride();
-  // The current token (the family says where its route visits it) and the block that holds it.
-  const int t_cur = Family::current(p);
-  const bool cta_current = (t_cur / kBlockTokens) % stride == flat;
+  // Whether this CTA folds the block holding the current token (the family says where its
+  // route visits it).
+  const bool cta_current = tc_owns_block(sched, flat, Family::current(p) / kBlockTokens);
 
   // Before the wait: this pair's first kTcStages - 1 blocks (plane rows only; the current row
   // is zero-filled by the copy and comes from the activations in the block loop).
@@ -100,12 +99,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
 
   // The store: the tile-0 CTA owning the current token's block writes its row into the plane
   // (nobody in this launch reads it from there).
-  if (tile == 0 && cta_current && threadIdx.x < kWarpSize) {
-    const int d0 = lane * kDimsPerLane;
-    const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
-    store4<D>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
-    store4<D>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
-  }
+  if (tile == 0 && cta_current && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
 
   SoftmaxStats st[2];
   float o[kHeadDim / 16][4];

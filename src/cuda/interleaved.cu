@@ -14,7 +14,6 @@ template <KvDtype D>
 struct InterleavedRows {
   static constexpr KernelFamily kFamily = KernelFamily::interleaved;
   static constexpr KvDtype kDtype = D;
-  static constexpr bool kFusedStore = true;
   static constexpr CurrentRow kCurrentRow = CurrentRow::split;
   static constexpr int kCurrent = -1;
   __device__ static int current(const ProducerParams& p) { return p.visible - 1; }

@@ -60,14 +60,10 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
   const int head0 = kvh * hpk + chunk * G;
   const int d0 = lane * kDimsPerLane;
 
-  if constexpr (Family::kFusedStore) {
+  if constexpr (Family::kCurrentRow == CurrentRow::split) {
     // One warp per KV head also stores the current token's row into the plane. Nobody
     // reads that row from the plane in this launch: every workgroup takes it from cur_k/cur_v.
-    if (chunk == 0 && wg == 0 && warp == 0) {
-      const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
-      store4<Family::kDtype>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
-      store4<Family::kDtype>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
-    }
+    if (chunk == 0 && wg == 0 && warp == 0) store_current_row<Family::kDtype>(p, kvh, lane);
   }
 
   if (warp < sched.nsg) {

@@ -287,6 +287,11 @@ struct SlotWalk {
   int step = 1;
 };
 
+// Whether warp slot `flat` folds block b (the schedule deals blocks to slots round robin).
+__device__ __forceinline__ bool tc_owns_block(const Schedule& sched, int flat, int b) {
+  return b % sched.block_stride() == flat;
+}
+
 // This pair's blocks of warp slot `flat` (the slot's blocks pair, pair + kTcPairs, ...) into
 // stages 0 .. kTcStages-2: one commit group per stage, empty where the pair has no block.
 template <class Family>
@@ -347,13 +352,6 @@ __device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThrea
     }
   }
 }
-
-// Where the block loop takes a route's current token (the row appended this step) from.
-enum class CurrentRow {
-  plane,    // the plane, like every row (splitk, vec: the store ran before the producer)
-  split,    // the f32 activations, split hi + lo (interleaved: never rounded to the plane's dtype)
-  rounded,  // the activations rounded to the plane's dtype as the store rounds them (fused.cu)
-};
 
 // The current row written into the block's tiles (half 0 of the pair; the caller orders it
 // before any read with a CTA barrier). split: hi into the tile row (zero-filled by the copy),
@@ -492,7 +490,7 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
   // The block holding the current token, when it comes from the activations.
   int b_cur = -1;
   if constexpr (kCurrentFromActivations) b_cur = Family::current(p) / kBlockTokens;
-  const bool cta_current = kCurrentFromActivations && b_cur % stride == flat;
+  const bool cta_current = kCurrentFromActivations && tc_owns_block(sched, flat, b_cur);
   const int current_iter = cta_current ? (b_cur - b0) / stride / kTcPairs : -1;
   for (int i = 0; i < iters; ++i) {
     const int b = pair_b0 + i * pair_stride;
@@ -591,16 +589,11 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   const TcThread t = tc_thread(p.shape);
   const int lane = t.lane, kvh = t.kvh, tile = t.tile;
 
-  if constexpr (Family::kFusedStore) {
+  if constexpr (Family::kCurrentRow == CurrentRow::split) {
     // One warp per KV head (the CTA that walks slot 0) stores the current row (dtype D) into the
     // plane; no CTA of this launch reads that row from the plane (it is zero-filled and taken
     // from the activations).
-    if (tile == 0 && walk.first == 0 && threadIdx.x < kWarpSize) {
-      const int d0 = lane * kDimsPerLane;
-      const std::int64_t at = p.rows.strides.offset(p.store_slot, kvh) + d0;
-      store4<D>(p.store_k + at, load_float4(p.cur_k + kvh * kHeadDim + d0));
-      store4<D>(p.store_v + at, load_float4(p.cur_v + kvh * kHeadDim + d0));
-    }
+    if (tile == 0 && walk.first == 0 && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
   }
 
   // The first blocks stream in while q loads (a CTA that loaded q first waited on it with

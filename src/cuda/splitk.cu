@@ -10,7 +10,6 @@ template <KvDtype D>
 struct SplitKRows {
   static constexpr KernelFamily kFamily = KernelFamily::splitk;
   static constexpr KvDtype kDtype = D;
-  static constexpr bool kFusedStore = false;
   static constexpr CurrentRow kCurrentRow = CurrentRow::plane;
   __device__ static int locate(const ProducerParams& p, int t) { return p.rows.row(t); }
   __device__ static RawRow load_k_raw(const ProducerParams& p, int row, int kvh, int d0) {

@@ -13,7 +13,6 @@ template <KvDtype D>
 struct VecRows {
   static constexpr KernelFamily kFamily = KernelFamily::vec;
   static constexpr KvDtype kDtype = D;
-  static constexpr bool kFusedStore = false;
   static constexpr CurrentRow kCurrentRow = CurrentRow::plane;
   static constexpr int kFromTail = 1;
   __device__ static int locate(const ProducerParams& p, int t) {
