@@ -701,6 +701,10 @@ NB_MODULE(_ladder, m) {
         }, "route"_a, "plane"_a, "Why `route` cannot run on the plane's current state ('' when it can).");
 
   // ---- attention ----
+  m.def("_writer_stream", &writer_stream, "stream"_a.none(), "tensor"_a.none(),
+        "The cudaStream_t (an int) that wrote `tensor`: `stream` when given (an int or a torch.cuda.Stream), "
+        "else torch's current stream for a torch CUDA tensor, else 0: the one rule of every call that takes "
+        "CUDA tensors (attend, the Plane writes, ModelCache).");
   m.def("_attend", &attend, "route"_a, "plane"_a, "position"_a.none(), "slot"_a.none(), "q"_a.none(), "k"_a.none(),
         "v"_a.none(), "out"_a.none(),
         "device"_a = nb::none(), "stream"_a = 0);

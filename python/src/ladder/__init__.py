@@ -44,12 +44,6 @@ __all__ = [name for name in dir(_ladder) if not name.startswith("_")] + ["__vers
     "attend", "ModelCache", "geometry_from_config"]
 
 
-def _is_cuda(x):
-    dev = getattr(x, "__dlpack_device__", None)
-    # DLPack device type 2 is CUDA.
-    return dev is not None and dev()[0] == 2
-
-
 def _new_output(q):
     """An uninitialised array shaped like q, in q's dtype (float32 for any other), on q's device
     and from q's library."""
@@ -94,14 +88,7 @@ def attend(route, plane, position, slot, q, k, v, out=None, device=None, stream=
     """
     if out is None:
         out = _new_output(q)
-    handle = 0
-    if stream is not None:
-        handle = int(stream)
-    elif _is_cuda(q) and hasattr(q, "new_empty"):
-        import torch
-
-        handle = torch.cuda.current_stream(q.device).cuda_stream
-    _ladder._attend(route, plane, position, slot, q, k, v, out, device, handle)
+    _ladder._attend(route, plane, position, slot, q, k, v, out, device, _ladder._writer_stream(stream, q))
     return out
 
 

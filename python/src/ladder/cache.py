@@ -59,16 +59,6 @@ def geometry_from_config(config, max_context=None, name=None, kv_dtype="f16"):
                     name=name or getattr(config, "model_type", None) or "custom", kv_dtype=kv_dtype)
 
 
-def _torch_stream(x):
-    """torch's current stream for a CUDA tensor (the integer handle), else 0."""
-    dev = getattr(x, "__dlpack_device__", None)
-    if dev is None or dev()[0] != 2 or not hasattr(x, "new_empty"):  # DLPack device type 2: CUDA
-        return 0
-    import torch
-
-    return torch.cuda.current_stream(x.device).cuda_stream
-
-
 class ModelCache:
     """Every layer's planes for a batch of sequences (see the module docstring), held by one
     ``ladder.Engine``: the library's engine and its planes on the host or the GPU.
@@ -146,7 +136,7 @@ class ModelCache:
         context) is checked before the first row, so a refused call changes nothing; an
         out_of_memory while a growing plane grows mid-prompt leaves the rows before it written
         (``length`` says how many). Returns each row's slot."""
-        return self._engine.fill_rows(self._layer(layer), self._sequence(seq), k, v, _torch_stream(k))
+        return self._engine.fill_rows(self._layer(layer), self._sequence(seq), k, v, _ladder._writer_stream(None, k))
 
     def prefill_batch(self, layer, seqs, counts, k, v):
         """The prompts of several sequences at one layer, as ``prefill`` for each but with row r
@@ -155,7 +145,7 @@ class ModelCache:
         rows for seqs[i] (distinct ids). Checked like ``prefill`` before the first row. Returns
         each sequence's slots."""
         seqs = [self._sequence(s) for s in seqs]
-        return self._engine.fill_batch(self._layer(layer), seqs, counts, k, v, _torch_stream(k))
+        return self._engine.fill_batch(self._layer(layer), seqs, counts, k, v, _ladder._writer_stream(None, k))
 
     def decode(self, layer, q, k, v, out=None, seqs=None):
         """One token for every sequence of the batch at one layer: appends it at each sequence's
@@ -177,7 +167,7 @@ class ModelCache:
                 raise _ladder.ShapeError(
                     "%s must have shape (batch, heads, head_dim) with batch = %d sequences, got %s"
                     % (name, len(seqs), shape))
-        self._engine.encode_layer(layer, seqs, q, k, v, out, _torch_stream(q))
+        self._engine.encode_layer(layer, seqs, q, k, v, out, _ladder._writer_stream(None, q))
         return out
 
     # ---- lookups -------------------------------------------------------------------------------
