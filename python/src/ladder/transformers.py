@@ -159,8 +159,8 @@ def _prefill(cache, layer, key, value, attention_mask):
     real = _real_rows(attention_mask, batch, length, key.device)
     # (n_kv, rows, head_dim) -> (rows, n_kv, head_dim): the planes take token rows; the sequences'
     # real rows one after another.
-    k = torch.cat([key[i][:, real[i]].transpose(0, 1) for i in range(batch)]).contiguous()
-    v = torch.cat([value[i][:, real[i]].transpose(0, 1) for i in range(batch)]).contiguous()
+    k = torch.cat([key[i][:, real[i]].transpose(0, 1) for i in range(batch)])
+    v = torch.cat([value[i][:, real[i]].transpose(0, 1) for i in range(batch)])
     counts = real.sum(dim=1).tolist()
     cache.prefill_batch(layer, cache.sequences, counts, k, v)
 
