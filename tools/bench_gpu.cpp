@@ -261,8 +261,10 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   LADDER_TRY(cu(cudaMemcpy(base.as<void>(), acts.data(), acts.size() * 4, cudaMemcpyHostToDevice), "uploading base"));
   cuda::LaunchTuning tuning;
   tuning.programmatic = link == StepLink::chained_pdl;
-  // PDL needs the fused kernel (the separate kernels have no pre-wait part).
-  if (tuning.programmatic) tuning.fusion = cuda::GpuFusion::fused;
+  // PDL needs a fused form (the separate store and producer have no pre-wait part): the one the
+  // environment or the default selects, else the one-kernel form.
+  if (tuning.programmatic && cuda::resolve_fusion(cuda::GpuFusion::automatic) == cuda::GpuFusion::separate)
+    tuning.fusion = cuda::GpuFusion::fused;
   std::vector<cudaGraphExec_t> graphs;
   Status st;
   for (auto& set : bufs) {

@@ -50,7 +50,13 @@ inline int tc_slots_per_cta(long long slot_ctas, long long resident_ctas) {
 // 10.1), but the merge, done by one CTA per 16-head group, adds a ~10 us tail (16.7 us per layer
 // at 2,048 and 67.2 at 131,072, against 10.1 and 50.0), so the separate kernels stay the default
 // until the merge is cheaper. LADDER_GPU_FUSED=1 selects the fused kernel.
-inline constexpr bool kGpuFusedByDefault = false;
+// store_fused, the default: the store folded into the producer, the reducer its own kernel (32
+// CTAs, one per head, instead of one merging CTA per 16 heads); two kernels per layer instead of
+// three. Measured on the H200 (docs/perf.md, change 10), splitk/ring per layer: 10.0 / 15.3 /
+// 22.5 / 48.5 us -> 8.7 / 13.7 / 21.2 / 46.8 at 2,048 / 8,192 / 32,768 / 131,072, the 52-layer
+// step at 2,048 520 -> 455 us. LADDER_GPU_FUSED=store / =1 / =0 pick a form.
+enum class GpuFusionDefault { separate, store_fused, fused };
+inline constexpr GpuFusionDefault kGpuFusionDefault = GpuFusionDefault::store_fused;
 
 // First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy
 // of the plane) is rare at short depth, small enough that each of the 13 planes costs

@@ -19,6 +19,15 @@
 
 namespace ladder::cuda_detail {
 
+// Programmatic dependent launch (PDL). A kernel launched with the programmatic attribute may start
+// while the previous kernel of its stream still runs: pdl_wait blocks until that kernel has
+// completed and its memory is visible (a no-op without the attribute). pdl_allow_dependents lets
+// the next kernel start; every kernel here calls it only once every earlier kernel of its stream
+// has completed (after its wait, or in a launch without the attribute), so a kernel that passed
+// its wait knows the same.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullMask = 0xffffffffu;
 // The only head_dim the kernels support: 32 lanes x 4 dims (THE PRODUCER DAG, step 2).

@@ -72,7 +72,9 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.tensor_core = cuda::resolve_producer(t.producer) == cuda::GpuProducer::tensor_core;
   c.heads_per_warp =
       heads_per_warp_for(shape.heads_per_kv(), t.heads_per_warp > 0 ? t.heads_per_warp : kDefaultHeadsPerWarp);
-  c.fused = c.tensor_core && cuda::resolve_fusion(t.fusion) == cuda::GpuFusion::fused;
+  const cuda::GpuFusion fusion = cuda::resolve_fusion(t.fusion);
+  c.fused = c.tensor_core && (fusion == cuda::GpuFusion::fused || fusion == cuda::GpuFusion::store_fused);
+  c.merge = fusion == cuda::GpuFusion::store_fused ? FusedMerge::reducer : FusedMerge::last_cta;
   c.programmatic = c.fused && t.programmatic;
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
   c.tc_slots_per_cta = t.tc_slots_per_cta;
@@ -134,7 +136,8 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   p.partials = ws.partials;
 
   const bool fused = (r == Route::splitk || r == Route::vec) && producer.fused;
-  if (fused) {
+  const bool merges_itself = fused && producer.merge == FusedMerge::last_cta;
+  if (merges_itself) {
     const std::int64_t need_arrivals = static_cast<std::int64_t>(fused_groups(shape)) * kFusedArrivalsPerGroup;
     if (ws.arrivals == nullptr || ws.arrival_count < need_arrivals)
       return bad(fmt::format("workspace has {} arrival counters, the fused kernel needs {}", ws.arrival_count,
@@ -183,8 +186,8 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   if (fused || r == Route::interleaved) l.store.n_kv_heads = 0;
 
   if (fused) {
-    // The fused kernel stores the current row itself (and reads it from the activations) and
-    // writes the output: no store and no reduce launch.
+    // The fused producer stores the current row itself (and reads it from the activations): no
+    // store launch. With FusedMerge::last_cta it also writes the output: no reduce launch.
     p.cur_k = io.k;
     p.cur_v = io.v;
     p.store_k = plane.k;
@@ -202,7 +205,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   l.reduce.parts = producer.tensor_core ? p.sched.nsg : 1;
   l.reduce.partials = ws.partials;
   l.reduce.out = io.out;
-  if (fused) l.reduce.nwg = 0;  // the fused kernel merges itself: no reduce entry
+  if (merges_itself) l.reduce.nwg = 0;  // no reduce entry
   out = l;
   return {};
 }
@@ -213,6 +216,7 @@ LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer,
   const bool fused = (l.route == Route::splitk || l.route == Route::vec) && producer.fused;
   if (fused) {
     k.bits = l.route == Route::splitk ? LayerKernels::fused_splitk : LayerKernels::fused_vec;
+    if (producer.merge == FusedMerge::reducer) k.bits |= LayerKernels::reduce;
     return k;
   }
   k.bits = LayerKernels::reduce;
@@ -286,14 +290,19 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   ReduceParams reduce;
   reduce.shape = shape;
   // One bit per fused family: a layer whose entries are all vec launches no empty splitk grid.
-  if (k.bits & LayerKernels::fused_splitk)
+  const bool merges_itself = producer.merge == FusedMerge::last_cta;
+  if ((k.bits & LayerKernels::fused_splitk) && merges_itself)
     LADDER_TRY(step(launch_splitk_fused(prod, &first->producer, FusedTail{}, &first->tail, producer.programmatic,
                                         stream, batch),
                     "fused splitk"));
-  if (k.bits & LayerKernels::fused_vec)
+  if ((k.bits & LayerKernels::fused_splitk) && !merges_itself)
+    LADDER_TRY(step(launch_splitk_store_fused(prod, &first->producer, producer, stream, batch), "store-fused splitk"));
+  if ((k.bits & LayerKernels::fused_vec) && merges_itself)
     LADDER_TRY(step(
         launch_vec_fused(prod, &first->producer, FusedTail{}, &first->tail, producer.programmatic, stream, batch),
         "fused vec"));
+  if ((k.bits & LayerKernels::fused_vec) && !merges_itself)
+    LADDER_TRY(step(launch_vec_store_fused(prod, &first->producer, producer, stream, batch), "store-fused vec"));
   if (k.bits & LayerKernels::store) LADDER_TRY(step(launch_store(store, &first->store, stream, batch), "store"));
   if (k.bits & LayerKernels::copy)
     LADDER_TRY(step(launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch), "pad or stage"));
@@ -302,7 +311,8 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   if (k.bits & LayerKernels::vec) LADDER_TRY(step(launch_vec(prod, &first->producer, producer, stream, batch), "vec producer"));
   if (k.bits & LayerKernels::interleaved)
     LADDER_TRY(step(launch_interleaved(prod, &first->producer, producer, stream, batch), "interleaved producer"));
-  if (k.bits & LayerKernels::reduce) LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch), "reduce"));
+  if (k.bits & LayerKernels::reduce)
+    LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch), "reduce"));
   return {};
 }
 
@@ -315,19 +325,29 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
   };
   switch (l.route) {
     case Route::splitk:
-      if (producer.fused)
+      if (producer.fused && producer.merge == FusedMerge::last_cta)
         return step(launch_splitk_fused(l.producer, indirect ? &dev->producer : nullptr, l.tail,
                                         indirect ? &dev->tail : nullptr, producer.programmatic, stream),
                     "fused splitk");
+      if (producer.fused) {
+        LADDER_TRY(step(launch_splitk_store_fused(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
+                        "store-fused splitk"));
+        break;
+      }
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
       LADDER_TRY(step(launch_splitk(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "splitk producer"));
       break;
     case Route::vec:
-      if (producer.fused)
+      if (producer.fused && producer.merge == FusedMerge::last_cta)
         return step(launch_vec_fused(l.producer, indirect ? &dev->producer : nullptr, l.tail,
                                      indirect ? &dev->tail : nullptr, producer.programmatic, stream),
                     "fused vec");
+      if (producer.fused) {
+        LADDER_TRY(step(launch_vec_store_fused(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
+                        "store-fused vec"));
+        break;
+      }
       [[fallthrough]];
     case Route::staged: {
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
@@ -423,8 +443,14 @@ GpuFusion resolve_fusion(GpuFusion requested) {
   if (requested != GpuFusion::automatic) return requested;
   const char* v = std::getenv("LADDER_GPU_FUSED");
   if (v != nullptr && std::strcmp(v, "1") == 0) return GpuFusion::fused;
+  if (v != nullptr && std::strcmp(v, "store") == 0) return GpuFusion::store_fused;
   if (v != nullptr && std::strcmp(v, "0") == 0) return GpuFusion::separate;
-  return kGpuFusedByDefault ? GpuFusion::fused : GpuFusion::separate;
+  switch (kGpuFusionDefault) {
+    case GpuFusionDefault::fused: return GpuFusion::fused;
+    case GpuFusionDefault::store_fused: return GpuFusion::store_fused;
+    case GpuFusionDefault::separate: break;
+  }
+  return GpuFusion::separate;
 }
 
 GpuProducer resolve_producer(GpuProducer requested) {

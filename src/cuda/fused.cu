@@ -1,4 +1,5 @@
-// The splitk and vec routes as one kernel per layer (fused_tc.cuh). splitk is ring-native like
+// The splitk and vec routes as one kernel per layer (fused_tc.cuh), or as the store-fused
+// producer followed by the reducer. splitk is ring-native like
 // splitk.cu (token t is state.physical(logical_start + t)); vec walks one contiguous span from
 // row 0 like vec.cu. In both the current token's row is taken from the activations (rounded to
 // the plane's dtype as the store rounds it) instead of the plane, and stored by the kernel itself.
@@ -59,6 +60,26 @@ cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, 
   return p.kv_dtype == KvDtype::bf16
              ? launch_fused_tc<FusedRows<PhysicalOrder, KvDtype::bf16>>(p, dp, tail, dtail, programmatic, stream, batch)
              : launch_fused_tc<FusedRows<PhysicalOrder, KvDtype::f16>>(p, dp, tail, dtail, programmatic, stream, batch);
+}
+
+// The same families through the tensor-core producer kernel: the store inside, the merge left
+// to the reducer (FusedMerge::reducer).
+cudaError_t launch_splitk_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                                      cudaStream_t stream, BatchSpan batch) {
+  return p.kv_dtype == KvDtype::bf16
+             ? launch_producer_tc<FusedRows<LogicalOrder, KvDtype::bf16>>(p, dp, p.shape, c.tc_slots_per_cta, stream,
+                                                                          batch, c.programmatic)
+             : launch_producer_tc<FusedRows<LogicalOrder, KvDtype::f16>>(p, dp, p.shape, c.tc_slots_per_cta, stream,
+                                                                         batch, c.programmatic);
+}
+
+cudaError_t launch_vec_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                                   cudaStream_t stream, BatchSpan batch) {
+  return p.kv_dtype == KvDtype::bf16
+             ? launch_producer_tc<FusedRows<PhysicalOrder, KvDtype::bf16>>(p, dp, p.shape, c.tc_slots_per_cta, stream,
+                                                                           batch, c.programmatic)
+             : launch_producer_tc<FusedRows<PhysicalOrder, KvDtype::f16>>(p, dp, p.shape, c.tc_slots_per_cta, stream,
+                                                                          batch, c.programmatic);
 }
 
 }  // namespace ladder::cuda_detail

@@ -49,8 +49,6 @@ static_assert(kMaxWorkgroups == kWarpSize, "merge: one lane per workgroup");
 static_assert((3 * kMaxWorkgroups + 1) * kTcHeads <= kTcPairs * kTcHeads * kTcMergeStride,
               "merge statistics fit in the pair merge area");
 
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
 // Loads of other CTAs' stores of this launch (after arrive_last's acquire): from L2, never a
 // stale L1 line.

@@ -18,11 +18,19 @@ int heads_per_warp_for(int heads_per_kv, int requested);
 
 // Which producer a launch runs: the tensor-core producer (producer_tc.cuh, the default) or the
 // exact-DAG producer (producer.cuh, the CPU twins' bits) with its sibling heads per warp.
+// Where a fused route's split-K merge runs (LaunchTuning::fusion).
+enum class FusedMerge : std::uint8_t {
+  last_cta,  // in the producer's own launch: the last CTA to finish merges (fused_tc.cuh)
+  reducer,   // in the reducer kernel (reduce.cu), launched after the producer
+};
+
 struct ProducerChoice {
   bool tensor_core = true;
   int heads_per_warp = 1;
-  // Tensor-core splitk and vec: one kernel per layer (store, producer and reduce fused).
+  // Tensor-core splitk and vec: the store fused into the producer (the current row taken from
+  // the activations), and the merge where `merge` says.
   bool fused = true;
+  FusedMerge merge = FusedMerge::last_cta;
   // Launch the fused kernel with programmatic dependent launch (it may start while the previous
   // kernel of the stream runs; it waits for it before reading q).
   bool programmatic = false;
@@ -81,6 +89,13 @@ cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* d
                                 const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch = {});
 cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                              const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch = {});
+// The store fused into the tensor-core splitk (or vec) producer, which writes the warp-slot
+// partials for the reducer (the same bits as store + producer); `programmatic` launches it with
+// PDL (its plane prefetch before the wait).
+cudaError_t launch_splitk_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                                      cudaStream_t stream, BatchSpan batch = {});
+cudaError_t launch_vec_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                                   cudaStream_t stream, BatchSpan batch = {});
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {});
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
 cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);

@@ -589,18 +589,21 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   const TcThread t = tc_thread(p.shape);
   const int lane = t.lane, kvh = t.kvh, tile = t.tile;
 
-  if constexpr (Family::kCurrentRow == CurrentRow::split) {
+  // The first blocks stream in while q loads (a CTA that loaded q first waited on it with
+  // nothing in flight). Launched with PDL (a store-fused family only: its current row never
+  // comes from the plane), they are issued before the wait: plane rows, which no earlier kernel
+  // of the stream is still writing.
+  KvWord* wsm = smem + t.pair * kTcSlotHalfs;
+  float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
+  tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
+  pdl_wait();
+
+  if constexpr (Family::kCurrentRow != CurrentRow::plane) {
     // One warp per KV head (the CTA that walks slot 0) stores the current row (dtype D) into the
     // plane; no CTA of this launch reads that row from the plane (it is zero-filled and taken
     // from the activations).
     if (tile == 0 && walk.first == 0 && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
   }
-
-  // The first blocks stream in while q loads (a CTA that loaded q first waited on it with
-  // nothing in flight).
-  KvWord* wsm = smem + t.pair * kTcSlotHalfs;
-  float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
-  tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   TcQ q;
   tc_load_q<D>(p, t, q);
   for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
@@ -618,6 +621,10 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     // area's stage, so the partial's reads of the merge area finish first.
     tc_write_partial(p, sched, flat, t, st, o, merge);
   }
+  // A kernel launched with PDL behind this one may be scheduled once every CTA got here. Allowed
+  // right after the wait, a reducer launched that way cost the producer 1.2-1.5 us per layer at
+  // 8,192 and deeper (docs/perf.md, change 10).
+  pdl_allow_dependents();
 }
 
 
@@ -666,10 +673,11 @@ long long tc_resident_ctas() {
   return resident > 0 ? resident : 0;
 }
 
-template <class Family>
 // slots_per_cta: warp slots one CTA of a batched launch walks (0: tc_slots_per_cta's rule).
+// programmatic: launched with PDL (only a family whose current row never comes from the plane).
+template <class Family>
 cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const HeadShape& shape,
-                               int slots_per_cta, cudaStream_t stream, BatchSpan batch) {
+                               int slots_per_cta, cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
   // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel.
   static const cudaError_t opt_in = [] {
     const int bytes = static_cast<int>(kTcSmemBytes);
@@ -682,21 +690,28 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
   if (opt_in != cudaSuccess) return opt_in;
   const int tiles = (shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
   const unsigned x = static_cast<unsigned>(shape.n_kv_heads * tiles);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(kTcThreads);
+  cfg.dynamicSmemBytes = kTcSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
-    const dim3 grid(x, static_cast<unsigned>(p.sched.slots()));
-    producer_tc_kernel<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(p);
-  } else {
-    // The worst case over every schedule; CTAs past this token's slots exit at once.
-    const unsigned slots = indirect_slots(batch);
-    const int walk = slots_per_cta > 0 ? slots_per_cta
-                                       : tc_slots_per_cta(static_cast<long long>(x) * slots * batch.count,
-                                                          tc_resident_ctas<Family>());
-    const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
-    const dim3 grid(x, ys, static_cast<unsigned>(batch.count));
-    producer_tc_kernel_indirect<Family><<<grid, kTcThreads, kTcSmemBytes, stream>>>(dp, batch.stride);
+    cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
+    return cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family>, p);
   }
-  return cudaGetLastError();
+  // The worst case over every schedule; CTAs past this token's slots exit at once.
+  const unsigned slots = indirect_slots(batch);
+  const int walk = slots_per_cta > 0 ? slots_per_cta
+                                     : tc_slots_per_cta(static_cast<long long>(x) * slots * batch.count,
+                                                        tc_resident_ctas<Family>());
+  const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
+  cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
+  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family>, dp, batch.stride);
 }
 
 }  // namespace ladder::cuda_detail

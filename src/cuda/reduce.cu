@@ -2,7 +2,8 @@
 // [m, s, o[128]] in workgroup order with exp(m_i - M) corrections (softmax.hpp's rule), then
 // divide once; when the producer left the warp merge to it (parts > 1), each workgroup's warp
 // partials are merged first, in warp order. It is ordered after its producer by stream order
-// only.
+// only (launched with PDL behind a store-fused producer it measured no faster: docs/perf.md,
+// change 10).
 #include "cuda/kernels.hpp"
 #include "cuda/common.cuh"
 #include "ladder/heuristics.hpp"
@@ -26,6 +27,9 @@ inline constexpr int kReduceBatch = 8;
 // are the same fmaf chains in the same order as the CPU twin's (parts = 1) or the merging
 // producer's (parts > 1), dim by dim, so which thread holds a dim never changes a bit.
 __device__ void reduce(const ReduceParams& p) {
+  // Every earlier kernel of the stream has completed (this launch has no PDL attribute): a next
+  // layer's producer launched with PDL may start its plane prefetch now.
+  pdl_allow_dependents();
   const int head = static_cast<int>(blockIdx.x);
   if (head >= p.shape.n_heads || p.nwg <= 0) return;
   const int d = static_cast<int>(threadIdx.x);

@@ -1,6 +1,7 @@
 // The GPU batch sweeps' cases, shared by test_gpu_batch.cpp and test_gpu_device_io.cpp: every
 // switch setting of the CPU sweep (every route) in graph replay, plus the default in eager
-// launches and with the fused one-kernel-per-layer route.
+// launches, with the fused one-kernel-per-layer route and with the store-fused producer and its
+// PDL reducer.
 #pragma once
 
 #include <vector>
@@ -23,6 +24,7 @@ inline std::vector<GpuBatchCase> gpu_batch_cases() {
   const BatchSwitchCase def = batch_switch_cases()[0];
   out.push_back({"default_eager", def, false, cuda::GpuFusion::separate});
   out.push_back({"default_fused", def, true, cuda::GpuFusion::fused});
+  out.push_back({"default_store_fused", def, true, cuda::GpuFusion::store_fused});
   return out;
 }
 

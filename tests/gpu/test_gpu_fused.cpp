@@ -1,6 +1,6 @@
 // The fused kernel (one launch per layer for splitk and vec: store + tensor-core producer + "the
-// last CTA to finish merges" reduce, src/cuda/fused_tc.cuh) against the separate kernels it
-// replaces:
+// last CTA to finish merges" reduce, src/cuda/fused_tc.cuh) and the store-fused producer with
+// its PDL reducer (GpuFusion::store_fused) against the separate kernels they replace:
 //  * the same output bits and the same stored plane row, over GQA ratios (one and two 16-head
 //    tiles per KV head), wrap states, ragged lengths and depths where the schedule has nsg 1, 2
 //    and 4 (both merge levels run), and within the tensor-core bound of the f64 reference;
@@ -30,12 +30,13 @@ constexpr double kTcMaxRelErr = 1e-4;
 // Flat warp slots of the largest schedule (32 workgroups x 4 warps): the delay array's length.
 constexpr int kMaxSlots = 128;
 
-cuda::LaunchTuning tensor(bool fused) {
+cuda::LaunchTuning tensor(cuda::GpuFusion fusion) {
   cuda::LaunchTuning t;
   t.producer = cuda::GpuProducer::tensor_core;
-  t.fusion = fused ? cuda::GpuFusion::fused : cuda::GpuFusion::separate;
+  t.fusion = fusion;
   return t;
 }
+cuda::LaunchTuning tensor(bool fused) { return tensor(fused ? cuda::GpuFusion::fused : cuda::GpuFusion::separate); }
 
 struct FusedRun {
   Status status;
@@ -104,28 +105,33 @@ void fused_equals_separate(KvDtype dt) {
       const Token tok = random_token(shape, rng);
       for (Route r : {Route::splitk, Route::vec}) {
         SCOPED_TRACE(route_name(r));
-        const FusedRun fused = run_route_on_copy(r, before, c.position, shape, tok, tensor(true));
         const FusedRun separate = run_route_on_copy(r, before, c.position, shape, tok, tensor(false));
-        // Fail-closed alike: vec is refused on the same planes either way (and splitk never).
-        ASSERT_EQ(fused.status.ok(), separate.status.ok()) << fused.status.to_string();
-        if (!fused.status.ok()) {
-          EXPECT_EQ(r, Route::vec) << fused.status.to_string();
-          continue;
+        for (const cuda::GpuFusion form : {cuda::GpuFusion::fused, cuda::GpuFusion::store_fused}) {
+          SCOPED_TRACE(form == cuda::GpuFusion::fused ? "one kernel" : "store-fused producer + PDL reducer");
+          const FusedRun fused = run_route_on_copy(r, before, c.position, shape, tok, tensor(form));
+          // Fail-closed alike: vec is refused on the same planes either way (and splitk never).
+          ASSERT_EQ(fused.status.ok(), separate.status.ok()) << fused.status.to_string();
+          if (!fused.status.ok()) {
+            EXPECT_EQ(r, Route::vec) << fused.status.to_string();
+            continue;
+          }
+          EXPECT_TRUE(all_finite(fused.out));
+          EXPECT_TRUE(same_bits(fused.out, separate.out)) << "max ulp " << max_ulp(fused.out, separate.out);
+          EXPECT_TRUE(same_plane(fused.plane, separate.plane)) << "the stored row differs";
+          const std::vector<double> ref =
+              reference_from(shape, tok.q, fused.plane.state().len, logical_rows(fused.plane, c.position, nullptr));
+          const double rel = relative_error(fused.out.data(), ref.data(), ref.size());
+          worst_rel = std::max(worst_rel, rel);
+          EXPECT_LT(rel, kTcMaxRelErr);
+          ++compared;
         }
-        EXPECT_TRUE(all_finite(fused.out));
-        EXPECT_TRUE(same_bits(fused.out, separate.out)) << "max ulp " << max_ulp(fused.out, separate.out);
-        EXPECT_TRUE(same_plane(fused.plane, separate.plane)) << "the stored row differs";
-        const std::vector<double> ref =
-            reference_from(shape, tok.q, fused.plane.state().len, logical_rows(fused.plane, c.position, nullptr));
-        const double rel = relative_error(fused.out.data(), ref.data(), ref.size());
-        worst_rel = std::max(worst_rel, rel);
-        EXPECT_LT(rel, kTcMaxRelErr);
-        ++compared;
       }
     }
   }
   EXPECT_GT(compared, 0);
-  std::printf("[ fused splitk/vec, %s ] %d runs bit-identical to store + producer + reducer, max rel err %.3g\n",
+  std::printf(
+      "[ fused and store-fused splitk/vec, %s ] %d runs bit-identical to store + producer + reducer, max rel err "
+      "%.3g\n",
               kv_dtype_name(dt), compared, worst_rel);
 }
 

@@ -70,9 +70,10 @@ enum class GpuProducer {
 
 // One kernel per layer (docs/gpu.md, "One kernel per layer") or store, producer, reducer.
 enum class GpuFusion {
-  automatic,  // LADDER_GPU_FUSED, else kGpuFusedByDefault
-  fused,
-  separate,
+  automatic,    // LADDER_GPU_FUSED, else kGpuFusionDefault
+  fused,        // one kernel: store + producer + "the last CTA merges"
+  store_fused,  // the store inside the producer, then the reducer (two kernels)
+  separate,     // store, producer, reducer
 };
 
 // Launch choices. `producer` changes the in-block arithmetic (and so the bits, within the
@@ -98,8 +99,8 @@ struct LaunchTuning {
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);
-// What GpuFusion::automatic resolves to here: LADDER_GPU_FUSED=1 fused, =0 separate, otherwise
-// kGpuFusedByDefault (heuristics.hpp).
+// What GpuFusion::automatic resolves to here: LADDER_GPU_FUSED=1 fused, =store store_fused,
+// =0 separate, otherwise kGpuFusionDefault (heuristics.hpp).
 GpuFusion resolve_fusion(GpuFusion requested);
 
 // Runs route `r` for one layer whose plane state already took this token's append and
