@@ -169,11 +169,6 @@ inline RowFetch logical_rows(const HostPlane& p, int position, const Token* bypa
   };
 }
 
-// Rows in physical order [0, len): what the vec route reads.
-inline RowFetch physical_rows(const HostPlane& p) {
-  return [&p](int t, float* k, float* v) { plane_row(p, t, k, v); };
-}
-
 // f64 reference over the rows `fetch` yields (any order: softmax is permutation-invariant).
 inline std::vector<double> reference_from(const HeadShape& s, const std::vector<float>& q, int visible,
                                           const RowFetch& fetch) {
