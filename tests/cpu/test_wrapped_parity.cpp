@@ -29,32 +29,6 @@ constexpr int kMuseKvHeads = 2;
 constexpr int kMuseHeadDim = 128;
 constexpr int kMaxContext = 1 << 20;
 
-// A ring or growing plane with its per-position history kept, so the same logical tokens can be
-// written again into a differently shaped plane.
-struct History {
-  std::vector<std::vector<float>> k, v;
-};
-
-HostPlane build_with_history(const PlaneConfig& cfg, int count, std::mt19937& rng, History& h) {
-  HostPlane p = HostPlane::create(cfg).value();
-  const std::size_t row = static_cast<std::size_t>(cfg.n_kv_heads) * cfg.head_dim;
-  for (int pos = 0; pos < count; ++pos) {
-    h.k.push_back(test::random_values(row, rng));
-    h.v.push_back(test::random_values(row, rng));
-    EXPECT_TRUE(p.append_row(pos, h.k.back().data(), h.v.back().data()).ok());
-  }
-  return p;
-}
-
-// The logical tokens [first, first + count) of `h` appended to a fresh plane as positions
-// 0..count-2, ready for the last one to be attended at position count-1.
-HostPlane unwrapped_copy(const PlaneConfig& cfg, const History& h, int first, int count) {
-  HostPlane p = HostPlane::create(cfg).value();
-  for (int i = 0; i + 1 < count; ++i)
-    EXPECT_TRUE(p.append_row(i, h.k[first + i].data(), h.v[first + i].data()).ok());
-  return p;
-}
-
 struct WrapCase {
   const char* name;
   int window;
@@ -88,9 +62,9 @@ TEST(WrappedParity, StagedAndSplitkMatchUnwrappedVec) {
   std::mt19937 rng(23);
   for (const auto& [c, dt] : wrap_runs(cases)) {
     SCOPED_TRACE(fmt::format("{} / {}", c.name, kv_dtype_name(dt)));
-    const PlaneConfig ring = test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20, dt);
-    History h;
-    const HostPlane plane = build_with_history(ring, c.position, rng, h);
+    const PlaneConfig ring = test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, kMaxContext, dt);
+    test::History h;
+    const HostPlane plane = test::build_with_history(ring, c.position, rng, h);
     const Token tok = test::random_token(shape, rng);
     for (cpu::CpuProducer producer : test::kAllProducers) {
       SCOPED_TRACE(fmt::format("producer {}", cpu::cpu_producer_name(producer)));
@@ -104,9 +78,9 @@ TEST(WrappedParity, StagedAndSplitkMatchUnwrappedVec) {
       const int visible = staged.plane.state().len;
       const int first = c.position + 1 - visible;
       const bool aligned = visible % kBlockTokens == 0;
-      const PlaneConfig twin_cfg = aligned ? test::ring_config(kMuseKvHeads, kMuseHeadDim, c.window, c.capacity, 1 << 20, dt)
+      const PlaneConfig twin_cfg = aligned ? ring
                                            : test::growing_config(kMuseKvHeads, kMuseHeadDim, visible, visible, dt);
-      const HostPlane twin = unwrapped_copy(twin_cfg, h, first, visible);
+      const HostPlane twin = test::unwrapped_copy(twin_cfg, h, first, visible);
       const test::RouteRun vec = test::run_on_copy(Route::vec, twin, visible - 1, shape, tok);
       ASSERT_TRUE(vec.status.ok()) << vec.status.to_string();
       ASSERT_EQ(vec.plane.state().origin_physical, 0);
@@ -115,11 +89,6 @@ TEST(WrappedParity, StagedAndSplitkMatchUnwrappedVec) {
     }
   }
 }
-
-// The sweep's rings hold exactly one window (window = capacity), so a full ring has every slot
-// in-window. The position whose window starts at physical slot `origin`: (position + 1) %
-// capacity == origin, with the ring gone round at least once (origin 0: twice full).
-int position_for_origin(int capacity, int origin) { return (origin == 0 ? 2 * capacity : capacity + origin) - 1; }
 
 // The NaN word of a dtype: the pad scratch is filled with it before a run, so a pad row that is
 // read but not written would turn the output into NaN.
@@ -131,20 +100,12 @@ KvWord nan_word(KvDtype dt) { return kv_encode(std::numeric_limits<float>::quiet
 // helpers (window_rows, pad_copy, copy_rows) and the run_route scratch rules: the ragged tail is
 // the window's last visible % 32 logical tokens, which straddle the physical end when origin is
 // near it. Output poisoned (NaN) before the run.
-std::vector<float> head_major_wrapped_vec(const HeadShape& shape, KvDtype dt, const History& h, int first, int visible,
-                                          int origin, const Token& tok, bool fast) {
-  HostPlane rows = HostPlane::create(test::growing_config(shape.n_kv_heads, shape.head_dim, visible, visible, dt)).value();
-  PlaneState st;
-  st.capacity = visible;
-  st.len = visible;
-  st.origin_logical = first;
-  st.origin_physical = origin;
-  st.next_position = first + visible;
-  for (int t = 0; t < visible; ++t) {
-    const bool newest = t == visible - 1;
-    rows.write_row(st.physical(first + t), newest ? tok.k.data() : h.k[first + t].data(),
-                   newest ? tok.v.data() : h.v[first + t].data());
-  }
+std::vector<float> head_major_wrapped_vec(const HeadShape& shape, KvDtype dt, const test::History& h, int first,
+                                          int visible, int origin, const Token& tok, bool fast) {
+  const test::WrappedRows wrapped = test::head_major_wrapped(
+      test::growing_config(shape.n_kv_heads, shape.head_dim, visible, visible, dt), h, first, visible, origin, tok);
+  const HostPlane& rows = wrapped.rows;
+  const PlaneState& st = wrapped.state;
   cpu::Workspace ws;
   ws.reserve(cpu::route_scratch_needs(Route::vec, shape, visible, fast));
   std::fill(ws.pad.begin(), ws.pad.end(), nan_word(dt));
@@ -161,7 +122,7 @@ std::vector<float> head_major_wrapped_vec(const HeadShape& shape, KvDtype dt, co
   p.sched = pinned_schedule(visible);
   p.q = tok.q.data();
   p.partials = ws.partials.data();
-  p.rows = window_rows(rows.k(), rows.v(), rows.strides(), st, first);
+  p.rows = window_rows(rows.k(), rows.v(), rows.strides(), st, st.origin_logical);
   p.tail_first = visible;
   const RowCopyParams pad = pad_copy(p.rows, PlaneKind::growing, visible, shape, ws.pad.data(),
                                      ws.pad.data() + ws.pad.size() / 2);
@@ -204,16 +165,16 @@ TEST(WrappedParity, FullRingEveryRouteSameBitsSweep) {
         if (o < cap && std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(o);
       for (int origin : origins) {
         SCOPED_TRACE(fmt::format("{} capacity {} origin {}", kv_dtype_name(dt), cap, origin));
-        const int position = position_for_origin(cap, origin);
+        const int position = test::full_ring_position(cap, origin);
         const PlaneConfig ring = test::ring_config(kMuseKvHeads, kMuseHeadDim, cap, cap, kMaxContext, dt);
-        History h;
-        const HostPlane plane = build_with_history(ring, position, rng, h);
+        test::History h;
+        const HostPlane plane = test::build_with_history(ring, position, rng, h);
         const Token tok = test::random_token(shape, rng);
         const int first = position + 1 - cap;
         const bool vec_ring = cap % kBlockTokens == 0;
-        const HostPlane ring_twin = unwrapped_copy(ring, h, first, cap);
+        const HostPlane ring_twin = test::unwrapped_copy(ring, h, first, cap);
         const HostPlane growing_twin =
-            unwrapped_copy(test::growing_config(kMuseKvHeads, kMuseHeadDim, cap, cap, dt), h, first, cap);
+            test::unwrapped_copy(test::growing_config(kMuseKvHeads, kMuseHeadDim, cap, cap, dt), h, first, cap);
         for (cpu::CpuProducer producer : test::kAllProducers) {
           SCOPED_TRACE(fmt::format("producer {}", cpu::cpu_producer_name(producer)));
           const test::ProducerScope scope(producer);
@@ -237,7 +198,8 @@ TEST(WrappedParity, FullRingEveryRouteSameBitsSweep) {
             route_run("vec/ring-unwrapped", Route::vec, ring_twin, cap - 1);
           } else {
             const test::RouteRun refused = test::run_on_copy(Route::vec, plane, position, shape, tok);
-            EXPECT_EQ(refused.status.code(), ErrorCode::invalid_argument) << "R1: a ragged token-major ring is not vec's";
+            EXPECT_EQ(refused.status.code(), ErrorCode::invalid_argument)
+                << "R1: a ragged token-major ring is not vec's";
             EXPECT_TRUE(std::all_of(refused.out.begin(), refused.out.end(), [](float x) { return std::isnan(x); }));
           }
           runs.push_back({"vec/head-major-wrapped",
