@@ -97,6 +97,8 @@ inline RowSource window_rows(const KvWord* k, const KvWord* v, const PlaneStride
 //  * interleaved: rows.order = contiguous (a growing plane never wraps); token visible-1 is
 //                 read from cur_k/cur_v in f32 and also stored (kv_dtype) into store_k/store_v at
 //                 store_slot by exactly one worker.
+//  * splitk_fused, vec_fused (GPU): rows as splitk / vec, no tail (a ragged tail is read in
+//                 place); token visible-1 is cur_k/cur_v rounded to kv_dtype, stored at store_slot.
 // Which producer kernel a ProducerParams is for. A batched launch (one launch per layer and
 // kernel family for every sequence of a call) reads one struct per sequence and skips those of
 // another family; the direct form ignores it.
