@@ -138,7 +138,7 @@ void full_ring_sweep(const ProducerKind& kind, KvDtype dt, const std::vector<int
       ASSERT_TRUE(splitk.status.ok()) << splitk.status.to_string();
       // The ring as the route leaves it: the current row stored (rounded once) in its slot.
       HostPlane stored = plane;
-      const Result<int> slot = stored.append(position);
+      Result<int> slot = stored.append(position);
       ASSERT_TRUE(slot.ok());
       stored.write_row(*slot, tok.k.data(), tok.v.data());
       ASSERT_EQ(stored.state().len, cap);
