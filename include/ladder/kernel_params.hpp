@@ -75,8 +75,8 @@ struct RowSource {
 
 // A plane's visible window as splitk and vec read it: token t is logical token logical_start + t,
 // wherever the plane holds it (ring_logical through PlaneState::physical).
-inline RowSource window_rows(const KvWord* k, const KvWord* v, const PlaneStrides& strides, const PlaneState& state,
-                             int logical_start) {
+inline RowSource logical_window(const KvWord* k, const KvWord* v, const PlaneStrides& strides,
+                                const PlaneState& state, int logical_start) {
   RowSource r;
   r.k = k;
   r.v = v;

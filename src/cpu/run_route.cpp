@@ -92,7 +92,7 @@ Status prepare_route(Route r, HostPlane& plane, int position, int slot, const He
   pp.sched = sched;
   pp.q = io.q;
   pp.partials = ws.partials.data();
-  pp.rows = window_rows(plane.k(), plane.v(), strides, st, logical_start(position, cfg.window));
+  pp.rows = logical_window(plane.k(), plane.v(), strides, st, logical_start(position, cfg.window));
   pp.tail_first = visible;
 
   if (r != Route::interleaved) {

@@ -119,7 +119,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   p.visible = visible;
   p.sched = pinned_schedule(visible);
   p.q = io.q;
-  p.rows = window_rows(plane.k, plane.v, strides, st, logical_start(position, cfg.window));
+  p.rows = logical_window(plane.k, plane.v, strides, st, logical_start(position, cfg.window));
   p.tail = p.rows;
   p.tail_first = visible;
   p.partials = ws.partials;

@@ -97,7 +97,7 @@ KvWord nan_word(KvDtype dt) { return kv_encode(std::numeric_limits<float>::quiet
 // vec over a head-major plane that holds the window [first, first + visible) wrapped at physical
 // slot `origin`, the newest row being `tok`'s. No plane of the engine is like that (a growing
 // plane never wraps), so it is assembled at the producer's boundary with the vec route's own
-// helpers (window_rows, pad_copy, copy_rows) and the run_route scratch rules: the ragged tail is
+// helpers (logical_window, pad_copy, copy_rows) and the run_route scratch rules: the ragged tail is
 // the window's last visible % 32 logical tokens, which straddle the physical end when origin is
 // near it. Output poisoned (NaN) before the run.
 std::vector<float> head_major_wrapped_vec(const HeadShape& shape, KvDtype dt, const test::History& h, int first,
@@ -122,7 +122,7 @@ std::vector<float> head_major_wrapped_vec(const HeadShape& shape, KvDtype dt, co
   p.sched = pinned_schedule(visible);
   p.q = tok.q.data();
   p.partials = ws.partials.data();
-  p.rows = window_rows(rows.k(), rows.v(), rows.strides(), st, st.origin_logical);
+  p.rows = logical_window(rows.k(), rows.v(), rows.strides(), st, st.origin_logical);
   p.tail_first = visible;
   const RowCopyParams pad = pad_copy(p.rows, PlaneKind::growing, visible, shape, ws.pad.data(),
                                      ws.pad.data() + ws.pad.size() / 2);
