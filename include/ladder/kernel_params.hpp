@@ -48,10 +48,16 @@ struct HeadShape {
 };
 LADDER_HD int partial_stride(int head_dim) { return 2 + head_dim; }
 
-// How a producer finds the t-th visible token (t in [0, visible)) of the window.
+// How a producer finds the t-th visible token (t in [0, visible)) of the window. Every route
+// visits the window in logical order (t = 0 is the oldest visible token), so routes that read
+// the same rows give the same bits (P6, P7); only where row t lives differs.
 enum class RowOrder : std::uint8_t {
-  ring_logical,  // row = state.physical(logical_start + t): walks the explicit origins (splitk)
-  contiguous,    // row = t: one contiguous physical span starting at row 0 (vec, staged)
+  // row = state.physical(logical_start + t): walks the explicit origins (splitk and vec on a
+  // plane; a full wrapped ring is then read as two physical spans, the older one first).
+  ring_logical,
+  // row = t: rows that already sit in logical order from row 0 (staged and pad copies, the
+  // interleaved route's growing plane, which never wraps).
+  contiguous,
 };
 
 struct RowSource {
@@ -67,14 +73,32 @@ struct RowSource {
   }
 };
 
+// A plane's visible window as splitk and vec read it: token t is logical token logical_start + t,
+// wherever the plane holds it (ring_logical through PlaneState::physical).
+inline RowSource logical_window(const KvWord* k, const KvWord* v, const PlaneStrides& strides,
+                                const PlaneState& state, int logical_start) {
+  RowSource r;
+  r.k = k;
+  r.v = v;
+  r.strides = strides;
+  r.order = RowOrder::ring_logical;
+  r.state = state;
+  r.logical_start = logical_start;
+  return r;
+}
+
 // One producer struct for the three producer families (splitk, vec, interleaved); which
 // fields are live is the family's contract:
 //  * splitk:      rows.order = ring_logical; no tail; no current token.
-//  * vec/staged:  rows.order = contiguous; tokens t >= tail_first come from `tail`
-//                 (the pad scratch, rows t - tail_first) — tail_first = visible when no pad.
+//  * vec:         rows.order = ring_logical (one span, or a full wrapped ring as two, in logical
+//                 order); tokens t >= tail_first come from `tail` (the pad scratch, rows
+//                 t - tail_first) — tail_first = visible when no pad.
+//  * staged:      the vec kernel over the staged copy: rows.order = contiguous, no tail.
 //  * interleaved: rows.order = contiguous (a growing plane never wraps); token visible-1 is
 //                 read from cur_k/cur_v in f32 and also stored (kv_dtype) into store_k/store_v at
 //                 store_slot by exactly one worker.
+//  * splitk_fused, vec_fused (GPU): rows as splitk / vec, no tail (a ragged tail is read in
+//                 place); token visible-1 is cur_k/cur_v rounded to kv_dtype, stored at store_slot.
 // Which producer kernel a ProducerParams is for. A batched launch (one launch per layer and
 // kernel family for every sequence of a call) reads one struct per sequence and skips those of
 // another family; the direct form ignores it.
@@ -127,8 +151,10 @@ struct StoreParams {
 // G3 pad and G5 staging are one operation: copy the `count` tokens first .. first+count-1 of
 // `src` (in src's order) into dst rows 0 .. count-1 and zero-fill dst rows count .. rows-1
 // (those rows are never weighted). rows == 0: nothing to do.
-//  * pad (vec, head-major plane with a ragged tail): first = the tail's first token, rows = one
-//    32-row block, dst head-major, so the producer never reads a plane row past len;
+//  * pad (vec, head-major plane with a ragged tail): src in the vec route's order (ring_logical),
+//    first = the window index of the tail's first token (the last visible % 32 logical tokens,
+//    wherever the plane holds them), rows = one 32-row block, dst head-major, so the producer
+//    never reads a plane row past len;
 //  * staging (staged, wrapped token-major ring): src in ring_logical order, first = 0,
 //    count = visible, rows = the schedule's blocks x 32, dst token-major: staged row t holds
 //    logical token logical_start + t.
@@ -144,16 +170,15 @@ struct RowCopyParams {
   PlaneStrides dst_strides;
 };
 
-// The pad copy for a contiguous span of `visible` tokens into the 32-row scratch block
-// (`dst_k`, `dst_v`); rows == 0 when the span has no ragged tail or is a token-major ring (on
-// the vec route a ring is a whole number of blocks: R1).
-inline RowCopyParams pad_copy(const RowSource& span, PlaneKind kind, int visible, const HeadShape& shape,
+// The pad copy of the window of `visible` tokens that `window` reads (in its order) into the
+// 32-row scratch block (`dst_k`, `dst_v`); rows == 0 when the window has no ragged tail or is a
+// token-major ring (on the vec route a ring is a whole number of blocks: R1).
+inline RowCopyParams pad_copy(const RowSource& window, PlaneKind kind, int visible, const HeadShape& shape,
                               KvWord* dst_k, KvWord* dst_v) {
   RowCopyParams c;
   c.n_kv_heads = shape.n_kv_heads;
   c.head_dim = shape.head_dim;
-  c.src = span;
-  c.src.order = RowOrder::contiguous;
+  c.src = window;
   c.dst_k = dst_k;
   c.dst_v = dst_v;
   c.dst_strides = plane_strides(PlaneKind::growing, kBlockTokens, shape.n_kv_heads, shape.head_dim);

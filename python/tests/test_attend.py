@@ -136,6 +136,39 @@ def test_splitk_on_a_wrapped_ring_equals_vec_unwrapped(rng):
     np.testing.assert_array_equal(out_w.view(np.uint32), out_u.view(np.uint32))
 
 
+@pytest.mark.parametrize("origin", [1, 31, 32, 63])
+def test_vec_on_a_full_wrapped_ring_equals_splitk_and_vec_unwrapped(rng, origin):
+    """P7: vec reads a full wrapped ring as two spans in logical order (oldest token first), so it
+    gives the bits of splitk on that ring and of vec over the same rows stored unwrapped, wherever
+    the window starts (a 32-token block straddles the ring's end unless origin is 0 or 32)."""
+    window = 64
+    rows = [random_rows(rng, 2, 128) for _ in range(window + origin)]
+    q = rng.standard_normal((32, 128)).astype(np.float32)
+    k, v = rows[-1]
+    last = len(rows) - 1
+    outs = {}
+    for route in ("vec", "splitk"):
+        wrapped = ladder.Plane(ring_cfg(window))
+        for pos, (kr, vr) in enumerate(rows[:-1]):
+            wrapped.append_row(pos, kr, vr)
+        out = np.full((32, 128), np.nan, dtype=np.float32)  # poisoned: every element must be written
+        ladder.attend(route, wrapped, last, wrapped.append(last), q, k, v, out=out)
+        assert wrapped.origin_physical == origin and wrapped.len == window
+        outs[route] = out
+    unwrapped = ladder.Plane(ring_cfg(window))
+    for pos, (kr, vr) in enumerate(rows[-window:-1]):
+        unwrapped.append_row(pos, kr, vr)
+    out_u = np.full((32, 128), np.nan, dtype=np.float32)
+    ladder.attend("vec", unwrapped, window - 1, unwrapped.append(window - 1), q, k, v, out=out_u)
+    assert unwrapped.origin_physical == 0
+    np.testing.assert_array_equal(outs["vec"].view(np.uint32), outs["splitk"].view(np.uint32))
+    np.testing.assert_array_equal(outs["vec"].view(np.uint32), out_u.view(np.uint32))
+    # The planes hold every row rounded to f16, the current one included.
+    k_rows = np.stack([f16_round(r[0]) for r in rows[-window:]])
+    v_rows = np.stack([f16_round(r[1]) for r in rows[-window:]])
+    assert rel_err(outs["vec"], reference(q, k_rows, v_rows)) < TOLERANCE
+
+
 # ---- errors -------------------------------------------------------------------------------------
 
 @pytest.fixture

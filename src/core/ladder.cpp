@@ -45,9 +45,10 @@ RouteDecision choose_route(LayerClass cls, const PlaneState& st, Capabilities ca
   Predicates& p = d.pred;
   p.has_vec = caps.has_vec && !sw.disable_vec;
   p.strict = sw.strict;
-  // The vec kernel reads 32-row blocks of one contiguous span: a backing store under 32 rows
-  // would be read past its end (the chapter's NaN case), and a partially wrapped ring is not
-  // one span. A full wrapped ring is: every slot is in-window.
+  // The chapter's R1, kept exactly: vec reads 32-row blocks, so a backing store under 32 rows
+  // would be read past its end (the chapter's NaN case); and the rows must be one span, which a
+  // partially wrapped ring is not. A full wrapped ring is (every slot is in-window); ladder's vec
+  // reads it as two spans in logical order, so it gives splitk's bits (P7).
   p.vec_rows = (p.strict || p.has_vec) && st.len > 0 && st.capacity >= kBlockTokens &&
                (st.origin_physical == 0 || st.len == st.capacity);
   // Token-major rows cannot be padded per head, so SWA takes vec only when nothing pads.
@@ -68,14 +69,15 @@ std::string route_refusal(Route r, const PlaneConfig& cfg, const PlaneState& st)
     case Route::splitk:
       return {};
     case Route::vec:
-      // The vec kernel reads whole 32-row blocks of one contiguous span from row 0.
+      // R1: vec reads whole 32-row blocks of in-window rows that fill one physical span: an
+      // unwrapped plane, or a full ring (which ladder's vec walks in logical order).
       if (st.capacity < kBlockTokens)
         return fmt::format("vec reads {}-row blocks and this plane holds only {} rows (capacity < {}): it would read "
                            "past the allocation; use {}",
                            kBlockTokens, st.capacity, kBlockTokens, ring ? "splitk" : "interleaved");
       if (st.partially_wrapped())
-        return fmt::format("vec reads one contiguous span, and this ring is partially wrapped (origin_physical {}, "
-                           "len {} < capacity {}); use splitk or staged",
+        return fmt::format("vec reads one span of in-window rows (an unwrapped plane or a full ring), and this ring "
+                           "is partially wrapped (origin_physical {}, len {} < capacity {}); use splitk or staged",
                            st.origin_physical, st.len, st.capacity);
       if (ring && st.len % kBlockTokens != 0)
         return fmt::format("vec cannot pad a token-major ring row, so a ring needs len % {} == 0 (len {}); use "

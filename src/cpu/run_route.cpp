@@ -92,11 +92,7 @@ Status prepare_route(Route r, HostPlane& plane, int position, int slot, const He
   pp.sched = sched;
   pp.q = io.q;
   pp.partials = ws.partials.data();
-  pp.rows.k = plane.k();
-  pp.rows.v = plane.v();
-  pp.rows.strides = strides;
-  pp.rows.state = st;
-  pp.rows.logical_start = logical_start(position, cfg.window);
+  pp.rows = logical_window(plane.k(), plane.v(), strides, st, logical_start(position, cfg.window));
   pp.tail_first = visible;
 
   if (r != Route::interleaved) {
@@ -115,11 +111,11 @@ Status prepare_route(Route r, HostPlane& plane, int position, int slot, const He
 
   switch (r) {
     case Route::splitk:
-      pp.rows.order = RowOrder::ring_logical;
       break;
     case Route::vec: {
-      pp.rows.order = RowOrder::contiguous;
-      // A ragged head-major tail is copied into a whole 32-row block of scratch so the
+      // vec reads the window in logical order like splitk (a full wrapped ring as two spans,
+      // the older first), so the two give the same bits. A ragged head-major tail (its last
+      // visible % 32 logical tokens) is copied into a whole 32-row block of scratch so the
       // producer never reads a plane row past len.
       const RowCopyParams pad = pad_copy(pp.rows, cfg.kind, visible, shape,
                                          ws.pad.data(), ws.pad.data() + ws.pad.size() / 2);

@@ -26,15 +26,6 @@ Status bad(std::string m) { return make_error(ErrorCode::invalid_argument, std::
 // the 4x K/V re-reads mostly hit L2. Any value gives the same bits (GpuApi tests).
 constexpr int kDefaultHeadsPerWarp = 4;
 
-RowSource span_rows(const cuda::DevicePlane& plane) {
-  RowSource r;
-  r.k = plane.k;
-  r.v = plane.v;
-  r.strides = plane.strides();
-  r.order = RowOrder::contiguous;
-  r.state = plane.state;
-  return r;
-}
 }  // namespace
 
 Status cuda_status(cudaError_t e, const std::string& what) {
@@ -130,7 +121,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   p.visible = visible;
   p.sched = pinned_schedule(visible);
   p.q = io.q;
-  p.rows = span_rows(plane);
+  p.rows = logical_window(plane.k, plane.v, strides, st, logical_start(position, cfg.window));
   p.tail = p.rows;
   p.tail_first = visible;
   p.partials = ws.partials;
@@ -146,14 +137,14 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 
   switch (r) {
     case Route::splitk:
-      p.rows.order = RowOrder::ring_logical;
-      p.rows.logical_start = logical_start(position, cfg.window);
       break;
     case Route::vec:
-      // The fused kernel reads a ragged tail in place (rows past a block's count are zero-filled,
-      // never read): no pad.
+      // vec reads the window in logical order like splitk (a full wrapped ring as two spans, the
+      // older first), so the two give the same bits. The fused kernel reads a ragged tail in
+      // place (rows past a block's count are zero-filled, never read): no pad.
       if (fused) break;
-      // The pad block: head-major, 32 rows per KV head; k block then v block.
+      // The pad block: head-major, 32 rows per KV head; k block then v block; it holds the
+      // window's last visible % 32 logical tokens.
       l.copy = pad_copy(p.rows, cfg.kind, visible, shape, ws.pad, ws.pad + ws.pad_halfs / 2);
       if (l.copy.rows > 0) {
         p.tail_first = l.copy.first;
@@ -167,6 +158,8 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
       p.tail = p.rows;
       break;
     case Route::interleaved:
+      // A growing plane never wraps: row t is token t.
+      p.rows.order = RowOrder::contiguous;
       p.cur_k = io.k;
       p.cur_v = io.v;
       p.store_k = plane.k;

@@ -1,8 +1,9 @@
 // The splitk and vec routes as one kernel per layer (fused_tc.cuh), or as the store-fused
-// producer followed by the reducer. splitk is ring-native like
-// splitk.cu (token t is state.physical(logical_start + t)); vec walks one contiguous span from
-// row 0 like vec.cu. In both the current token's row is taken from the activations (rounded to
-// the plane's dtype as the store rounds it) instead of the plane, and stored by the kernel itself.
+// tensor-core producer followed by the reducer (GpuFusion::store_fused). Both walk the window in
+// logical order like splitk.cu and vec.cu (token t is state.physical(logical_start + t)), so the
+// current token is the last one, t = visible - 1, on both; they differ only in the family a
+// batched launch matches. The current token's row is taken from the activations (rounded to the
+// plane's dtype as the store rounds it) instead of the plane, and stored by the kernel itself.
 #include "cuda/fused_tc.cuh"
 #include "cuda/kernels.hpp"
 
@@ -10,17 +11,16 @@ namespace ladder::cuda_detail {
 namespace {
 
 // Where a row lives: its plane row, or kCurrent for the current token. Both routes read the
-// plane through p.rows (ring_logical for splitk, contiguous for vec).
-template <class Order, KvDtype D>
+// plane through p.rows (ring_logical); F is the family of the route's batch entries.
+template <KernelFamily F, KvDtype D>
 struct FusedRows {
-  static constexpr KernelFamily kFamily = Order::kFamily;
+  static constexpr KernelFamily kFamily = F;
   static constexpr KvDtype kDtype = D;
   static constexpr CurrentRow kCurrentRow = CurrentRow::rounded;
   static constexpr int kCurrent = -1;
-  __device__ static int current(const ProducerParams& p) { return Order::current(p); }
-  __device__ static int locate(const ProducerParams& p, int t) {
-    return t == Order::current(p) ? kCurrent : p.rows.row(t);
-  }
+  // The current token is the newest visible one: last in logical order.
+  __device__ static int current(const ProducerParams& p) { return p.visible - 1; }
+  __device__ static int locate(const ProducerParams& p, int t) { return t == current(p) ? kCurrent : p.rows.row(t); }
   // nullptr: the copy zero-fills the row and reads nothing; the kernel writes it afterwards.
   __device__ static const KvWord* k_row(const ProducerParams& p, int loc, int kvh) {
     return loc == kCurrent ? nullptr : p.rows.k + p.rows.strides.offset(loc, kvh);
@@ -30,17 +30,25 @@ struct FusedRows {
   }
 };
 
-// splitk: the current token is the last visible one in logical order.
-struct LogicalOrder {
-  static constexpr KernelFamily kFamily = KernelFamily::splitk_fused;
-  __device__ static int current(const ProducerParams& p) { return p.visible - 1; }
-};
-// vec: the span is physical rows 0 .. visible-1 and the current token sits at its slot (a full
-// ring that has wrapped holds it anywhere; a growing plane at visible - 1).
-struct PhysicalOrder {
-  static constexpr KernelFamily kFamily = KernelFamily::vec_fused;
-  __device__ static int current(const ProducerParams& p) { return p.store_slot; }
-};
+template <KernelFamily F>
+cudaError_t launch_fused_family(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                                const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
+  return p.kv_dtype == KvDtype::bf16
+             ? launch_fused_tc<FusedRows<F, KvDtype::bf16>>(p, dp, tail, dtail, programmatic, stream, batch)
+             : launch_fused_tc<FusedRows<F, KvDtype::f16>>(p, dp, tail, dtail, programmatic, stream, batch);
+}
+
+// The same rows through the tensor-core producer kernel: the store inside, the merge left to the
+// reducer (FusedMerge::reducer).
+template <KernelFamily F>
+cudaError_t launch_store_fused_family(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                                      cudaStream_t stream, BatchSpan batch) {
+  return p.kv_dtype == KvDtype::bf16
+             ? launch_producer_tc<FusedRows<F, KvDtype::bf16>>(p, dp, p.shape, c.tc_slots_per_cta, stream, batch,
+                                                               c.programmatic)
+             : launch_producer_tc<FusedRows<F, KvDtype::f16>>(p, dp, p.shape, c.tc_slots_per_cta, stream, batch,
+                                                              c.programmatic);
+}
 
 }  // namespace
 
@@ -50,36 +58,22 @@ int fused_groups(const HeadShape& shape) {
 
 cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                                 const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  return p.kv_dtype == KvDtype::bf16
-             ? launch_fused_tc<FusedRows<LogicalOrder, KvDtype::bf16>>(p, dp, tail, dtail, programmatic, stream, batch)
-             : launch_fused_tc<FusedRows<LogicalOrder, KvDtype::f16>>(p, dp, tail, dtail, programmatic, stream, batch);
+  return launch_fused_family<KernelFamily::splitk_fused>(p, dp, tail, dtail, programmatic, stream, batch);
 }
 
 cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                              const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  return p.kv_dtype == KvDtype::bf16
-             ? launch_fused_tc<FusedRows<PhysicalOrder, KvDtype::bf16>>(p, dp, tail, dtail, programmatic, stream, batch)
-             : launch_fused_tc<FusedRows<PhysicalOrder, KvDtype::f16>>(p, dp, tail, dtail, programmatic, stream, batch);
+  return launch_fused_family<KernelFamily::vec_fused>(p, dp, tail, dtail, programmatic, stream, batch);
 }
 
-// The same families through the tensor-core producer kernel: the store inside, the merge left
-// to the reducer (FusedMerge::reducer).
 cudaError_t launch_splitk_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                       cudaStream_t stream, BatchSpan batch) {
-  return p.kv_dtype == KvDtype::bf16
-             ? launch_producer_tc<FusedRows<LogicalOrder, KvDtype::bf16>>(p, dp, p.shape, c.tc_slots_per_cta, stream,
-                                                                          batch, c.programmatic)
-             : launch_producer_tc<FusedRows<LogicalOrder, KvDtype::f16>>(p, dp, p.shape, c.tc_slots_per_cta, stream,
-                                                                         batch, c.programmatic);
+  return launch_store_fused_family<KernelFamily::splitk_fused>(p, dp, c, stream, batch);
 }
 
 cudaError_t launch_vec_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                    cudaStream_t stream, BatchSpan batch) {
-  return p.kv_dtype == KvDtype::bf16
-             ? launch_producer_tc<FusedRows<PhysicalOrder, KvDtype::bf16>>(p, dp, p.shape, c.tc_slots_per_cta, stream,
-                                                                           batch, c.programmatic)
-             : launch_producer_tc<FusedRows<PhysicalOrder, KvDtype::f16>>(p, dp, p.shape, c.tc_slots_per_cta, stream,
-                                                                          batch, c.programmatic);
+  return launch_store_fused_family<KernelFamily::vec_fused>(p, dp, c, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

@@ -2,12 +2,12 @@
 // per-block arithmetic) with the store and the reduce fused in, and programmatic dependent
 // launch (PDL) brackets. The bits equal store + producer_tc + reduce.cu's reducer:
 //
-//  * Store. The current token (index Family::current(p) in the route's visiting order: visible - 1
-//    on splitk, its physical slot on vec) is never read from the plane in this launch: its tile
-//    row is zero-filled by the copy (source size 0) and then written with D(cur_k/cur_v), the
-//    very bits the store kernel would have put in the plane. The CTA of tile 0 that owns the
-//    token's block writes the plane row (one warp per KV head). So the row is stored once and
-//    read as the route prescribes, with no ordering between CTAs.
+//  * Store. The current token (index Family::current(p) in the route's visiting order: visible - 1,
+//    as both routes walk the window in logical order) is never read from the plane in this
+//    launch: its tile row is zero-filled by the copy (source size 0) and then written with
+//    D(cur_k/cur_v), the very bits the store kernel would have put in the plane. The CTA of
+//    tile 0 that owns the token's block writes the plane row (one warp per KV head). So the row
+//    is stored once and read as the route prescribes, with no ordering between CTAs.
 //  * vec needs no pad: rows past a block's count are zero-filled by the copy, never read, so a
 //    head-major plane's ragged tail is read in place (the pad copy was bit-exact, so the bits
 //    are those of pad + producer).

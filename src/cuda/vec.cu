@@ -1,8 +1,12 @@
-// G3 vec producer. vec reads one contiguous physical span (row t holds token t; R1 keeps it
-// fail-closed: a partially wrapped ring never gets here) in 32-row blocks; tokens from
-// tail_first on come from the 32-row pad block (filled by copy_rows.cu), so a ragged head-major
-// tail is read from scratch, never past the plane. Both stride layouts are the same code:
-// PlaneStrides says whether a row is one head (head-major) or a full token (token-major).
+// G3 vec producer. vec reads the window in logical order in 32-token blocks, token t at
+// p.rows.row(t) (ring_logical: PlaneState::physical, the one logical -> physical accessor), so
+// a full wrapped ring is read as two physical spans, the older one first, and gives the bits of
+// splitk on the same ring and of vec on the same rows unwrapped (P7; R1 keeps a partially
+// wrapped ring away). A block may straddle the ring's physical end: each token is located on its
+// own. Tokens from tail_first on come from the 32-row pad block (filled by copy_rows.cu), so a
+// ragged head-major tail is read from scratch, never past the plane; staged runs this kernel
+// over its staged rows (contiguous). Both stride layouts are the same code: PlaneStrides says
+// whether a row is one head (head-major) or a full token (token-major).
 #include "cuda/producers.cuh"
 
 namespace ladder::cuda_detail {

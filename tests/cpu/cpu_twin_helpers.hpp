@@ -106,6 +106,65 @@ inline HostPlane build_plane(const PlaneConfig& cfg, int count, std::mt19937& rn
   return p;
 }
 
+// A plane's per-position history kept, so the same logical tokens can be written again into a
+// differently shaped plane.
+struct History {
+  std::vector<std::vector<float>> k, v;
+};
+
+// Appends positions [0, count) with random rows, kept in `h`.
+inline HostPlane build_with_history(const PlaneConfig& cfg, int count, std::mt19937& rng, History& h) {
+  HostPlane p = HostPlane::create(cfg).value();
+  const std::size_t row = static_cast<std::size_t>(cfg.n_kv_heads) * cfg.head_dim;
+  for (int pos = 0; pos < count; ++pos) {
+    h.k.push_back(random_values(row, rng));
+    h.v.push_back(random_values(row, rng));
+    if (!p.append_row(pos, h.k.back().data(), h.v.back().data()).ok()) ADD_FAILURE() << "history append failed";
+  }
+  return p;
+}
+
+// The logical tokens [first, first + count) of `h` appended to a fresh plane as positions
+// 0..count-2, ready for the last one to be attended at position count-1.
+inline HostPlane unwrapped_copy(const PlaneConfig& cfg, const History& h, int first, int count) {
+  HostPlane p = HostPlane::create(cfg).value();
+  for (int i = 0; i + 1 < count; ++i)
+    if (!p.append_row(i, h.k[first + i].data(), h.v[first + i].data()).ok()) ADD_FAILURE() << "copy append failed";
+  return p;
+}
+
+// A ring holding exactly one window (window = capacity) is full once it has wrapped, every slot
+// in-window. The position whose window starts at physical slot `origin`: (position + 1) %
+// capacity == origin, the ring gone round at least once (origin 0: twice).
+inline int full_ring_position(int capacity, int origin) {
+  return (origin == 0 ? 2 * capacity : capacity + origin) - 1;
+}
+
+// A head-major plane whose rows hold the window tokens [first, first + count) of `h` (the newest
+// one `newest`'s k and v) as positions 0..count-1 of a full plane wrapped at physical slot
+// `origin`, with the state that says so. No plane of the engine is like that (a growing plane
+// never wraps): it lets the suites read a wrapped window through head-major strides, a ragged
+// tail included. cfg: a growing config of capacity >= count.
+struct WrappedRows {
+  HostPlane rows;
+  PlaneState state;
+};
+inline WrappedRows head_major_wrapped(const PlaneConfig& cfg, const History& h, int first, int count, int origin,
+                                      const Token& newest) {
+  WrappedRows w{HostPlane::create(cfg).value(), PlaneState{}};
+  w.state.capacity = count;
+  w.state.len = count;
+  w.state.origin_logical = 0;
+  w.state.origin_physical = origin;
+  w.state.next_position = count;
+  for (int t = 0; t < count; ++t) {
+    const bool last = t == count - 1;
+    w.rows.write_row(w.state.physical(t), last ? newest.k.data() : h.k[first + t].data(),
+                     last ? newest.v.data() : h.v[first + t].data());
+  }
+  return w;
+}
+
 // The result of running one route on a copy of `before` with this token appended at `position`.
 // Selects a CPU producer for a scope and restores the default (fast) after it, so a failing
 // assertion cannot leave a later test on the wrong producer.
@@ -167,11 +226,6 @@ inline RowFetch logical_rows(const HostPlane& p, int position, const Token* bypa
     }
     plane_row(p, p.state().physical(start + t), k, v);
   };
-}
-
-// Rows in physical order [0, len): what the vec route reads.
-inline RowFetch physical_rows(const HostPlane& p) {
-  return [&p](int t, float* k, float* v) { plane_row(p, t, k, v); };
 }
 
 // f64 reference over the rows `fetch` yields (any order: softmax is permutation-invariant).

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <regex>
 #include <string>
 
 #include "ladder/engine.hpp"
@@ -164,8 +165,16 @@ TEST_F(Cli, ParityExplainsEveryDifference) {
   EXPECT_RUN("parity --position 300" + kSmall, kOk, "PASS");
   EXPECT_RUN("parity --position 300" + kSmall, kOk, "identical");
   EXPECT_RUN("parity --position 300" + kSmall, kOk, "current-token bypass");
-  // A full wrapped ring read by vec walks physical slots: a rotation of the logical order.
-  EXPECT_RUN("parity --position 300" + kSmall, kOk, "logical order rotated by");
+  // vec reads the full wrapped ring (window 64, position 300: oldest token at slot 45) as two
+  // physical spans in logical order, so it gives splitk's bits there (P7).
+  EXPECT_RUN("parity --position 300" + kSmall, kOk, "walks logical order, slots 45..63 then 0..44");
+  {
+    const Outcome o = run_cli("parity --position 300" + kSmall);
+    EXPECT_TRUE(std::regex_search(o.text, std::regex("splitk/ring-wrapped/cpu +vs vec/ring-wrapped/cpu +identical")))
+        << o.text;
+    EXPECT_TRUE(std::regex_search(o.text, std::regex("vec/ring-wrapped/cpu +vs vec/ring-unwrapped/cpu +identical")))
+        << o.text;
+  }
   EXPECT_RUN("parity --position 300 --ring-slack 3" + kSmall, kOk, "not applicable");
   EXPECT_RUN("parity --position 300 --json" + kSmall, kOk, "\"explained\": true");
   EXPECT_RUN("parity --window 0", kUsage, "finite --window");

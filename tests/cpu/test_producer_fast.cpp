@@ -114,9 +114,7 @@ TEST(FastProducer, EveryRouteMeetsTheF64Bound) {
         continue;
       }
       const int visible = run.plane.state().len;
-      const test::RowFetch rows = r == Route::vec ? test::physical_rows(run.plane)
-                                                  : test::logical_rows(run.plane, c.position,
-                                                                       r == Route::interleaved ? &tok : nullptr);
+      const test::RowFetch rows = test::logical_rows(run.plane, c.position, r == Route::interleaved ? &tok : nullptr);
       const std::vector<double> ref = test::reference_from(shape, tok.q, visible, rows);
       const double err = relative_error(run.out.data(), ref.data(), ref.size());
       EXPECT_LT(err, kSpecTolerance);
