@@ -341,26 +341,12 @@ __global__ void __launch_bounds__(kTcThreads) fused_tc_kernel_indirect(const Pro
 template <class Family>
 cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                             const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  static const cudaError_t opt_in = [] {
-    const int bytes = static_cast<int>(kTcSmemBytes);
-    const cudaError_t a =
-        cudaFuncSetAttribute(fused_tc_kernel<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    const cudaError_t b =
-        cudaFuncSetAttribute(fused_tc_kernel_indirect<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    return a != cudaSuccess ? a : b;
-  }();
+  static const cudaError_t opt_in = tc_opt_in(fused_tc_kernel<Family>, fused_tc_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
   const int tiles = (p.shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
   const unsigned x = static_cast<unsigned>(p.shape.n_kv_heads * tiles);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
-  cudaLaunchConfig_t cfg{};
-  cfg.blockDim = dim3(kTcThreads);
-  cfg.dynamicSmemBytes = kTcSmemBytes;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = tc_launch_config(attr, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));

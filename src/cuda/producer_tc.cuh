@@ -673,32 +673,42 @@ long long tc_resident_ctas() {
   return resident > 0 ? resident : 0;
 }
 
+// Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel: both forms (direct
+// and indirect) of a tensor-core kernel.
+template <class Direct, class Indirect>
+cudaError_t tc_opt_in(Direct* direct, Indirect* indirect) {
+  const int bytes = static_cast<int>(kTcSmemBytes);
+  const cudaError_t a = cudaFuncSetAttribute(direct, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  const cudaError_t b = cudaFuncSetAttribute(indirect, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return a != cudaSuccess ? a : b;
+}
+
+// A tensor-core kernel's launch (the producer, the fused kernel): kTcThreads threads and
+// kTcSmemBytes of shared memory, with PDL when `programmatic`. The config points at `attr`, which
+// must outlive the launch call; the caller sets gridDim.
+inline cudaLaunchConfig_t tc_launch_config(cudaLaunchAttribute& attr, bool programmatic, cudaStream_t stream) {
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(kTcThreads);
+  cfg.dynamicSmemBytes = kTcSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 // slots_per_cta: warp slots one CTA of a batched launch walks (0: tc_slots_per_cta's rule).
 // programmatic: launched with PDL (only a family whose current row never comes from the plane).
 template <class Family>
 cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const HeadShape& shape,
                                int slots_per_cta, cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
-  // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel.
-  static const cudaError_t opt_in = [] {
-    const int bytes = static_cast<int>(kTcSmemBytes);
-    const cudaError_t a =
-        cudaFuncSetAttribute(producer_tc_kernel<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    const cudaError_t b =
-        cudaFuncSetAttribute(producer_tc_kernel_indirect<Family>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    return a != cudaSuccess ? a : b;
-  }();
+  static const cudaError_t opt_in = tc_opt_in(producer_tc_kernel<Family>, producer_tc_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
   const int tiles = (shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
   const unsigned x = static_cast<unsigned>(shape.n_kv_heads * tiles);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
-  cudaLaunchConfig_t cfg{};
-  cfg.blockDim = dim3(kTcThreads);
-  cfg.dynamicSmemBytes = kTcSmemBytes;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = tc_launch_config(attr, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
