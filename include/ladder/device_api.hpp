@@ -63,6 +63,9 @@ struct LayerStep {
 // TokenIO's layout. attend == false is a pure KV append (fill).
 struct SequenceStep {
   int position = 0;
+  // The append was planned with room for this many rows (plan_append's `rows`: the first row of
+  // a prompt, Engine::fill_layer_rows); a device that prepares appends prepares it the same way.
+  int reserve_rows = 1;
   bool attend = true;
   TokenIO io;
   int first_layer = 0;

@@ -43,6 +43,18 @@ struct SequenceToken {
   TokenIO io;
 };
 
+// One sequence's prompt rows at one layer (Engine::fill_layer_rows): `count` consecutive
+// positions from the sequence's next one; k and v [count][n_kv_heads][head_dim] f32 in `memory`.
+// `slots`, when not null, receives each row's physical slot (count ints) on success.
+struct SequenceRows {
+  SequenceId sequence = 0;
+  int count = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  Memory memory = Memory::host;
+  int* slots = nullptr;
+};
+
 // Threads (docs/threads.md): one thread at a time per engine; no member is synchronised, and
 // trace()'s reference changes with the next encode_token or clear_trace. Different engines may
 // be driven from different threads (CPU engines share the process-wide worker pool).
@@ -81,6 +93,14 @@ class Engine {
   virtual Status encode_layer(int layer, std::span<const SequenceToken> batch) = 0;
   // The same as a pure KV append of one layer (a prompt's rows, without attention).
   virtual Status fill_layer(int layer, std::span<const SequenceToken> batch) = 0;
+  // A prompt's rows, several per sequence, at one layer: the same appends as count fill_layer
+  // calls, but all or nothing for everything that can be known before the first row: every row's
+  // position, N1's opt-in check over every row, and a growing plane's growth for all the rows
+  // (reserved at the first row, to the capacity the last row reaches) — a refusal or an
+  // out-of-memory there leaves every plane exactly as it was. A device failure while the rows
+  // run leaves the call's sequences unusable, as for encode(). Row r of every sequence goes in
+  // one device call.
+  virtual Status fill_layer_rows(int layer, std::span<const SequenceRows> batch) = 0;
 
   // Sequence 0's forms of encode and fill. Positions must arrive in order from 0; a refused
   // position leaves every plane untouched.

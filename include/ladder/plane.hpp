@@ -86,7 +86,11 @@ struct PlaneConfig {
 // K1/K2/K4 append rule. Ring: len grows to the window, then the oldest row is evicted
 // (origin advances) — an in-window row is never overwritten because capacity >= window.
 // Growing: never wraps; doubles capacity (capped at max_context) when full.
-Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& state, int position);
+// rows > 1 plans this append with room for rows - 1 more after it (a prompt's rows): a growing
+// plane that would grow during them grows here instead, to the capacity the last of them would
+// have reached by the same doubling, so the next rows - 1 appends never grow; every state after
+// the last of them equals the one-by-one result. Rings are unaffected.
+Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& state, int position, int rows = 1);
 
 // The state a fresh plane reaches after appending positions 0..position, in closed form (the
 // same state as `position + 1` calls of plan_append, in O(log) instead of O(position), so a
@@ -121,7 +125,8 @@ class HostPlane {
   // The same in two steps: prepare (may fail: a refused position, out of memory; the plane is
   // untouched), then commit (cannot fail). `p` must come from this plane's prepare_append with
   // no other append in between. Returns the slot.
-  Result<PreparedAppend> prepare_append(int position) const;
+  // rows: plan_append's room for a prompt's rows (growth for all of them happens here).
+  Result<PreparedAppend> prepare_append(int position, int rows = 1) const;
   int commit_append(PreparedAppend&& p) noexcept;
   // Convenience: append and store f32 K/V for all KV heads ([n_kv_heads][head_dim] each).
   Result<int> append_row(int position, const float* k, const float* v);

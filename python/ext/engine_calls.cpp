@@ -182,7 +182,7 @@ std::vector<std::vector<int>> EngineHandle::fill_unlocked(int layer, const std::
   if (k.shape.size() != 3)
     raise(error_types().shape, fmt::format("k must have shape (rows, {}, {}) = (rows, n_kv_heads, head_dim), got {}",
                                            g.n_kv_heads, g.head_dim, shape_of(k)));
-  std::int64_t total = 0, deepest = 0;
+  std::int64_t total = 0;
   std::vector<int> first(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (counts[i] < 0)
@@ -193,7 +193,6 @@ std::vector<std::vector<int>> EngineHandle::fill_unlocked(int layer, const std::
             fmt::format("sequence {}: {} rows from position {} pass the max context {}: nothing was written", ids[i],
                         counts[i], first[i], g.max_context));
     total += counts[i];
-    deepest = std::max(deepest, counts[i]);
   }
   const std::vector<Dim> dims{{total, "rows (the sum of the counts)"}, {g.n_kv_heads, "n_kv_heads"},
                               {g.head_dim, "head_dim"}};
@@ -202,33 +201,25 @@ std::vector<std::vector<int>> EngineHandle::fill_unlocked(int layer, const std::
   const float* kd = kf.data(stream);
   const float* vd = vf.data(stream);
   // Sequence i's rows start at row offset[i] of k and v (the sequences' rows one after another).
-  std::vector<std::int64_t> offset(ids.size(), 0);
-  for (std::size_t i = 1; i < ids.size(); ++i) offset[i] = offset[i - 1] + counts[i - 1];
   std::vector<std::vector<int>> slots(ids.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) slots[i].reserve(static_cast<std::size_t>(counts[i]));
+  std::vector<SequenceRows> rows(ids.size());
   const Memory memory = where_ == Where::cuda ? Memory::device : Memory::host;
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    slots[i].resize(static_cast<std::size_t>(counts[i]));
+    const std::size_t o = static_cast<std::size_t>(offset) * kvn;
+    rows[i] = SequenceRows{ids[i], static_cast<int>(counts[i]), kd + o, vd + o, memory, slots[i].data()};
+    offset += counts[i];
+  }
   Status s;
   {
     nb::gil_scoped_release unlocked;
     if (where_ == Where::cuda && total > 0) sync_stream(stream);
-    // Engine::fill_layer appends one position per sequence of a call, so row r of every
-    // sequence that has one goes in one engine call: max(counts) calls, not sum(counts).
-    std::vector<SequenceToken> call;
-    std::vector<std::size_t> in_call;
-    for (std::int64_t r = 0; r < deepest && s.ok(); ++r) {
-      call.clear();
-      in_call.clear();
-      for (std::size_t i = 0; i < ids.size(); ++i) {
-        if (r >= counts[i]) continue;
-        const std::size_t o = static_cast<std::size_t>(offset[i] + r) * kvn;
-        call.push_back({ids[i], first[i] + static_cast<int>(r), TokenIO{nullptr, kd + o, vd + o, nullptr, memory}});
-        in_call.push_back(i);
-      }
-      s = engine_->fill_layer(layer, call);
-      // Each row's slot while it is held (a ring may overwrite it with a later row of the prompt).
-      for (std::size_t j = 0; s.ok() && j < in_call.size(); ++j)
-        slots[in_call[j]].push_back(engine_->plane_state(call[j].sequence, layer).physical(call[j].position));
-    }
+    // One engine call: every row's position, N1's check and a growing plane's growth for all
+    // the rows are settled before the first row (Engine::fill_layer_rows), so a refused or
+    // out-of-memory prefill changes nothing. Each slot is the row's while it is held (a ring may
+    // overwrite it with a later row of the prompt).
+    s = engine_->fill_layer_rows(layer, rows);
   }
   check(s);
   return slots;

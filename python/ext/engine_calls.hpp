@@ -47,10 +47,10 @@ class EngineHandle {
   void encode_layer(nanobind::handle layer, nanobind::handle ids, nanobind::handle q, nanobind::handle k,
                     nanobind::handle v, nanobind::handle out, std::uintptr_t stream);
   // A prompt's rows of one layer appended at the sequence's next positions without attention;
-  // returns each row's slot. Every argument and the position range are checked before the first
-  // row, so a refusal changes nothing. Engine::fill_layer takes one position per sequence, so
-  // row r of every sequence goes in one engine call (max(counts) calls): an out_of_memory while a
-  // growing plane grows mid-prompt leaves the rows before it stored (next_position says how many).
+  // returns each row's slot. One Engine::fill_layer_rows call: every argument, the position
+  // range, N1's opt-in check of every row and a growing plane's growth for all the rows are
+  // settled before the first row, so a refusal or an out_of_memory changes nothing (a device
+  // failure while the rows run leaves the sequences refused until removed, the engine's rule).
   std::vector<int> fill_rows(nanobind::handle layer, nanobind::handle id, nanobind::handle k, nanobind::handle v,
                              std::uintptr_t stream);
   // The prompts of several distinct sequences at once (a batch's prefill); returns each

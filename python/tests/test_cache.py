@@ -2,6 +2,9 @@
 global layers. Prompts of different lengths, decode until the rings wrap several times,
 sequences leaving and joining; every output against the f64 reference of its own sequence's
 window, and every refused call leaving every plane as it was."""
+import os
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -193,6 +196,52 @@ def test_refused_prefill_leaves_the_plane_untouched(rng):
     assert cache.state(seq, np.int64(1)) == before[seq][1]  # numpy integers are layers too
     prefill(cache, hist, rng, seq, 3)  # 60 + 3 rows fit
     decode_and_check(cache, hist, rng, steps=1)  # the last position, 63, against the reference
+
+
+_FINITE_CHECK_CHILD = """
+import numpy as np
+import ladder
+n_kv, hd = %d, %d
+g = ladder.Geometry(n_layers=3, n_heads=%d, n_kv_heads=n_kv, head_dim=hd, window=%d, max_context=4096,
+                    layer_classes=%r)
+cache = ladder.ModelCache(g, initial_growing_capacity=4)
+rng = np.random.default_rng(5)
+a, b = cache.add_sequence(), cache.add_sequence()
+for s in (a, b):
+    for layer in range(3):
+        r = rng.standard_normal((2, n_kv, hd)).astype(np.float32)
+        cache.prefill(s, layer, r, r)
+before = {s: cache.states(s) for s in cache.sequences}
+counts = [30, 12]
+k = rng.standard_normal((42, n_kv, hd)).astype(np.float32)
+v = rng.standard_normal((42, n_kv, hd)).astype(np.float32)
+bad = v.copy()
+bad[-1, 1, 7] = np.nan  # b's last row
+for layer in range(3):
+    try:
+        cache.prefill_batch(layer, [a, b], counts, k, bad)
+        raise SystemExit("a NaN row was accepted at layer %%d" %% layer)
+    except ladder.InvalidArgumentError as e:
+        assert "finite" in str(e) or "NaN" in str(e), str(e)
+assert {s: cache.states(s) for s in cache.sequences} == before, "a refused prefill wrote rows"
+for layer in range(3):
+    cache.prefill_batch(layer, [a, b], counts, k, v)
+assert [cache.length(s) for s in (a, b)] == [32, 14]
+grown = cache.state(a, 1)  # the growing layer: 4 -> 32 rows at the prompt's first row
+assert (grown.len, grown.capacity) == (32, 32), grown
+print("ok")
+""" % (N_KV, HEAD_DIM, N_HEADS, WINDOW, CLASSES)
+
+
+def test_prefill_is_all_or_nothing_under_the_finite_check():
+    """N1's opt-in check (LADDER_CHECK_FINITE=1, read once per process: hence a child process)
+    covers every row of a prompt before the first is written: a NaN in the last row of one
+    sequence of a prefill_batch refuses the whole call and writes nothing; the same call without
+    it writes every row, a growing plane grown once to the capacity the last row needs."""
+    env = dict(os.environ, LADDER_CHECK_FINITE="1")
+    done = subprocess.run([sys.executable, "-c", _FINITE_CHECK_CHILD], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
 def test_decode_a_subset_in_any_order(rng):

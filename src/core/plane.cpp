@@ -88,8 +88,9 @@ PlaneConfig PlaneConfig::for_layer(const Geometry& g, LayerClass c, int initial_
   return p;
 }
 
-Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& st, int position) {
+Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& st, int position, int rows) {
   if (position < 0) return bad(fmt::format("position must be >= 0 (got {})", position));
+  if (rows < 1) return bad(fmt::format("an append plans room for rows >= 1 (got {})", rows));
   if (position >= cfg.max_context)
     return make_error(ErrorCode::out_of_range,
                       fmt::format("position {} is past the max context ({} positions: 0..{})", position,
@@ -114,12 +115,16 @@ Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& st, int
       plan.next.len += 1;
     }
   } else {
-    if (st.len == st.capacity) {
-      const int grown = std::min(static_cast<long long>(st.capacity) * 2, static_cast<long long>(cfg.max_context));
-      if (grown <= st.capacity)
-        return make_error(ErrorCode::out_of_range, fmt::format("growing plane is full at {} rows", st.capacity));
-      plan.grow_to = grown;
-      plan.next.capacity = grown;
+    const long long need = static_cast<long long>(st.len) + rows;
+    if (need > st.capacity) {
+      long long grown = st.capacity;
+      while (grown < need && grown < cfg.max_context) grown = std::min(grown * 2, static_cast<long long>(cfg.max_context));
+      if (grown <= st.capacity || grown < need)
+        return make_error(ErrorCode::out_of_range,
+                          fmt::format("growing plane cannot hold {} more rows (capacity {} of at most {}, len {})", rows,
+                                      st.capacity, cfg.max_context, st.len));
+      plan.grow_to = static_cast<int>(grown);
+      plan.next.capacity = static_cast<int>(grown);
     }
     plan.next.len += 1;
   }
@@ -190,8 +195,8 @@ void HostPlane::grown_rows(int new_capacity, std::vector<KvWord>& nk, std::vecto
   }
 }
 
-Result<PreparedAppend> HostPlane::prepare_append(int position) const {
-  Result<AppendPlan> plan = plan_append(cfg_, state_, position);
+Result<PreparedAppend> HostPlane::prepare_append(int position, int rows) const {
+  Result<AppendPlan> plan = plan_append(cfg_, state_, position, rows);
   if (!plan) return plan.status();
   PreparedAppend p;
   p.plan = *plan;

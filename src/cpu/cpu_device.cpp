@@ -33,7 +33,7 @@ class CpuSequence final : public DeviceSequence {
     }
     for (std::size_t i = 0; i < step.layers.size(); ++i) {
       const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
-      Result<PreparedAppend> p = planes_[l].prepare_append(step.position);
+      Result<PreparedAppend> p = planes_[l].prepare_append(step.position, step.reserve_rows);
       if (!p) return in_layer(static_cast<int>(l), p.status());
       // The engine planned the same append from its own record of the state; they must agree.
       if (p->plan.slot != step.layers[i].slot || !(p->plan.next == step.layers[i].next))

@@ -132,6 +132,74 @@ class DecodeEngine final : public Engine {
     LADDER_TRY(check_layer_index(layer));
     return step(batch, false, LayerSpan{layer, 1});
   }
+  Status fill_layer_rows(int layer, std::span<const SequenceRows> batch) override {
+    LADDER_TRY(check_layer_index(layer));
+    if (batch.empty()) return bad("a call needs at least one sequence");
+    const std::size_t l = static_cast<std::size_t>(layer);
+    const std::size_t kvn = g_.kv_floats_per_layer();
+    // Everything known before the first row, checked on copies of the states: positions (and so
+    // the max context), the arrays, N1's check of every row. Each row becomes one token.
+    std::vector<std::vector<SequenceToken>> tokens(batch.size());
+    int deepest = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const SequenceRows& s = batch[i];
+      if (s.count < 0) return in_sequence(s.sequence, bad(fmt::format("a row count must be >= 0, got {}", s.count)));
+      const auto it = seqs_.find(s.sequence);
+      if (it == seqs_.end()) return bad(fmt::format("no sequence {} in this engine", s.sequence));
+      PlaneState st = it->second.states[l];
+      const int first = st.next_position;
+      for (int r = 0; r < s.count; ++r) {
+        Result<AppendPlan> p = plan_append(cfgs_[l], st, first + r, r == 0 ? s.count : 1);
+        if (!p) return in_layer(s.sequence, layer, p.status());
+        st = p->next;
+        const std::size_t o = static_cast<std::size_t>(r) * kvn;
+        const TokenIO io{nullptr, s.k == nullptr ? nullptr : s.k + o, s.v == nullptr ? nullptr : s.v + o, nullptr,
+                         s.memory};
+        tokens[i].push_back(SequenceToken{s.sequence, first + r, io});
+      }
+      deepest = std::max(deepest, s.count);
+    }
+    if (deepest == 0) return {};
+    // The rows of one depth as one call: check_call covers ids, arrays and (host) N1 for each;
+    // N1 over device memory asks the device, row by row.
+    std::vector<SequenceToken> call;
+    for (int r = 0; r < deepest; ++r) {
+      call.clear();
+      for (const auto& t : tokens)
+        if (r < static_cast<int>(t.size())) call.push_back(t[static_cast<std::size_t>(r)]);
+      LADDER_TRY(check_call(call, false, LayerSpan{layer, 1}));
+      if (check_finite_ && call.front().io.memory == Memory::device)
+        for (const SequenceToken& t : call) {
+          SequenceStep row;
+          row.position = t.position;
+          row.attend = false;
+          row.io = t.io;
+          row.first_layer = layer;
+          row.layers.resize(1);
+          const Status fin = dev_->check_finite_inputs(row);
+          if (!fin.ok()) return in_sequence(t.sequence, fin);
+        }
+    }
+    // Then the rows: the first depth reserves every sequence's growth for all its rows (all or
+    // nothing, as any call), so the later ones cannot run out of memory.
+    std::vector<int> reserve;
+    for (int r = 0; r < deepest; ++r) {
+      call.clear();
+      reserve.clear();
+      for (std::size_t i = 0; i < batch.size(); ++i)
+        if (r < batch[i].count) {
+          call.push_back(tokens[i][static_cast<std::size_t>(r)]);
+          reserve.push_back(r == 0 ? batch[i].count : 1);
+        }
+      LADDER_TRY(step(call, false, LayerSpan{layer, 1}, reserve));
+      for (std::size_t i = 0; i < batch.size(); ++i)
+        if (batch[i].slots != nullptr && r < batch[i].count) {
+          const int position = tokens[i][static_cast<std::size_t>(r)].position;
+          batch[i].slots[r] = seqs_.at(batch[i].sequence).states[l].physical(position);
+        }
+    }
+    return {};
+  }
 
   const Geometry& geometry() const override { return g_; }
   Device device() const override { return dev_->device(); }
@@ -191,10 +259,12 @@ class DecodeEngine final : public Engine {
 
   // One sequence's plan: each of the call's layers' append and, when attending, its route (the
   // whole decision, predicates included, in `decisions` for the trace).
+  // reserve_rows: plan_append's room for a prompt's rows (fill_layer_rows' first row).
   Status plan(const SequenceToken& t, bool attend, LayerSpan layers, SequenceStep& out,
-              std::vector<RouteDecision>& decisions) const {
+              std::vector<RouteDecision>& decisions, int reserve_rows = 1) const {
     const Sequence& s = seqs_.at(t.sequence);
     out.position = t.position;
+    out.reserve_rows = reserve_rows;
     out.attend = attend;
     out.io = t.io;
     out.first_layer = layers.first;
@@ -203,7 +273,7 @@ class DecodeEngine final : public Engine {
     for (std::size_t i = 0; i < out.layers.size(); ++i) {
       const int layer = layers.first + static_cast<int>(i);
       const std::size_t l = static_cast<std::size_t>(layer);
-      Result<AppendPlan> p = plan_append(cfgs_[l], s.states[l], t.position);
+      Result<AppendPlan> p = plan_append(cfgs_[l], s.states[l], t.position, reserve_rows);
       if (!p) return in_layer(t.sequence, layer, p.status());
       LayerStep& ls = out.layers[i];
       ls.slot = p->slot;
@@ -219,13 +289,15 @@ class DecodeEngine final : public Engine {
     return {};
   }
 
-  Status step(std::span<const SequenceToken> batch, bool attend, LayerSpan layers) {
+  // reserve_rows: per token of `batch`, plan_append's room (empty: 1 each).
+  Status step(std::span<const SequenceToken> batch, bool attend, LayerSpan layers,
+              std::span<const int> reserve_rows = {}) {
     LADDER_TRY(check_call(batch, attend, layers));
     std::vector<SequenceStep> steps(batch.size());
     std::vector<std::vector<RouteDecision>> decisions(batch.size());
     std::vector<DeviceSequence*> devs(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      LADDER_TRY(plan(batch[i], attend, layers, steps[i], decisions[i]));
+      LADDER_TRY(plan(batch[i], attend, layers, steps[i], decisions[i], reserve_rows.empty() ? 1 : reserve_rows[i]));
       devs[i] = seqs_.at(batch[i].sequence).planes.get();
     }
     // N1's opt-in check over activations in device memory: the device reads them, before any

@@ -5,7 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -165,6 +168,10 @@ class FaultyDevice final : public DeviceBackend {
  public:
   explicit FaultyDevice(std::unique_ptr<DeviceBackend> inner) : inner_(std::move(inner)) {}
   int fail_reserve_at = -1;  // the n-th reserve from now fails (0 = the next)
+  // Every reserve that grows a plane fails (the real out-of-memory point: a reserve that only
+  // plans an append allocates nothing). A plane grows when a step's planned capacity exceeds
+  // the largest this sequence's layer has been planned at.
+  bool fail_growth = false;
   bool fail_next_run = false;
   bool fail_next_create = false;
 
@@ -193,16 +200,29 @@ class FaultyDevice final : public DeviceBackend {
   struct Wrapped final : DeviceSequence {
     Wrapped(FaultyDevice* d, std::unique_ptr<DeviceSequence> s) : dev(d), inner(std::move(s)) {}
     Status reserve(const SequenceStep& step) override {
+      bool grows = false;
+      for (std::size_t i = 0; i < step.layers.size(); ++i) {
+        int& seen = capacity[static_cast<std::size_t>(step.first_layer) + i];
+        grows = grows || (seen > 0 && step.layers[i].next.capacity > seen);
+      }
+      if (dev->fail_growth && grows) return make_error(ErrorCode::out_of_memory, "injected: a plane's grown rows");
       if (dev->fail_reserve_at == 0) {
         dev->fail_reserve_at = -1;
         return make_error(ErrorCode::out_of_memory, "injected: a growing plane's rows");
       }
       if (dev->fail_reserve_at > 0) --dev->fail_reserve_at;
-      return inner->reserve(step);
+      const Status s = inner->reserve(step);
+      if (s.ok())
+        for (std::size_t i = 0; i < step.layers.size(); ++i) {
+          int& seen = capacity[static_cast<std::size_t>(step.first_layer) + i];
+          seen = std::max(seen, step.layers[i].next.capacity);
+        }
+      return s;
     }
     void release() override { inner->release(); }
     FaultyDevice* dev;
     std::unique_ptr<DeviceSequence> inner;
+    std::map<std::size_t, int> capacity;  // per layer: the largest capacity planned so far
   };
   std::unique_ptr<DeviceBackend> inner_;
 };
@@ -275,6 +295,151 @@ TEST(CpuBatch, InjectedFailuresLeaveEverySequenceAsItWas) {
   EXPECT_TRUE(e.encode(others).ok());
   EXPECT_TRUE(e.remove_sequence(ids[0]).ok());
   EXPECT_TRUE(e.remove_sequence(ids[1]).ok());
+}
+
+// A prompt's rows of one layer per sequence, [count][n_kv_heads][head_dim] each for k and v
+// (row r = token_data(key, first + r)'s layer-l rows), for Engine::fill_layer_rows.
+struct Prompt {
+  std::vector<float> k, v;
+  std::vector<int> slots;
+  SequenceRows rows(SequenceId id, int count) {
+    slots.assign(static_cast<std::size_t>(count), -1);
+    return SequenceRows{id, count, k.data(), v.data(), Memory::host, slots.data()};
+  }
+};
+Prompt prompt_rows(const Geometry& g, std::uint64_t key, int layer, int first, int count) {
+  const std::size_t kvn = g.kv_floats_per_layer();
+  Prompt p;
+  for (int r = 0; r < count; ++r) {
+    const test::TokenData d = test::token_data(g, key, first + r);
+    p.k.insert(p.k.end(), d.k.begin() + static_cast<std::ptrdiff_t>(layer * kvn),
+               d.k.begin() + static_cast<std::ptrdiff_t>((layer + 1) * kvn));
+    p.v.insert(p.v.end(), d.v.begin() + static_cast<std::ptrdiff_t>(layer * kvn),
+               d.v.begin() + static_cast<std::ptrdiff_t>((layer + 1) * kvn));
+  }
+  return p;
+}
+
+// Engine::fill_layer_rows is count fill_layer calls in one: the same plane states (a growing
+// plane that grows several times row by row grows once, to the same capacity), the same slots
+// and the same bits of the next decoded token, over growing and wrapping ring layers.
+TEST(CpuBatch, PromptRowsEqualOneCallPerRow) {
+  const Geometry g = batch_geometry();
+  EngineOptions opt;
+  opt.initial_growing_capacity = test::kBatchInitialGrowing;
+  Engine& rows_engine = *Engine::create(g, opt).value().release();
+  Engine& one_by_one = *Engine::create(g, opt).value().release();
+  const std::unique_ptr<Engine> own_a(&rows_engine), own_b(&one_by_one);
+  const std::vector<int> counts{37, 0, 100};  // growing planes 8 -> 64 and 8 -> 128; the ring wraps
+  std::vector<SequenceId> ids{0};
+  for (int i = 1; i < 3; ++i) {
+    ids.push_back(rows_engine.add_sequence().value());
+    ASSERT_EQ(one_by_one.add_sequence().value(), ids.back());
+  }
+  for (int l = 0; l < g.n_layers; ++l) {
+    std::vector<Prompt> prompts;
+    for (std::size_t i = 0; i < ids.size(); ++i) prompts.push_back(prompt_rows(g, i, l, 0, counts[i]));
+    std::vector<SequenceRows> call;
+    for (std::size_t i = 0; i < ids.size(); ++i) call.push_back(prompts[i].rows(ids[i], counts[i]));
+    ASSERT_TRUE(rows_engine.fill_layer_rows(l, call).ok()) << "layer " << l;
+    const std::size_t kvn = g.kv_floats_per_layer();
+    for (int r = 0; r < 100; ++r) {
+      std::vector<SequenceToken> row;
+      std::vector<std::size_t> in_row;
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        if (r < counts[i]) {
+          const std::size_t o = static_cast<std::size_t>(r) * kvn;
+          row.push_back({ids[i], r, TokenIO{nullptr, prompts[i].k.data() + o, prompts[i].v.data() + o, nullptr}});
+          in_row.push_back(i);
+        }
+      ASSERT_TRUE(one_by_one.fill_layer(l, row).ok()) << "layer " << l << " row " << r;
+      for (std::size_t j = 0; j < in_row.size(); ++j)
+        EXPECT_EQ(prompts[in_row[j]].slots[static_cast<std::size_t>(r)],
+                  one_by_one.plane_state(ids[in_row[j]], l).physical(r))
+            << "layer " << l << " sequence " << in_row[j] << " row " << r;
+    }
+  }
+  EXPECT_EQ(all_states(rows_engine), all_states(one_by_one));
+  Fixture f;
+  f.reserve(8);
+  std::vector<SequenceToken> a, b;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    a.push_back(f.token(ids[i], i, counts[i]));
+    b.push_back(f.token(ids[i], i, counts[i]));
+  }
+  ASSERT_TRUE(rows_engine.encode(a).ok());
+  ASSERT_TRUE(one_by_one.encode(b).ok());
+  const std::size_t out_bytes = f.outs.back().size() * sizeof(float);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(std::memcmp(a[i].io.out, b[i].io.out, out_bytes), 0) << "sequence " << i;
+}
+
+// Everything fill_layer_rows can know before its first row is all or nothing: an out-of-memory
+// while a growing plane grows for the prompt (injected at each sequence of the call), a row past
+// the max context, a NaN in a late row under N1's check. Each leaves every plane as it was, and
+// the same call then succeeds.
+TEST(CpuBatch, PromptRowsAreAllOrNothing) {
+  const Geometry g = batch_geometry();
+  EngineOptions opt;
+  opt.initial_growing_capacity = test::kBatchInitialGrowing;
+  opt.check_finite = true;
+  auto dev = std::make_unique<FaultyDevice>(cpu::create_backend(g).value());
+  FaultyDevice* faulty = dev.get();
+  const std::unique_ptr<Engine> made = Engine::create(g, opt, std::move(dev)).value();
+  Engine& e = *made;
+  const SequenceId other = e.add_sequence().value();
+  constexpr int kNope = 1;  // batch_geometry: layers 1 and 3 are NoPE (growing)
+  ASSERT_EQ(g.layer_class(kNope), LayerClass::nope);
+  // A few rows first, so that the states are not fresh.
+  Prompt p0 = prompt_rows(g, 0, kNope, 0, 3), p1 = prompt_rows(g, 1, kNope, 0, 3);
+  std::vector<SequenceRows> start{p0.rows(0, 3), p1.rows(other, 3)};
+  ASSERT_TRUE(e.fill_layer_rows(kNope, start).ok());
+
+  Prompt q0 = prompt_rows(g, 0, kNope, 3, 50), q1 = prompt_rows(g, 1, kNope, 3, 20);
+  const auto call = [&] { return std::vector<SequenceRows>{q0.rows(0, 50), q1.rows(other, 20)}; };
+  for (int at = 0; at < 2; ++at) {
+    const auto before = all_states(e);
+    faulty->fail_reserve_at = at;
+    const Status s = e.fill_layer_rows(kNope, call());
+    EXPECT_EQ(s.code(), ErrorCode::out_of_memory) << "reserve " << at << ": " << s.to_string();
+    EXPECT_EQ(all_states(e), before) << "reserve " << at;
+  }
+  faulty->fail_reserve_at = -1;
+  {
+    // Growth fails wherever it happens: row by row the planes would grow at row 5 (8 rows),
+    // after five rows were stored; the prompt's growth is reserved at its first row.
+    const auto before = all_states(e);
+    faulty->fail_growth = true;
+    const Status s = e.fill_layer_rows(kNope, call());
+    EXPECT_EQ(s.code(), ErrorCode::out_of_memory) << s.to_string();
+    EXPECT_EQ(all_states(e), before);
+    faulty->fail_growth = false;
+  }
+  {
+    const auto before = all_states(e);
+    Prompt past = prompt_rows(g, 1, kNope, 3, g.max_context - 2);
+    std::vector<SequenceRows> too_long{q0.rows(0, 50), past.rows(other, g.max_context - 2)};
+    EXPECT_EQ(e.fill_layer_rows(kNope, too_long).code(), ErrorCode::out_of_range);
+    EXPECT_EQ(all_states(e), before);
+  }
+  {
+    const auto before = all_states(e);
+    Prompt nan_row = q1;
+    nan_row.v[19 * g.kv_floats_per_layer() + 5] = std::nanf("");  // the last row of the second sequence
+    std::vector<SequenceRows> with_nan{q0.rows(0, 50), nan_row.rows(other, 20)};
+    const Status s = e.fill_layer_rows(kNope, with_nan);
+    EXPECT_EQ(s.code(), ErrorCode::non_finite) << s.to_string();
+    EXPECT_EQ(all_states(e), before);
+  }
+  const Status ok = e.fill_layer_rows(kNope, call());
+  ASSERT_TRUE(ok.ok()) << ok.to_string();
+  EXPECT_EQ(e.plane_state(0, kNope).next_position, 53);
+  EXPECT_EQ(e.plane_state(other, kNope).next_position, 23);
+  EXPECT_EQ(e.plane_state(0, kNope).capacity, 64);
+  std::vector<SequenceRows> none{SequenceRows{0, 0, nullptr, nullptr, Memory::host, nullptr}};
+  EXPECT_TRUE(e.fill_layer_rows(kNope, none).ok()) << "zero rows: nothing to do";
+  EXPECT_EQ(e.fill_layer_rows(kNope, std::span<const SequenceRows>{}).code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(e.fill_layer_rows(g.n_layers, call()).code(), ErrorCode::out_of_range);
 }
 
 // E3's layer-by-layer form (encode_layer / fill_layer, what an attention backend called once

@@ -129,21 +129,20 @@ class ModelCache:
     # ---- writes --------------------------------------------------------------------------------
     def prefill(self, seq, layer, k, v):
         """Writes a prompt's rows at the sequence's next positions of one layer, without
-        attention: k, v (rows, n_kv_heads, head_dim). One call into the module; inside it the
-        engine takes one row per call (its fill_layer appends one position per sequence; a batch
-        of prompts goes faster through ``prefill_batch``).
-        Every argument (sequence, layer, dtypes, shapes, the position range against the max
-        context) is checked before the first row, so a refused call changes nothing; an
-        out_of_memory while a growing plane grows mid-prompt leaves the rows before it written
-        (``length`` says how many). Returns each row's slot."""
+        attention: k, v (rows, n_kv_heads, head_dim). One engine call (``Engine::fill_layer_rows``;
+        a batch of prompts goes faster through ``prefill_batch``). All or nothing: every argument
+        (sequence, layer, dtypes, shapes, the position range against the max context), N1's
+        opt-in check of every row (``LADDER_CHECK_FINITE=1``) and a growing plane's growth for
+        all the rows are settled before the first row, so a refused call or an out_of_memory
+        changes nothing. Returns each row's slot."""
         return self._engine.fill_rows(self._layer(layer), self._sequence(seq), k, v, _ladder._writer_stream(None, k))
 
     def prefill_batch(self, layer, seqs, counts, k, v):
         """The prompts of several sequences at one layer, as ``prefill`` for each but with row r
         of every sequence in one engine call (max(counts) calls instead of sum(counts)): k, v
         (sum(counts), n_kv_heads, head_dim), the sequences' rows one after another, counts[i]
-        rows for seqs[i] (distinct ids). Checked like ``prefill`` before the first row. Returns
-        each sequence's slots."""
+        rows for seqs[i] (distinct ids). All or nothing like ``prefill``. Returns each sequence's
+        slots."""
         seqs = [self._sequence(s) for s in seqs]
         return self._engine.fill_batch(self._layer(layer), seqs, counts, k, v, _ladder._writer_stream(None, k))
 
