@@ -89,7 +89,8 @@ struct PlaneConfig {
 // rows > 1 plans this append with room for rows - 1 more after it (a prompt's rows): a growing
 // plane that would grow during them grows here instead, to the capacity the last of them would
 // have reached by the same doubling, so the next rows - 1 appends never grow; every state after
-// the last of them equals the one-by-one result. Rings are unaffected.
+// the last of them equals the one-by-one result (room past the max context that the plane would
+// have to grow for is refused: out_of_range). Rings are unaffected.
 Result<AppendPlan> plan_append(const PlaneConfig& cfg, const PlaneState& state, int position, int rows = 1);
 
 // The state a fresh plane reaches after appending positions 0..position, in closed form (the

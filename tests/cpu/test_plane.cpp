@@ -298,6 +298,43 @@ TEST(RingPlane, WindowPastMaxContextNeedsOnlyMaxContextRows) {
   EXPECT_TRUE(PlaneConfig::for_layer(g, LayerClass::swa).validate().ok());
 }
 
+// plan_append's `rows`: an append planned with room for n rows lands in the state the n-th of
+// n one-by-one appends reaches (the next n - 1 appends then never grow), over random
+// configurations, starting points and n; n < 1 is refused, and so is room past the max context
+// that a growing plane would have to grow for.
+TEST(PlaneProperty, RoomForRowsEqualsAppendingThemOneByOne) {
+  constexpr int kConfigs = 60;
+  std::mt19937 rng(11);
+  for (int i = 0; i < kConfigs; ++i) {
+    const PlaneConfig cfg = random_config(rng);
+    SCOPED_TRACE(fmt::format("{} window {} capacity {} max_context {}", plane_kind_name(cfg.kind), cfg.window,
+                             cfg.capacity, cfg.max_context));
+    std::uniform_int_distribution<int> start_at(0, cfg.max_context - 1);
+    const int start = start_at(rng);
+    PlaneState st = start == 0 ? PlaneState{} : state_after(cfg, start - 1).value();
+    if (start == 0) st.capacity = cfg.capacity;
+    std::uniform_int_distribution<int> rows_of(1, cfg.max_context - start);
+    const int rows = rows_of(rng);
+    Result<AppendPlan> first = plan_append(cfg, st, start, rows);
+    ASSERT_TRUE(first.ok()) << first.status().to_string();
+    PlaneState ahead = first->next;
+    PlaneState walked = plan_append(cfg, st, start).value().next;
+    EXPECT_EQ(first->slot, plan_append(cfg, st, start).value().slot);
+    for (int r = 1; r < rows; ++r) {
+      Result<AppendPlan> next = plan_append(cfg, ahead, start + r);
+      ASSERT_TRUE(next.ok()) << next.status().to_string();
+      EXPECT_EQ(next->grow_to, 0) << "row " << r << " grew after the room was planned";
+      ahead = next->next;
+      walked = plan_append(cfg, walked, start + r).value().next;
+    }
+    EXPECT_EQ(ahead, walked) << "start " << start << " rows " << rows;
+    EXPECT_EQ(plan_append(cfg, st, start, 0).status().code(), ErrorCode::invalid_argument);
+    // Room past the max context, where the plane must grow for it, cannot be made.
+    if (cfg.kind == PlaneKind::growing && cfg.capacity <= cfg.max_context)
+      EXPECT_EQ(plan_append(cfg, st, start, cfg.max_context - start + 1).status().code(), ErrorCode::out_of_range);
+  }
+}
+
 // state_after (closed form) against the append rule applied position by position, over random
 // configurations (including windows past max_context) and every position.
 TEST(PlaneProperty, StateAfterEqualsAppendingEveryPosition) {
