@@ -481,7 +481,8 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
   rep.notes.push_back(
       "step: one graph per buffer set holding the ladder's route for each layer (run_route chain, no host I/O); "
       "'chained': layer i+1's q, k, v computed from layer i's output by a small kernel (a real model's "
-      "dependency); '+ PDL': every kernel launched with programmatic dependent launch");
+      "dependency); '+ PDL': the fused producers and the link kernels launched with programmatic dependent "
+      "launch (each prefetches its KV rows before it waits for the previous kernel)");
   if (o.engine_step)
     rep.notes.push_back(fmt::format("engine: Engine::encode_token on the host clock (its cached step graph plus "
                                     "activation copies in and out), depths <= {}",
