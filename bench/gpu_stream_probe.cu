@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -296,6 +297,14 @@ float median_us(int reps, Launch launch) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf(
+        "usage: %s [tokens=131072: a multiple of 32] [n_kv=2] [reps=20]\n"
+        "Times one decode layer's KV copy pattern (head_dim 128, 2-byte elements) under each copy mechanism\n"
+        "and plane layout on GPU 0 (Hopper: the TMA kernels need sm_90), beside a contiguous read.\n",
+        argv[0]);
+    return 0;
+  }
   const int tokens = argc > 1 ? std::atoi(argv[1]) : 131072;
   const int n_kv = argc > 2 ? std::atoi(argv[2]) : 2;
   const int reps = argc > 3 ? std::atoi(argv[3]) : 20;
