@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -340,6 +341,106 @@ inline std::vector<BatchSwitchCase> batch_switch_cases() {
   Switches no_vec;
   no_vec.disable_vec = true;
   return {{"default", Switches{}}, {"staged", stage}, {"no_vec", no_vec}};
+}
+
+// Every sequence's plane state at every layer, in sequence order.
+inline std::vector<std::vector<PlaneState>> all_states(const Engine& e) {
+  std::vector<std::vector<PlaneState>> s;
+  for (SequenceId id : e.sequences()) {
+    s.emplace_back();
+    for (int l = 0; l < e.geometry().n_layers; ++l) s.back().push_back(e.plane_state(id, l));
+  }
+  return s;
+}
+
+// A prompt's rows of one layer for one sequence, [count][n_kv_heads][head_dim] each for k and v
+// (row r = token_data(key, first + r)'s layer-`layer` rows), for Engine::fill_layer_rows.
+struct Prompt {
+  std::vector<float> k, v;
+  std::vector<int> slots;
+  SequenceRows rows(SequenceId id, int count) {
+    slots.assign(static_cast<std::size_t>(count), -1);
+    return SequenceRows{id, count, k.data(), v.data(), Memory::host, slots.data()};
+  }
+};
+inline Prompt prompt_rows(const Geometry& g, std::uint64_t key, int layer, int first, int count) {
+  const std::size_t kvn = g.kv_floats_per_layer();
+  Prompt p;
+  for (int r = 0; r < count; ++r) {
+    const TokenData d = token_data(g, key, first + r);
+    p.k.insert(p.k.end(), d.k.begin() + static_cast<std::ptrdiff_t>(layer * kvn),
+               d.k.begin() + static_cast<std::ptrdiff_t>((layer + 1) * kvn));
+    p.v.insert(p.v.end(), d.v.begin() + static_cast<std::ptrdiff_t>(layer * kvn),
+               d.v.begin() + static_cast<std::ptrdiff_t>((layer + 1) * kvn));
+  }
+  return p;
+}
+
+// Engine::fill_layer_rows against count fill_layer calls on two engines made by `make` (or
+// Engine::create on `device`), prompts of 37, 0 and 100 rows (growing planes 8 -> 64 and 8 -> 128 rows,
+// the ring wrapping): the same plane states, the same slots, and the same bits of the next
+// decoded token of every sequence.
+inline void check_prompt_rows_equal_one_call_per_row(Device device, const MakeEngine& make = {}) {
+  const Geometry g = batch_geometry();
+  EngineOptions opt;
+  opt.device = device;
+  opt.initial_growing_capacity = kBatchInitialGrowing;
+  Result<std::unique_ptr<Engine>> made_a = make ? make(g, opt) : Engine::create(g, opt);
+  Result<std::unique_ptr<Engine>> made_b = make ? make(g, opt) : Engine::create(g, opt);
+  ASSERT_TRUE(made_a.ok() && made_b.ok()) << made_a.status().to_string() << made_b.status().to_string();
+  Engine& rows_engine = **made_a;
+  Engine& one_by_one = **made_b;
+  const std::vector<int> counts{37, 0, 100};
+  std::vector<SequenceId> ids{0};
+  for (int i = 1; i < 3; ++i) {
+    ids.push_back(rows_engine.add_sequence().value());
+    ASSERT_EQ(one_by_one.add_sequence().value(), ids.back());
+  }
+  const std::size_t kvn = g.kv_floats_per_layer();
+  for (int l = 0; l < g.n_layers; ++l) {
+    std::vector<Prompt> prompts;
+    for (std::size_t i = 0; i < ids.size(); ++i) prompts.push_back(prompt_rows(g, i, l, 0, counts[i]));
+    std::vector<SequenceRows> call;
+    for (std::size_t i = 0; i < ids.size(); ++i) call.push_back(prompts[i].rows(ids[i], counts[i]));
+    const Status filled = rows_engine.fill_layer_rows(l, call);
+    ASSERT_TRUE(filled.ok()) << "layer " << l << ": " << filled.to_string();
+    for (int r = 0; r < *std::max_element(counts.begin(), counts.end()); ++r) {
+      std::vector<SequenceToken> row;
+      std::vector<std::size_t> in_row;
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        if (r < counts[i]) {
+          const std::size_t o = static_cast<std::size_t>(r) * kvn;
+          row.push_back({ids[i], r, TokenIO{nullptr, prompts[i].k.data() + o, prompts[i].v.data() + o, nullptr}});
+          in_row.push_back(i);
+        }
+      ASSERT_TRUE(one_by_one.fill_layer(l, row).ok()) << "layer " << l << " row " << r;
+      for (std::size_t j = 0; j < in_row.size(); ++j)
+        EXPECT_EQ(prompts[in_row[j]].slots[static_cast<std::size_t>(r)],
+                  one_by_one.plane_state(ids[in_row[j]], l).physical(r))
+            << "layer " << l << " sequence " << in_row[j] << " row " << r;
+    }
+  }
+  EXPECT_EQ(all_states(rows_engine), all_states(one_by_one));
+  // The next token of every sequence, on both engines: the same bits.
+  std::vector<TokenData> data;
+  std::vector<std::vector<float>> outs;
+  for (std::size_t i = 0; i < 2 * ids.size(); ++i) {
+    data.push_back(token_data(g, i % ids.size(), counts[i % ids.size()]));
+    outs.emplace_back(static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim, std::nanf(""));
+  }
+  std::vector<SequenceToken> a, b;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const TokenData& d = data[i];
+    a.push_back({ids[i], counts[i], {d.q.data(), d.k.data(), d.v.data(), outs[i].data()}});
+    b.push_back({ids[i], counts[i], {d.q.data(), d.k.data(), d.v.data(), outs[ids.size() + i].data()}});
+  }
+  ASSERT_TRUE(rows_engine.encode(a).ok());
+  ASSERT_TRUE(one_by_one.encode(b).ok());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_TRUE(std::all_of(outs[i].begin(), outs[i].end(), [](float x) { return std::isfinite(x); }));
+    EXPECT_EQ(std::memcmp(outs[i].data(), outs[ids.size() + i].data(), outs[i].size() * sizeof(float)), 0)
+        << "sequence " << i;
+  }
 }
 
 }  // namespace ladder::test

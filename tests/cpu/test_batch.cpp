@@ -20,6 +20,8 @@ namespace ladder {
 namespace {
 
 using test::BatchRun;
+using test::Prompt;
+using test::prompt_rows;
 using test::batch_geometry;
 using test::first_difference;
 using test::run_batch;
@@ -88,14 +90,7 @@ struct Fixture {
   }
 };
 
-std::vector<std::vector<PlaneState>> all_states(const Engine& e) {
-  std::vector<std::vector<PlaneState>> s;
-  for (SequenceId id : e.sequences()) {
-    s.emplace_back();
-    for (int l = 0; l < e.geometry().n_layers; ++l) s.back().push_back(e.plane_state(id, l));
-  }
-  return s;
-}
+using test::all_states;
 
 TEST(CpuBatch, SequencesAreAddedAndRemovedBetweenCalls) {
   Fixture f;
@@ -297,82 +292,10 @@ TEST(CpuBatch, InjectedFailuresLeaveEverySequenceAsItWas) {
   EXPECT_TRUE(e.remove_sequence(ids[1]).ok());
 }
 
-// A prompt's rows of one layer per sequence, [count][n_kv_heads][head_dim] each for k and v
-// (row r = token_data(key, first + r)'s layer-l rows), for Engine::fill_layer_rows.
-struct Prompt {
-  std::vector<float> k, v;
-  std::vector<int> slots;
-  SequenceRows rows(SequenceId id, int count) {
-    slots.assign(static_cast<std::size_t>(count), -1);
-    return SequenceRows{id, count, k.data(), v.data(), Memory::host, slots.data()};
-  }
-};
-Prompt prompt_rows(const Geometry& g, std::uint64_t key, int layer, int first, int count) {
-  const std::size_t kvn = g.kv_floats_per_layer();
-  Prompt p;
-  for (int r = 0; r < count; ++r) {
-    const test::TokenData d = test::token_data(g, key, first + r);
-    p.k.insert(p.k.end(), d.k.begin() + static_cast<std::ptrdiff_t>(layer * kvn),
-               d.k.begin() + static_cast<std::ptrdiff_t>((layer + 1) * kvn));
-    p.v.insert(p.v.end(), d.v.begin() + static_cast<std::ptrdiff_t>(layer * kvn),
-               d.v.begin() + static_cast<std::ptrdiff_t>((layer + 1) * kvn));
-  }
-  return p;
-}
-
 // Engine::fill_layer_rows is count fill_layer calls in one: the same plane states (a growing
 // plane that grows several times row by row grows once, to the same capacity), the same slots
 // and the same bits of the next decoded token, over growing and wrapping ring layers.
-TEST(CpuBatch, PromptRowsEqualOneCallPerRow) {
-  const Geometry g = batch_geometry();
-  EngineOptions opt;
-  opt.initial_growing_capacity = test::kBatchInitialGrowing;
-  Engine& rows_engine = *Engine::create(g, opt).value().release();
-  Engine& one_by_one = *Engine::create(g, opt).value().release();
-  const std::unique_ptr<Engine> own_a(&rows_engine), own_b(&one_by_one);
-  const std::vector<int> counts{37, 0, 100};  // growing planes 8 -> 64 and 8 -> 128; the ring wraps
-  std::vector<SequenceId> ids{0};
-  for (int i = 1; i < 3; ++i) {
-    ids.push_back(rows_engine.add_sequence().value());
-    ASSERT_EQ(one_by_one.add_sequence().value(), ids.back());
-  }
-  for (int l = 0; l < g.n_layers; ++l) {
-    std::vector<Prompt> prompts;
-    for (std::size_t i = 0; i < ids.size(); ++i) prompts.push_back(prompt_rows(g, i, l, 0, counts[i]));
-    std::vector<SequenceRows> call;
-    for (std::size_t i = 0; i < ids.size(); ++i) call.push_back(prompts[i].rows(ids[i], counts[i]));
-    ASSERT_TRUE(rows_engine.fill_layer_rows(l, call).ok()) << "layer " << l;
-    const std::size_t kvn = g.kv_floats_per_layer();
-    for (int r = 0; r < 100; ++r) {
-      std::vector<SequenceToken> row;
-      std::vector<std::size_t> in_row;
-      for (std::size_t i = 0; i < ids.size(); ++i)
-        if (r < counts[i]) {
-          const std::size_t o = static_cast<std::size_t>(r) * kvn;
-          row.push_back({ids[i], r, TokenIO{nullptr, prompts[i].k.data() + o, prompts[i].v.data() + o, nullptr}});
-          in_row.push_back(i);
-        }
-      ASSERT_TRUE(one_by_one.fill_layer(l, row).ok()) << "layer " << l << " row " << r;
-      for (std::size_t j = 0; j < in_row.size(); ++j)
-        EXPECT_EQ(prompts[in_row[j]].slots[static_cast<std::size_t>(r)],
-                  one_by_one.plane_state(ids[in_row[j]], l).physical(r))
-            << "layer " << l << " sequence " << in_row[j] << " row " << r;
-    }
-  }
-  EXPECT_EQ(all_states(rows_engine), all_states(one_by_one));
-  Fixture f;
-  f.reserve(8);
-  std::vector<SequenceToken> a, b;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    a.push_back(f.token(ids[i], i, counts[i]));
-    b.push_back(f.token(ids[i], i, counts[i]));
-  }
-  ASSERT_TRUE(rows_engine.encode(a).ok());
-  ASSERT_TRUE(one_by_one.encode(b).ok());
-  const std::size_t out_bytes = f.outs.back().size() * sizeof(float);
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    EXPECT_EQ(std::memcmp(a[i].io.out, b[i].io.out, out_bytes), 0) << "sequence " << i;
-}
+TEST(CpuBatch, PromptRowsEqualOneCallPerRow) { test::check_prompt_rows_equal_one_call_per_row(Device::cpu); }
 
 // Everything fill_layer_rows can know before its first row is all or nothing: an out-of-memory
 // while a growing plane grows for the prompt (injected at each sequence of the call), a row past

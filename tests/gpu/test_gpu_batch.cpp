@@ -53,6 +53,16 @@ TEST_P(GpuBatchInvariance, TargetBitsDoNotDependOnTheBatch) {
 INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchInvariance, ::testing::ValuesIn(gpu_batch_cases()),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Engine::fill_layer_rows through the CUDA device (what the Python prefill calls): the same plane
+// states, slots and next-token bits as one fill_layer call per row, with the default kernels in
+// graph replay. The device's growing planes hold max_context rows, so the prompt's growth is
+// only the state's capacity.
+TEST(GpuBatch, PromptRowsEqualOneCallPerRow) {
+  LADDER_REQUIRE_GPU();
+  test::check_prompt_rows_equal_one_call_per_row(
+      Device::cuda, [](const Geometry& g, const EngineOptions& opt) { return cuda::create_engine(g, opt, {}); });
+}
+
 // E3's layer-by-layer form on the GPU: encode_layer / fill_layer calls (a step graph per
 // single-layer kernel set, launch structs and staging packed per call) give exactly the bits,
 // routes and counters of whole-token calls, for every case of the sweep.
