@@ -160,30 +160,12 @@ class DecodeEngine final : public Engine {
       deepest = std::max(deepest, s.count);
     }
     if (deepest == 0) return {};
-    // The rows of one depth as one call: check_call covers ids, arrays and (host) N1 for each;
-    // N1 over device memory asks the device, row by row.
+    // Row r of every sequence that has one is one call (depth r); the first depth reserves each
+    // sequence's growth for all its rows.
+    const LayerSpan one{layer, 1};
     std::vector<SequenceToken> call;
-    for (int r = 0; r < deepest; ++r) {
-      call.clear();
-      for (const auto& t : tokens)
-        if (r < static_cast<int>(t.size())) call.push_back(t[static_cast<std::size_t>(r)]);
-      LADDER_TRY(check_call(call, false, LayerSpan{layer, 1}));
-      if (check_finite_ && call.front().io.memory == Memory::device)
-        for (const SequenceToken& t : call) {
-          SequenceStep row;
-          row.position = t.position;
-          row.attend = false;
-          row.io = t.io;
-          row.first_layer = layer;
-          row.layers.resize(1);
-          const Status fin = dev_->check_finite_inputs(row);
-          if (!fin.ok()) return in_sequence(t.sequence, fin);
-        }
-    }
-    // Then the rows: the first depth reserves every sequence's growth for all its rows (all or
-    // nothing, as any call), so the later ones cannot run out of memory.
     std::vector<int> reserve;
-    for (int r = 0; r < deepest; ++r) {
+    const auto depth = [&](int r) {
       call.clear();
       reserve.clear();
       for (std::size_t i = 0; i < batch.size(); ++i)
@@ -191,7 +173,18 @@ class DecodeEngine final : public Engine {
           call.push_back(tokens[i][static_cast<std::size_t>(r)]);
           reserve.push_back(r == 0 ? batch[i].count : 1);
         }
-      LADDER_TRY(step(call, false, LayerSpan{layer, 1}, reserve));
+    };
+    // Every depth checked before the first row: the call (ids, arrays) and N1's inputs.
+    for (int r = 0; r < deepest; ++r) {
+      depth(r);
+      LADDER_TRY(check_call(call, false));
+      LADDER_TRY(check_inputs(call, false, one));
+    }
+    // Then the rows (all or nothing at the first depth, as any call; the later ones cannot run
+    // out of memory).
+    for (int r = 0; r < deepest; ++r) {
+      depth(r);
+      LADDER_TRY(step(call, false, one, reserve, true));
       for (std::size_t i = 0; i < batch.size(); ++i)
         if (batch[i].slots != nullptr && r < batch[i].count) {
           const int position = tokens[i][static_cast<std::size_t>(r)].position;
@@ -222,8 +215,8 @@ class DecodeEngine final : public Engine {
     return {};
   }
 
-  // Everything a call is checked against before any plane is planned.
-  Status check_call(std::span<const SequenceToken> batch, bool attend, LayerSpan layers) const {
+  // Everything a call is checked against before any plane is planned (then check_inputs, N1).
+  Status check_call(std::span<const SequenceToken> batch, bool attend) const {
     if (batch.empty()) return bad("a call needs at least one sequence");
     std::vector<SequenceId> ids;
     const Memory memory = batch.front().io.memory;
@@ -245,15 +238,33 @@ class DecodeEngine final : public Engine {
         return in_sequence(t.sequence, bad(fmt::format("TokenIO in {} memory, another sequence of the call in {}: "
                                                        "one call's activations live in one kind of memory",
                                                        memory_name(t.io.memory), memory_name(memory))));
-      if (check_finite_ && memory == Memory::host) {
-        const Status s = check_token_finite(g_, t.io, attend, layers);
-        if (!s.ok()) return in_sequence(t.sequence, s);
-      }
       ids.push_back(t.sequence);
     }
     std::sort(ids.begin(), ids.end());
     if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
       return bad("a call lists a sequence twice; one token per sequence per call");
+    return {};
+  }
+
+  // N1's opt-in check over a checked call's activations, before any row is stored: the engine
+  // reads host memory itself; the device reads device memory (DeviceBackend::check_finite_inputs).
+  Status check_inputs(std::span<const SequenceToken> batch, bool attend, LayerSpan layers) const {
+    if (!check_finite_) return {};
+    for (const SequenceToken& t : batch) {
+      Status fin;
+      if (t.io.memory == Memory::host) {
+        fin = check_token_finite(g_, t.io, attend, layers);
+      } else {
+        SequenceStep token;
+        token.position = t.position;
+        token.attend = attend;
+        token.io = t.io;
+        token.first_layer = layers.first;
+        token.layers.resize(static_cast<std::size_t>(layers.count));
+        fin = dev_->check_finite_inputs(token);
+      }
+      if (!fin.ok()) return in_sequence(t.sequence, fin);
+    }
     return {};
   }
 
@@ -289,10 +300,14 @@ class DecodeEngine final : public Engine {
     return {};
   }
 
-  // reserve_rows: per token of `batch`, plan_append's room (empty: 1 each).
+  // reserve_rows: per token of `batch`, plan_append's room (empty: 1 each). checked: the call and
+  // its inputs were checked already (fill_layer_rows checks every depth before the first).
   Status step(std::span<const SequenceToken> batch, bool attend, LayerSpan layers,
-              std::span<const int> reserve_rows = {}) {
-    LADDER_TRY(check_call(batch, attend, layers));
+              std::span<const int> reserve_rows = {}, bool checked = false) {
+    if (!checked) {
+      LADDER_TRY(check_call(batch, attend));
+      LADDER_TRY(check_inputs(batch, attend, layers));
+    }
     std::vector<SequenceStep> steps(batch.size());
     std::vector<std::vector<RouteDecision>> decisions(batch.size());
     std::vector<DeviceSequence*> devs(batch.size());
@@ -300,13 +315,6 @@ class DecodeEngine final : public Engine {
       LADDER_TRY(plan(batch[i], attend, layers, steps[i], decisions[i], reserve_rows.empty() ? 1 : reserve_rows[i]));
       devs[i] = seqs_.at(batch[i].sequence).planes.get();
     }
-    // N1's opt-in check over activations in device memory: the device reads them, before any
-    // row is stored.
-    if (check_finite_ && batch.front().io.memory == Memory::device)
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        const Status fin = dev_->check_finite_inputs(steps[i]);
-        if (!fin.ok()) return in_sequence(batch[i].sequence, fin);
-      }
     // Room for this call's trace first: a trace that cannot grow refuses the call up front.
     if (attend && opt_.record_trace) {
       try {
