@@ -16,14 +16,14 @@ namespace ladder::cuda_detail {
 // query heads one warp carries. It is a schedule choice only; every value gives the same bits.
 int heads_per_warp_for(int heads_per_kv, int requested);
 
-// Which producer a launch runs: the tensor-core producer (producer_tc.cuh, the default) or the
-// exact-DAG producer (producer.cuh, the CPU twins' bits) with its sibling heads per warp.
 // Where a fused route's split-K merge runs (LaunchTuning::fusion).
 enum class FusedMerge : std::uint8_t {
   last_cta,  // in the producer's own launch: the last CTA to finish merges (fused_tc.cuh)
   reducer,   // in the reducer kernel (reduce.cu), launched after the producer
 };
 
+// Which producer a launch runs: the tensor-core producer (producer_tc.cuh, the default) or the
+// exact-DAG producer (producer.cuh, the CPU twins' bits) with its sibling heads per warp.
 struct ProducerChoice {
   bool tensor_core = true;
   int heads_per_warp = 1;
