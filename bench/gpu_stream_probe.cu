@@ -20,8 +20,8 @@
 // and head-major (row = (head, token): each head's tile is contiguous).
 //
 // Usage: ladder_stream_probe [tokens=131072] [n_kv=2] [reps=20]; prints one line per
-// (mechanism, layout, CTAs per SM) with the median time and GB/s, and the contiguous read probe
-// (src/cuda/device.cu's kernel shape) as the reference ceiling.
+// (mechanism, layout, CTAs per SM) with the median time and GB/s, and the library's own read
+// probe (src/cuda/device.cu, what `ladder bench` measures its read ceiling with) as the reference.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -31,6 +31,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "cuda/kernels.hpp"
 
 namespace {
 
@@ -239,17 +241,6 @@ __global__ void __launch_bounds__(kThreads) tma_kernel(Work w, const __grid_cons
   escape(w, acc);
 }
 
-// ---- the contiguous read reference (device.cu's shape) ----------------------------------------
-__global__ void __launch_bounds__(256) read_kernel(const uint4* src, std::int64_t n, unsigned never, unsigned* sink) {
-  unsigned acc = 0;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
-    const uint4 x = __ldcs(src + i);
-    acc ^= x.x ^ x.w;
-  }
-  if (acc == never) sink[0] = acc;
-}
-
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -340,14 +331,14 @@ int main(int argc, char** argv) {
     std::printf("%-10s %-12s %6d %8d %10.2f %8.0f\n", mech, layout, ctas, slots, us, bytes / (us * 1e3));
   };
 
-  const std::int64_t words = 2 * plane / 16;
   char* both = nullptr;  // K and V in one run for the reference
   CHECK(cudaMalloc(&both, 2 * plane));
   CHECK(cudaMemset(both, 0x3c, 2 * plane));
   for (int per_sm : {2, 4, 8}) {
     const int ctas = per_sm * sms;
     report("read", "contiguous", ctas, 0, median_us(reps, [&] {
-             read_kernel<<<ctas, 256>>>(reinterpret_cast<const uint4*>(both), words, 1u, sink);
+             CHECK(ladder::cuda_detail::launch_read_stream(both, 2 * plane, static_cast<unsigned>(ctas), 1u, sink,
+                                                          nullptr));
            }));
   }
   CHECK(cudaFree(both));
