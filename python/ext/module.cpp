@@ -124,9 +124,8 @@ LayerClass class_of(PlaneKind k) { return k == PlaneKind::ring ? LayerClass::swa
 namespace {
 
 // The stream that wrote a CUDA tensor: `stream` when given (a cudaStream_t as an int, or a
-// torch.cuda.Stream), else torch's
-// current stream on the tensor's device for a torch CUDA tensor (what ladder.attend takes),
-// else the default stream.
+// torch.cuda.Stream), else torch's current stream on the tensor's device for a torch CUDA tensor
+// (what ladder.attend takes), else the default stream.
 std::uintptr_t writer_stream(nb::handle stream, nb::handle tensor) {
   if (!stream.is_none()) {
     // A torch.cuda.Stream (or anything carrying its handle) as well as the bare handle.
