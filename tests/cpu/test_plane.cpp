@@ -330,8 +330,9 @@ TEST(PlaneProperty, RoomForRowsEqualsAppendingThemOneByOne) {
     EXPECT_EQ(ahead, walked) << "start " << start << " rows " << rows;
     EXPECT_EQ(plan_append(cfg, st, start, 0).status().code(), ErrorCode::invalid_argument);
     // Room past the max context, where the plane must grow for it, cannot be made.
-    if (cfg.kind == PlaneKind::growing && cfg.capacity <= cfg.max_context)
+    if (cfg.kind == PlaneKind::growing && cfg.capacity <= cfg.max_context) {
       EXPECT_EQ(plan_append(cfg, st, start, cfg.max_context - start + 1).status().code(), ErrorCode::out_of_range);
+    }
   }
 }
 
