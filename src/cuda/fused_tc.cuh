@@ -107,7 +107,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
   {
     TcQ q;
-    tc_load_q<D>(p, t, q);
+    tc_load_q<D>(p, t, smem, q);
     tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
   }
 

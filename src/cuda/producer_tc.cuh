@@ -91,6 +91,12 @@ inline constexpr int kTcThreads = kTcPairs * kTcPairThreads;
 inline constexpr int kTcMergeStride = 2 + kHeadDim;
 inline constexpr int kTcMergeOffsetHalfs = (kTcStages - 1) * kTcStageHalfs;
 static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the pair's last block");
+// The q staging (hi rows 0-15, lo rows 16-31 of one tile) is pair 1's last stage: no prologue
+// fills it, and the fold's first iteration issues into it only after a CTA barrier.
+inline constexpr int kTcQOffsetHalfs = kTcSlotHalfs + (kTcStages - 1) * kTcStageHalfs;
+static_assert(kTcPairs >= 2, "the q staging is pair 1's last stage");
+static_assert(2 * kTcHeads <= kBlockTokens, "q's hi and lo rows fit in one tile");
+
 static_assert(kTcPairs * kTcHeads * kTcMergeStride * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
               "the merge area must fit in one stage");
 
@@ -330,26 +336,53 @@ __device__ __forceinline__ TcThread tc_thread(const HeadShape& shape) {
   return t;
 }
 
-// The tile's q rows as hi + lo A fragments (heads past heads_per_kv are zero rows).
+// The tile's q rows as hi + lo A fragments (heads past heads_per_kv are zero rows), split once
+// per CTA: every warp needs all 16 heads' fragments, and four warps each splitting the 2,048
+// values was ~700 of a warp's ~1,900 instructions at 2,048 tokens (docs/perf.md, change 12).
+// Thread i converts four 4-value chunks (rows = heads, coalesced 512-byte rows) into the hi and
+// lo rows of the q staging tile; after a CTA barrier each warp loads its fragments with
+// ldmatrix, whose registers are the row-major A layout the per-warp split produced (a0 = head
+// `group` dims 2q..2q+1, a1 = head `group + 8`, a2/a3 the same 8 dims further), so the bits do
+// not change. Every thread of the CTA must call it, before the first block's CTA barrier (the
+// fold's first iteration refills the staging stage only after that barrier).
 template <KvDtype D>
-__device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThread& t, TcQ& q) {
-  const int hpk = t.hpk, kvh = t.kvh, tile = t.tile, group = t.group, quad = t.quad;
-
-  const int h0 = tile * kTcHeads + group;
-  const int h1 = h0 + 8;
-  const float* q0 = p.q + static_cast<std::int64_t>(kvh * hpk + h0) * kHeadDim;
-  const float* q1 = p.q + static_cast<std::int64_t>(kvh * hpk + h1) * kHeadDim;
+__device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThread& t, KvWord* smem, TcQ& q) {
+  const int hpk = t.hpk, kvh = t.kvh, tile = t.tile, lane = t.lane;
+  KvWord* staging = smem + kTcQOffsetHalfs;
+  constexpr int kChunksPerRow = kHeadDim / kDimsPerLane;
+  constexpr int kChunksPerThread = kTcHeads * kChunksPerRow / kTcThreads;
+  static_assert(kTcHeads * kChunksPerRow % kTcThreads == 0, "every thread converts the same number of chunks");
+  // Every load first, then the arithmetic: a loop that converted each chunk as it arrived paid
+  // one DRAM round trip per chunk (the first version of change 12: 0.5 us slower at 2,048).
+  Float4 x[kChunksPerThread];
+#pragma unroll
+  for (int c = 0; c < kChunksPerThread; ++c) {
+    const int it = static_cast<int>(threadIdx.x) + c * kTcThreads;
+    const int head = tile * kTcHeads + it / kChunksPerRow;
+    const int d = (it % kChunksPerRow) * kDimsPerLane;
+    x[c] = head < hpk ? load_float4(p.q + static_cast<std::int64_t>(kvh * hpk + head) * kHeadDim + d)
+                      : Float4{{0.0f, 0.0f, 0.0f, 0.0f}};
+  }
+#pragma unroll
+  for (int c = 0; c < kChunksPerThread; ++c) {
+    const int it = static_cast<int>(threadIdx.x) + c * kTcThreads;
+    const int h = it / kChunksPerRow;
+    const int d = (it % kChunksPerRow) * kDimsPerLane;
+    const Float4 r = in_range4<D>(x[c]);
+    unsigned hi[2], lo[2];
+    split_pair<D>(r.x[0], r.x[1], hi[0], lo[0]);
+    split_pair<D>(r.x[2], r.x[3], hi[1], lo[1]);
+    *reinterpret_cast<uint2*>(staging + h * kTcRowHalfs + d) = make_uint2(hi[0], hi[1]);
+    *reinterpret_cast<uint2*>(staging + (kTcHeads + h) * kTcRowHalfs + d) = make_uint2(lo[0], lo[1]);
+  }
+  __syncthreads();
+  // ldmatrix.x4: lanes 0-15 address rows 0-15 at dims 16kk..+7, lanes 16-31 the same rows at +8.
+  const int row = lane % kTcHeads;
+  const int col = (lane / kTcHeads) * 8;
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-#pragma unroll
-    for (int hi8 = 0; hi8 < 2; ++hi8) {
-      const int d = 16 * kk + 8 * hi8 + 2 * quad;
-      const float2 a = h0 < hpk ? *reinterpret_cast<const float2*>(q0 + d) : make_float2(0.0f, 0.0f);
-      const float2 c = h1 < hpk ? *reinterpret_cast<const float2*>(q1 + d) : make_float2(0.0f, 0.0f);
-      constexpr float r = KvTraits<D>::kRangeMax;
-      split_pair<D>(kv_range(a.x, r), kv_range(a.y, r), q.hi[kk][2 * hi8], q.lo[kk][2 * hi8]);
-      split_pair<D>(kv_range(c.x, r), kv_range(c.y, r), q.hi[kk][2 * hi8 + 1], q.lo[kk][2 * hi8 + 1]);
-    }
+    ldmatrix_x4(smem_u32(staging + row * kTcRowHalfs + 16 * kk + col), q.hi[kk]);
+    ldmatrix_x4(smem_u32(staging + (kTcHeads + row) * kTcRowHalfs + 16 * kk + col), q.lo[kk]);
   }
 }
 
@@ -605,7 +638,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     if (tile == 0 && walk.first == 0 && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
   }
   TcQ q;
-  tc_load_q<D>(p, t, q);
+  tc_load_q<D>(p, t, smem, q);
   for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
     SoftmaxStats st[2];
     float o[kHeadDim / 16][4];
