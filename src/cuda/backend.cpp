@@ -1,5 +1,6 @@
 // The CUDA device behind the engine (device_api.hpp). Each sequence owns its planes and its
-// scratch; the backend owns one stream, the batch's staging buffers and the step graphs.
+// scratch; the backend owns two streams (the second for the input count's branch, below), the
+// batch's staging buffers and the step graphs.
 //
 // E3, one launch per layer and kernel family for the whole call: the sequences of a call are
 // slots z = 0..B-1 of a batch padded to a power-of-two bucket. The host plans every (slot,
@@ -13,12 +14,18 @@
 // shape, whatever sequences fill the slots and however deep they are: a change of batch
 // composition needs no recapture. Each sequence's bits depend only on its own plane and
 // visible length (P4): slots never share partials, rows or counters.
+//
+// A call's GPU work, in order: one copy of the call state in (and, for host memory, the staged
+// activations), then every layer's kernels; N1's input count and its copy back run beside them
+// on a branch that joins at the end, since only the host reads the counts.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <initializer_list>
 #include <map>
 #include <vector>
 
@@ -229,8 +236,9 @@ class CudaBackend final : public DeviceBackend {
 
   ~CudaBackend() override {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-    for (cudaEvent_t e : timing_)
+    for (cudaEvent_t e : {timing_[0], timing_[1], fork_, join_})
       if (e != nullptr) cudaEventDestroy(e);
+    if (side_ != nullptr) cudaStreamDestroy(side_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -250,6 +258,9 @@ class CudaBackend final : public DeviceBackend {
     kv_layer_ = static_cast<std::size_t>(ctx_.g.n_kv_heads) * ctx_.g.head_dim;
     if (ctx_.copt.time_steps)
       for (cudaEvent_t& e : timing_) LADDER_TRY(cuda_status(cudaEventCreate(&e), "creating a timing event"));
+    for (cudaEvent_t* e : {&fork_, &join_})
+      LADDER_TRY(cuda_status(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "creating an event"));
+    LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "creating a stream"));
     return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
   }
 
@@ -276,11 +287,11 @@ class CudaBackend final : public DeviceBackend {
   Status check_finite_inputs(const SequenceStep& step) override {
     LADDER_TRY(ensure_slots(1));
     call_layers_ = step.layers.size();
-    h_inputs_.get()[0] = SlotInputs{step.attend ? step.io.q : nullptr, step.io.k, step.io.v};
-    LADDER_TRY(cuda_status(cudaMemcpyAsync(d_inputs_.get(), h_inputs_.get(), sizeof(SlotInputs), cudaMemcpyHostToDevice,
+    h_inputs()[0] = SlotInputs{step.attend ? step.io.q : nullptr, step.io.k, step.io.v};
+    LADDER_TRY(cuda_status(cudaMemcpyAsync(d_call_.get(), h_call_.get(), sizeof(SlotInputs), cudaMemcpyHostToDevice,
                                            stream_),
                            "copying the input pointers"));
-    LADDER_TRY(enqueue_counts(1));
+    LADDER_TRY(enqueue_counts(1, stream_));
     LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), "counting the inputs"));
     static constexpr const char* kArrayNames[kInputArrays] = {"q", "k", "v"};
     for (std::size_t i = 0; i < call_layers_; ++i)
@@ -311,10 +322,10 @@ class CudaBackend final : public DeviceBackend {
     key.memory = memory;
     key.layers.resize(layers);
     for (int z = 0; z < bucket; ++z) {
-      RouteLaunch* entries = h_steps_.get() + static_cast<std::size_t>(z) * layers;
+      RouteLaunch* entries = h_steps() + static_cast<std::size_t>(z) * layers;
       if (z >= n) {
         for (std::size_t l = 0; l < layers; ++l) entries[l] = cuda_detail::empty_launch(ctx_.shape);
-        h_inputs_.get()[z] = SlotInputs{};
+        h_inputs()[z] = SlotInputs{};
         continue;
       }
       const SequenceStep& st = steps[static_cast<std::size_t>(z)];
@@ -326,7 +337,7 @@ class CudaBackend final : public DeviceBackend {
       } else {
         io = SlotIO{st.io.q, st.io.k, st.io.v, st.io.out};
       }
-      h_inputs_.get()[z] = SlotInputs{attend ? io.q : nullptr, io.k, io.v};
+      h_inputs()[z] = SlotInputs{attend ? io.q : nullptr, io.k, io.v};
       if (!attend) {
         seq.plan_fill(ctx_, st, io, entries);
         continue;
@@ -400,10 +411,10 @@ class CudaBackend final : public DeviceBackend {
     LADDER_TRY(d_v_.allocate(b * kv_elems, "v"));
     LADDER_TRY(d_out_.allocate(b * q_elems, "out"));
     const std::size_t entries = b * static_cast<std::size_t>(ctx_.g.n_layers);
-    LADDER_TRY(h_steps_.allocate(entries, "step state"));
-    LADDER_TRY(d_steps_.allocate(entries, "step state"));
-    LADDER_TRY(h_inputs_.allocate(b, "input pointers"));
-    LADDER_TRY(d_inputs_.allocate(b, "input pointers"));
+    steps_offset_ = (b * sizeof(SlotInputs) + kCallStateAlign - 1) / kCallStateAlign * kCallStateAlign;
+    const std::size_t call_bytes = steps_offset_ + entries * sizeof(RouteLaunch);
+    LADDER_TRY(h_call_.allocate(call_bytes, "step state"));
+    LADDER_TRY(d_call_.allocate(call_bytes, "step state"));
     LADDER_TRY(h_counts_.allocate(entries * kInputArrays, "input counts"));
     LADDER_TRY(d_counts_.allocate(entries * kInputArrays, "input counts"));
     // A call of fewer sequences than its bucket still copies the whole bucket's staging (the
@@ -429,17 +440,13 @@ class CudaBackend final : public DeviceBackend {
     return BatchSpan{call_layers_ * sizeof(RouteLaunch), bucket};
   }
 
-  // The step state and the input pointers; for a host-memory call also the staged activations
-  // (q only when attending).
+  // The call state (input pointers, then the packed step state: one copy, ~2 us less than two
+  // in a graph) and, for a host-memory call, the staged activations (q only when attending).
   Status copy_in(int bucket, Memory memory, bool with_q) {
     const std::size_t b = static_cast<std::size_t>(bucket);
-    const std::size_t entries = b * call_layers_;
-    LADDER_TRY(cuda_status(
-        cudaMemcpyAsync(d_steps_.get(), h_steps_.get(), entries * sizeof(RouteLaunch), cudaMemcpyHostToDevice, stream_),
-        "copying the step state"));
-    LADDER_TRY(cuda_status(
-        cudaMemcpyAsync(d_inputs_.get(), h_inputs_.get(), b * sizeof(SlotInputs), cudaMemcpyHostToDevice, stream_),
-        "copying the input pointers"));
+    const std::size_t bytes = steps_offset_ + b * call_layers_ * sizeof(RouteLaunch);
+    LADDER_TRY(cuda_status(cudaMemcpyAsync(d_call_.get(), h_call_.get(), bytes, cudaMemcpyHostToDevice, stream_),
+                           "copying the step state"));
     if (memory == Memory::device) return {};
     if (with_q)
       LADDER_TRY(cuda_status(
@@ -453,47 +460,62 @@ class CudaBackend final : public DeviceBackend {
         "copying v");
   }
 
-  // N1's counts of every slot's inputs into h_counts_ ([bucket][call layers][kInputArrays]).
-  Status enqueue_counts(int bucket) {
+  // N1's counts of every slot's inputs into h_counts_ ([bucket][call layers][kInputArrays]), on
+  // `stream`.
+  Status enqueue_counts(int bucket, cudaStream_t stream) {
     cuda_detail::clear_stale_error();
-    LADDER_TRY(cuda_status(cuda_detail::launch_count_inputs(d_inputs_.get(), bucket, static_cast<int>(call_layers_),
+    LADDER_TRY(cuda_status(cuda_detail::launch_count_inputs(d_inputs(), bucket, static_cast<int>(call_layers_),
                                                             ctx_.g.n_heads * ctx_.g.head_dim,
                                                             ctx_.g.n_kv_heads * ctx_.g.head_dim,
-                                                            kv_range_max(ctx_.g.kv_dtype), d_counts_.get(), stream_),
+                                                            kv_range_max(ctx_.g.kv_dtype), d_counts_.get(), stream),
                            "launching the input count"));
     const std::size_t n = static_cast<std::size_t>(bucket) * call_layers_ * kInputArrays;
     return cuda_status(
-        cudaMemcpyAsync(h_counts_.get(), d_counts_.get(), n * sizeof(InputCount), cudaMemcpyDeviceToHost, stream_),
+        cudaMemcpyAsync(h_counts_.get(), d_counts_.get(), n * sizeof(InputCount), cudaMemcpyDeviceToHost, stream),
         "copying the input counts");
   }
+
+  // The counts on a side branch that forks from stream_ after the inputs are in and joins it at
+  // the end of the call (join_counts): nothing of a call waits on them but the host, and in the
+  // chain they cost the count kernel and a copy back, ~5 us per call (docs/perf.md, change 13).
+  // Under capture the fork and join become graph edges; eagerly they are two streams.
+  Status fork_counts(int bucket) {
+    LADDER_TRY(cuda_status(cudaEventRecord(fork_, stream_), "forking the input count"));
+    LADDER_TRY(cuda_status(cudaStreamWaitEvent(side_, fork_, 0), "forking the input count"));
+    LADDER_TRY(enqueue_counts(bucket, side_));
+    return cuda_status(cudaEventRecord(join_, side_), "joining the input count");
+  }
+  Status join_counts() { return cuda_status(cudaStreamWaitEvent(stream_, join_, 0), "joining the input count"); }
 
   // A fill: every slot's row stored, one store launch per layer.
   Status enqueue_fill(int bucket, Memory memory) {
     LADDER_TRY(copy_in(bucket, memory, false));
-    LADDER_TRY(enqueue_counts(bucket));
+    LADDER_TRY(fork_counts(bucket));
     cuda_detail::clear_stale_error();
     StoreParams grid;
     grid.kv_dtype = ctx_.g.kv_dtype;
     grid.n_kv_heads = ctx_.g.n_kv_heads;
     grid.head_dim = ctx_.g.head_dim;
     for (std::size_t l = 0; l < call_layers_; ++l)
-      LADDER_TRY(cuda_status(cuda_detail::launch_store(grid, &d_steps_.get()[l].store, stream_, span(bucket)),
+      LADDER_TRY(cuda_status(cuda_detail::launch_store(grid, &d_steps()[l].store, stream_, span(bucket)),
                              "launching a store"));
-    return {};
+    return join_counts();
   }
 
   // The whole step on stream_: inputs in, every layer's kernels over the bucket, outputs out.
   Status enqueue_step(const StepKey& key) {
     LADDER_TRY(copy_in(key.bucket, key.memory, true));
-    LADDER_TRY(enqueue_counts(key.bucket));
+    LADDER_TRY(fork_counts(key.bucket));
     for (std::size_t l = 0; l < key.layers.size(); ++l)
-      LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps_.get() + l, span(key.bucket),
+      LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps() + l, span(key.bucket),
                                                   ctx_.producer, stream_));
-    if (key.memory == Memory::device) return {};
-    const std::size_t b = static_cast<std::size_t>(key.bucket);
-    return cuda_status(
-        cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_call() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-        "copying the outputs");
+    if (key.memory == Memory::host) {
+      const std::size_t b = static_cast<std::size_t>(key.bucket);
+      LADDER_TRY(cuda_status(
+          cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_call() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "copying the outputs"));
+    }
+    return join_counts();
   }
 
   Status graph_for(const StepKey& key, cudaGraphExec_t& exec) {
@@ -530,10 +552,18 @@ class CudaBackend final : public DeviceBackend {
   int slots_ = 0;
   PinnedArray<float> h_q_, h_k_, h_v_, h_out_;
   DeviceArray<float> d_q_, d_k_, d_v_, d_out_;
-  PinnedArray<RouteLaunch> h_steps_;  // [slots][call layers], packed per call
-  DeviceArray<RouteLaunch> d_steps_;
-  PinnedArray<SlotInputs> h_inputs_;  // [slots]: what the count kernel reads
-  DeviceArray<SlotInputs> d_inputs_;
+  // The call state, one copy in: [slots] SlotInputs (what the count kernel reads), then from
+  // steps_offset_ the RouteLaunch array [slots][call layers], packed per call.
+  static constexpr std::size_t kCallStateAlign = 256;
+  SlotInputs* h_inputs() const { return reinterpret_cast<SlotInputs*>(h_call_.get()); }
+  const SlotInputs* d_inputs() const { return reinterpret_cast<const SlotInputs*>(d_call_.get()); }
+  RouteLaunch* h_steps() const { return reinterpret_cast<RouteLaunch*>(h_call_.get() + steps_offset_); }
+  const RouteLaunch* d_steps() const { return reinterpret_cast<const RouteLaunch*>(d_call_.get() + steps_offset_); }
+  PinnedArray<std::byte> h_call_;
+  DeviceArray<std::byte> d_call_;
+  std::size_t steps_offset_ = 0;
+  cudaStream_t side_ = nullptr;                       // the count's branch (fork_counts)
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
   PinnedArray<InputCount> h_counts_;  // [slots][n_layers][kInputArrays]
   DeviceArray<InputCount> d_counts_;
   RangeStats last_counts_;
