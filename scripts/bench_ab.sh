@@ -2,7 +2,8 @@
 # A/B timing of two `ladder` binaries on the GPU machine, alternated so that drift in clocks or
 # neighbours falls on both: A, B, A, B, ... for ROUNDS rounds, each `ladder bench --device cuda`
 # with the same flags. Writes each run's table under $OUT/ab.txt (a header line names the binary
-# and round) and prints the median of every row's median_us over the rounds, per binary.
+# and round), then the median of every row's median_us over the rounds, per binary, which it
+# also prints (`scripts/bench_ab.sh --summary FILE` prints that table again from an ab.txt).
 #
 #   scripts/bench_ab.sh A_BIN B_BIN ROUNDS [ladder bench flags...]
 #   e.g. scripts/bench_ab.sh /tmp/ladder_base .carry/bench/bin/ladder 2 --depths 2048,131072 --step-depths none
@@ -11,6 +12,30 @@
 # device tool's 64 MiB carry limit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+summary() {  # the per-row medians of an ab.txt
+  python3 - "$1" <<'PY'
+import collections, re, statistics, sys
+runs = collections.defaultdict(lambda: collections.defaultdict(list))
+side = None
+for line in open(sys.argv[1]):
+    m = re.match(r"== ([AB]) round", line)
+    if m:
+        side = m.group(1)
+        continue
+    m = re.match(r"^(layer-batch|layer|step|engine)\s+(.+?)\s{2,}(\d+)\s+([\d.]+)\s", line)
+    if side and m:
+        runs[(m.group(1), m.group(2), m.group(3))][side].append(float(m.group(4)))
+print(f"{'kind':<12} {'case':<44} {'depth':>7} {'A us':>10} {'B us':>10} {'B/A':>6}")
+for key, sides in runs.items():
+    a = statistics.median(sides["A"]) if sides["A"] else float("nan")
+    b = statistics.median(sides["B"]) if sides["B"] else float("nan")
+    print(f"{key[0]:<12} {key[1][:44]:<44} {key[2]:>7} {a:>10.2f} {b:>10.2f} {b / a:>6.3f}")
+PY
+}
+if [[ ${1:-} == --summary ]]; then
+  summary "$2"
+  exit
+fi
 [[ $# -ge 3 ]] || { echo "usage: scripts/bench_ab.sh A_BIN B_BIN ROUNDS [ladder bench flags...]" >&2; exit 2; }
 : "${OUT:=$PWD/ab-out}"
 mkdir -p "$OUT"
@@ -35,21 +60,5 @@ for ((r = 1; r <= rounds; ++r)); do
     "$bin" bench --device cuda --quiet "$@" >>"$OUT/ab.txt" 2>&1 || echo "== $side round $r failed (exit $?)" >>"$OUT/ab.txt"
   done
 done
-python3 - "$OUT/ab.txt" <<'PY'
-import collections, re, statistics, sys
-runs = collections.defaultdict(lambda: collections.defaultdict(list))
-side = None
-for line in open(sys.argv[1]):
-    m = re.match(r"== ([AB]) round", line)
-    if m:
-        side = m.group(1)
-        continue
-    m = re.match(r"^(layer-batch|layer|step|engine)\s+(.+?)\s{2,}(\d+)\s+([\d.]+)\s", line)
-    if side and m:
-        runs[(m.group(1), m.group(2), m.group(3))][side].append(float(m.group(4)))
-print(f"{'kind':<12} {'case':<44} {'depth':>7} {'A us':>10} {'B us':>10} {'B/A':>6}")
-for key, sides in runs.items():
-    a = statistics.median(sides["A"]) if sides["A"] else float("nan")
-    b = statistics.median(sides["B"]) if sides["B"] else float("nan")
-    print(f"{key[0]:<12} {key[1][:44]:<44} {key[2]:>7} {a:>10.2f} {b:>10.2f} {b / a:>6.3f}")
-PY
+summary "$OUT/ab.txt" | tee "$OUT/ab_summary.txt"
+{ echo "== medians over the rounds"; cat "$OUT/ab_summary.txt"; } >>"$OUT/ab.txt"
