@@ -44,19 +44,20 @@ inline int tc_slots_per_cta(long long slot_ctas, long long resident_ctas) {
   return static_cast<int>((slot_ctas + resident_ctas - 1) / resident_ctas);
 }
 
-// GPU splitk and vec: one fused kernel per layer (store + producer + "the last CTA merges"
-// reduce) or the separate store, producer and reducer. Measured on the H200 (docs/perf.md,
-// change 7): without its merge the fused kernel takes 6.4 us at 2,048 (the three-kernel chain:
-// 10.1), but the merge, done by one CTA per 16-head group, adds a ~10 us tail (16.7 us per layer
-// at 2,048 and 67.2 at 131,072, against 10.1 and 50.0), so the separate kernels stay the default
-// until the merge is cheaper. LADDER_GPU_FUSED=1 selects the fused kernel.
-// store_fused, the default: the store folded into the producer, the reducer its own kernel (32
-// CTAs, one per head, instead of one merging CTA per 16 heads); two kernels per layer instead of
-// three. Measured on the H200 (docs/perf.md, change 10), splitk/ring per layer: 10.0 / 15.3 /
-// 22.5 / 48.5 us -> 8.7 / 13.7 / 21.2 / 46.8 at 2,048 / 8,192 / 32,768 / 131,072, the 52-layer
-// step at 2,048 520 -> 455 us. LADDER_GPU_FUSED=store / =1 / =0 pick a form.
-enum class GpuFusionDefault { separate, store_fused, fused };
-inline constexpr GpuFusionDefault kGpuFusionDefault = GpuFusionDefault::store_fused;
+// GPU splitk and vec: how many kernels a layer launches (cuda::LaunchTuning::fusion, the
+// environment's LADDER_GPU_FUSED=1 / store / 0, else kGpuFusionDefault).
+enum class GpuFusion {
+  automatic,    // LADDER_GPU_FUSED, else kGpuFusionDefault
+  fused,        // one kernel: store + producer + "the last CTA merges"
+  store_fused,  // the store inside the producer, then the reducer (two kernels)
+  separate,     // store, producer, reducer
+};
+// store_fused, measured on the H200 (docs/perf.md, change 10), splitk/ring per layer: separate
+// 10.0 / 15.3 / 22.5 / 48.5 us -> store_fused 8.7 / 13.7 / 21.2 / 46.8 at 2,048 / 8,192 / 32,768 /
+// 131,072, the 52-layer step at 2,048 520 -> 455 us. fused (change 7) is slower than both: its
+// merge, done by the last CTA of each 16-head group, adds a ~10 us tail (16.7 us per layer at
+// 2,048 and 67.2 at 131,072, against 10.1 and 50.0 separate).
+inline constexpr GpuFusion kGpuFusionDefault = GpuFusion::store_fused;
 
 // First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy
 // of the plane) is rare at short depth, small enough that each of the 13 planes costs

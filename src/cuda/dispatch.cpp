@@ -438,12 +438,7 @@ GpuFusion resolve_fusion(GpuFusion requested) {
   if (v != nullptr && std::strcmp(v, "1") == 0) return GpuFusion::fused;
   if (v != nullptr && std::strcmp(v, "store") == 0) return GpuFusion::store_fused;
   if (v != nullptr && std::strcmp(v, "0") == 0) return GpuFusion::separate;
-  switch (kGpuFusionDefault) {
-    case GpuFusionDefault::fused: return GpuFusion::fused;
-    case GpuFusionDefault::store_fused: return GpuFusion::store_fused;
-    case GpuFusionDefault::separate: break;
-  }
-  return GpuFusion::separate;
+  return kGpuFusionDefault;
 }
 
 GpuProducer resolve_producer(GpuProducer requested) {

@@ -12,6 +12,7 @@
 
 #include "ladder/device_api.hpp"
 #include "ladder/errors.hpp"
+#include "ladder/heuristics.hpp"
 #include "ladder/kernel_params.hpp"
 #include "ladder/ladder.hpp"
 #include "ladder/plane.hpp"
@@ -68,13 +69,9 @@ enum class GpuProducer {
   exact_dag,    // THE PRODUCER DAG on CUDA cores: the CPU twins' bits, ~10x slower
 };
 
-// One kernel per layer (docs/gpu.md, "One kernel per layer") or store, producer, reducer.
-enum class GpuFusion {
-  automatic,    // LADDER_GPU_FUSED, else kGpuFusionDefault
-  fused,        // one kernel: store + producer + "the last CTA merges"
-  store_fused,  // the store inside the producer, then the reducer (two kernels)
-  separate,     // store, producer, reducer
-};
+// One kernel per layer (docs/gpu.md, "One kernel per layer") or store, producer, reducer: the
+// forms and the default are stated once, in heuristics.hpp.
+using GpuFusion = ladder::GpuFusion;
 
 // Launch choices. `producer` changes the in-block arithmetic (and so the bits, within the
 // tolerance the tests assert); heads_per_warp never changes a bit (tests prove it).
