@@ -82,7 +82,6 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const int wg = flat / sched.nsg;
   const TcThread t = tc_thread(p.shape);
   const int lane = t.lane, pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
-  const int group = t.group, quad = t.quad;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   // Whether this CTA folds the block holding the current token (the family says where its
   // route visits it).
@@ -114,22 +113,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   __syncthreads();  // every pair is done with its tiles: the merge area reuses them
 
   float* merge = reinterpret_cast<float*>(smem);
-  {
-    float* mine = merge + pair * kTcHeads * kTcMergeStride;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float* row = mine + (group + 8 * r) * kTcMergeStride;
-      if (quad == 0 && half == 0) {
-        row[0] = st[r].m;
-        row[1] = st[r].s;
-      }
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 16; ++j) {
-        row[2 + 64 * half + 8 * j + 2 * quad] = o[j][2 * r];
-        row[2 + 64 * half + 8 * j + 2 * quad + 1] = o[j][2 * r + 1];
-      }
-    }
-  }
+  tc_stash_pair_state(t, st, o, merge);
   __syncthreads();
 
   // The slot's partial: the pairs merged in pair order (producer_tc.cuh's rule), to its slot.
@@ -142,26 +126,12 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const std::int64_t slots = static_cast<std::int64_t>(nwg) * nsg;
   float* const o_rows = p.partials;
   float* const ms_pairs = p.partials + static_cast<std::int64_t>(p.shape.n_heads) * slots * kHeadDim;
-  for (int it = static_cast<int>(threadIdx.x); it < kTcHeads * kWarpSize; it += static_cast<int>(blockDim.x)) {
-    const int h = it / kWarpSize;
-    const int c = (it % kWarpSize) * kDimsPerLane;
-    if (tile * kTcHeads + h >= hpk) continue;
-    float m_all = merge[h * kTcMergeStride];
-    for (int g = 1; g < kTcPairs; ++g) m_all = score_max(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
-    float s_all = 0.0f;
-    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int g = 0; g < kTcPairs; ++g) {
-      const float* row = merge + (g * kTcHeads + h) * kTcMergeStride;
-      const float cg = rescale_factor(row[0], m_all);
-      s_all = fmaf(row[1], cg, s_all);
-#pragma unroll
-      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(row[2 + c + jj], cg, o_all[jj]);
-    }
+  tc_merge_pairs(t, merge, [&](int h, int c, float m_all, float s_all, const float (&o4)[kDimsPerLane]) {
     const int head = kvh * hpk + tile * kTcHeads + h;
     const std::int64_t idx = head * slots + flat;
     if (c == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx) = make_float2(m_all, s_all);
-    *reinterpret_cast<float4*>(o_rows + idx * kHeadDim + c) = make_float4(o_all[0], o_all[1], o_all[2], o_all[3]);
-  }
+    *reinterpret_cast<float4*>(o_rows + idx * kHeadDim + c) = make_float4(o4[0], o4[1], o4[2], o4[3]);
+  });
 
   if (tail.delay_ns != nullptr) {
     const unsigned ns = tail.delay_ns[flat];

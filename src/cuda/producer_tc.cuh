@@ -100,6 +100,13 @@ static_assert(2 * kTcHeads <= kBlockTokens, "q's hi and lo rows fit in one tile"
 static_assert(kTcPairs * kTcHeads * kTcMergeStride * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
               "the merge area must fit in one stage");
 
+// Behind the pairs' rows in the merge area: per head, the pairs' rescale factors, then the
+// merged m and s (tc_merge_pairs).
+inline constexpr int kTcScaleStride = kTcPairs + 2;
+inline constexpr int kTcMergeScaleOffset = kTcPairs * kTcHeads * kTcMergeStride;
+static_assert((kTcMergeScaleOffset + kTcHeads * kTcScaleStride) * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
+              "the merge rows and the scale area fit in one stage");
+
 // A CTA's shared memory: each pair's tiles (104 KB at 3 stages: two CTAs per SM).
 inline constexpr std::size_t kTcSmemBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
 
@@ -560,58 +567,104 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
   cp_async_wait<0>();
 }
 
-// The slot's partial from the pairs' end states (through the merge area, pair 0's last stage).
-__device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const Schedule& sched, int flat,
-                                                 const TcThread& t, const SoftmaxStats (&st)[2],
-                                                 const float (&o)[kHeadDim / 16][4], float* merge) {
-  const int pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
-  const int group = t.group, quad = t.quad;
-  // Pair end states into the merge area: [pair][head of tile][m, s, o[128]]. Half h holds o dims
-  // 64h..64h+63 of heads `group` (r = 0) and `group + 8` (r = 1); both halves hold the same (m, s).
-  {
-    float* mine = merge + pair * kTcHeads * kTcMergeStride;
+// This thread's pair end state into the merge area: [pair][head of tile][m, s, o[128]]. Half h
+// holds o dims 64h..64h+63 of heads `group` (r = 0) and `group + 8` (r = 1); both halves hold the
+// same (m, s). The caller orders it before any read with a CTA barrier.
+__device__ __forceinline__ void tc_stash_pair_state(const TcThread& t, const SoftmaxStats (&st)[2],
+                                                    const float (&o)[kHeadDim / 16][4], float* merge) {
+  float* mine = merge + t.pair * kTcHeads * kTcMergeStride;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float* row = mine + (group + 8 * r) * kTcMergeStride;
-      if (quad == 0 && half == 0) {
-        row[0] = st[r].m;
-        row[1] = st[r].s;
-      }
+  for (int r = 0; r < 2; ++r) {
+    float* row = mine + (t.group + 8 * r) * kTcMergeStride;
+    if (t.quad == 0 && t.half == 0) {
+      row[0] = st[r].m;
+      row[1] = st[r].s;
+    }
 #pragma unroll
-      for (int j = 0; j < kHeadDim / 16; ++j) {
-        row[2 + 64 * half + 8 * j + 2 * quad] = o[j][2 * r];
-        row[2 + 64 * half + 8 * j + 2 * quad + 1] = o[j][2 * r + 1];
-      }
+    for (int j = 0; j < kHeadDim / 16; ++j) {
+      row[2 + 64 * t.half + 8 * j + 2 * t.quad] = o[j][2 * r];
+      row[2 + 64 * t.half + 8 * j + 2 * t.quad + 1] = o[j][2 * r + 1];
     }
   }
-  __syncthreads();
+}
 
-  // The slot's partial: the pairs merged in pair order by softmax.hpp's rule (an empty pair has
-  // m = -inf and contributes exactly 0), one thread per (head, 4-dim chunk), written unmerged
-  // with the other slots at partials[((head * nwg + w) * nsg + g) * 130] (the reducer merges the
-  // slots of a workgroup in slot order).
-  const int pstride = partial_stride(kHeadDim);
-  for (int it = static_cast<int>(threadIdx.x); it < kTcHeads * kWarpSize; it += static_cast<int>(blockDim.x)) {
-    const int h = it / kWarpSize;
-    const int c = (it % kWarpSize) * kDimsPerLane;
-    if (tile * kTcHeads + h >= hpk) continue;  // padding rows of the tile: never written
+// The pairs' end states in the merge area ([pair][head of tile][m, s, o[128]]) merged in pair
+// order by softmax.hpp's rule (an empty pair has m = -inf and contributes exactly 0), handed to
+// store(h, c, m_all, s_all, o[c .. c+3]) once per (head h of the tile, 4-dim chunk c) for the
+// tile's real heads. Thread h < kTcHeads first computes head h's maximum, rescale factors and s
+// (once per head: one warp per scheduler ran two exp chains per (head, chunk) item, each trip's
+// loads behind them, ~1,000 cycles per slot: docs/perf.md, change 14) into the scale area behind
+// the rows; after a barrier each thread loads every o value of its items, then runs the fmaf
+// chains. The values and their order are those of a merge done item by item, so the bits are too.
+// Every thread of the CTA calls it; it ends with the merge area still read by nobody after it.
+template <class Store>
+__device__ __forceinline__ void tc_merge_pairs(const TcThread& t, float* merge, Store&& store) {
+  float* scale = merge + kTcMergeScaleOffset;  // [kTcHeads][kTcPairs factors, then m_all, s_all]
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < kTcHeads) {
+    const int h = tid;
     float m_all = merge[h * kTcMergeStride];
     for (int g = 1; g < kTcPairs; ++g) m_all = score_max(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
     float s_all = 0.0f;
-    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
     for (int g = 0; g < kTcPairs; ++g) {
       const float* row = merge + (g * kTcHeads + h) * kTcMergeStride;
       const float cg = rescale_factor(row[0], m_all);
       s_all = fmaf(row[1], cg, s_all);
-#pragma unroll
-      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(row[2 + c + jj], cg, o_all[jj]);
+      scale[h * kTcScaleStride + g] = cg;
     }
+    scale[h * kTcScaleStride + kTcPairs] = m_all;
+    scale[h * kTcScaleStride + kTcPairs + 1] = s_all;
+  }
+  __syncthreads();
+  constexpr int kItems = kTcHeads * kWarpSize / kTcThreads;  // (head, 4-dim chunk) items per thread
+  static_assert(kTcHeads * kWarpSize % kTcThreads == 0, "every thread merges the same number of items");
+  float v[kItems][kTcPairs][kDimsPerLane];
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int it = tid + k * kTcThreads;
+    const int h = it / kWarpSize;
+    const int c = (it % kWarpSize) * kDimsPerLane;
+#pragma unroll
+    for (int g = 0; g < kTcPairs; ++g)
+#pragma unroll
+      for (int jj = 0; jj < kDimsPerLane; ++jj) v[k][g][jj] = merge[(g * kTcHeads + h) * kTcMergeStride + 2 + c + jj];
+  }
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int it = tid + k * kTcThreads;
+    const int h = it / kWarpSize;
+    const int c = (it % kWarpSize) * kDimsPerLane;
+    if (t.tile * kTcHeads + h >= t.hpk) continue;  // padding rows of the tile: never written
+    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int g = 0; g < kTcPairs; ++g) {
+      const float cg = scale[h * kTcScaleStride + g];
+#pragma unroll
+      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(v[k][g][jj], cg, o_all[jj]);
+    }
+    store(h, c, scale[h * kTcScaleStride + kTcPairs], scale[h * kTcScaleStride + kTcPairs + 1], o_all);
+  }
+}
+
+// The slot's partial from the pairs' end states (through the merge area, pair 0's last stage).
+__device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const Schedule& sched, int flat,
+                                                 const TcThread& t, const SoftmaxStats (&st)[2],
+                                                 const float (&o)[kHeadDim / 16][4], float* merge) {
+  const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
+  tc_stash_pair_state(t, st, o, merge);
+  __syncthreads();
+
+  // The slot's partial, written unmerged with the other slots at partials[((head * nwg + w) * nsg
+  // + g) * 130] (the reducer merges the slots of a workgroup in slot order).
+  const int pstride = partial_stride(kHeadDim);
+  tc_merge_pairs(t, merge, [&](int h, int c, float m_all, float s_all, const float (&o4)[kDimsPerLane]) {
     const int head = kvh * hpk + tile * kTcHeads + h;
     float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg * sched.nsg + flat) * pstride;
     if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
-    *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o_all[0], o_all[1]);
-    *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o_all[2], o_all[3]);
-  }
+    *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o4[0], o4[1]);
+    *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o4[2], o4[3]);
+  });
 }
 
 template <class Family>
