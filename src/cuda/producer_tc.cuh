@@ -596,7 +596,7 @@ __device__ __forceinline__ void tc_stash_pair_state(const TcThread& t, const Sof
 // loads behind them, ~1,000 cycles per slot: docs/perf.md, change 14) into the scale area behind
 // the rows; after a barrier each thread loads every o value of its items, then runs the fmaf
 // chains. The values and their order are those of a merge done item by item, so the bits are too.
-// Every thread of the CTA calls it; it ends with the merge area still read by nobody after it.
+// Every thread of the CTA calls it; a later write to the merge area must follow a CTA barrier.
 template <class Store>
 __device__ __forceinline__ void tc_merge_pairs(const TcThread& t, float* merge, Store&& store) {
   float* scale = merge + kTcMergeScaleOffset;  // [kTcHeads][kTcPairs factors, then m_all, s_all]
