@@ -476,46 +476,54 @@ class CudaBackend final : public DeviceBackend {
   }
 
   // The counts on a side branch that forks from stream_ after the inputs are in and joins it at
-  // the end of the call (join_counts): nothing of a call waits on them but the host, and in the
-  // chain they cost the count kernel and a copy back, ~5 us per call (docs/perf.md, change 13).
+  // the end of the call: nothing of a call waits on them but the host, and in the chain they
+  // cost 5-17 us per batch-16 layer call (docs/perf.md, change 13).
   // Under capture the fork and join become graph edges; eagerly they are two streams.
-  Status fork_counts(int bucket) {
+  // `work` enqueues the rest of the call on stream_; the branch is joined whatever it returns,
+  // so a failed enqueue never leaves the side stream forked (under capture, an unjoined branch
+  // would turn the error into an invalid capture).
+  template <class Work>
+  Status with_counts_beside(int bucket, Work&& work) {
     LADDER_TRY(cuda_status(cudaEventRecord(fork_, stream_), "forking the input count"));
     LADDER_TRY(cuda_status(cudaStreamWaitEvent(side_, fork_, 0), "forking the input count"));
-    LADDER_TRY(enqueue_counts(bucket, side_));
-    return cuda_status(cudaEventRecord(join_, side_), "joining the input count");
+    const Status counted = enqueue_counts(bucket, side_);
+    const Status rest = counted.ok() ? work() : counted;
+    const Status recorded = cuda_status(cudaEventRecord(join_, side_), "joining the input count");
+    const Status joined = cuda_status(cudaStreamWaitEvent(stream_, join_, 0), "joining the input count");
+    for (const Status* st : {&rest, &recorded, &joined})
+      if (!st->ok()) return *st;
+    return {};
   }
-  Status join_counts() { return cuda_status(cudaStreamWaitEvent(stream_, join_, 0), "joining the input count"); }
 
   // A fill: every slot's row stored, one store launch per layer.
   Status enqueue_fill(int bucket, Memory memory) {
     LADDER_TRY(copy_in(bucket, memory, false));
-    LADDER_TRY(fork_counts(bucket));
-    cuda_detail::clear_stale_error();
-    StoreParams grid;
-    grid.kv_dtype = ctx_.g.kv_dtype;
-    grid.n_kv_heads = ctx_.g.n_kv_heads;
-    grid.head_dim = ctx_.g.head_dim;
-    for (std::size_t l = 0; l < call_layers_; ++l)
-      LADDER_TRY(cuda_status(cuda_detail::launch_store(grid, &d_steps()[l].store, stream_, span(bucket)),
-                             "launching a store"));
-    return join_counts();
+    return with_counts_beside(bucket, [&]() -> Status {
+      cuda_detail::clear_stale_error();
+      StoreParams grid;
+      grid.kv_dtype = ctx_.g.kv_dtype;
+      grid.n_kv_heads = ctx_.g.n_kv_heads;
+      grid.head_dim = ctx_.g.head_dim;
+      for (std::size_t l = 0; l < call_layers_; ++l)
+        LADDER_TRY(cuda_status(cuda_detail::launch_store(grid, &d_steps()[l].store, stream_, span(bucket)),
+                               "launching a store"));
+      return {};
+    });
   }
 
   // The whole step on stream_: inputs in, every layer's kernels over the bucket, outputs out.
   Status enqueue_step(const StepKey& key) {
     LADDER_TRY(copy_in(key.bucket, key.memory, true));
-    LADDER_TRY(fork_counts(key.bucket));
-    for (std::size_t l = 0; l < key.layers.size(); ++l)
-      LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps() + l, span(key.bucket),
-                                                  ctx_.producer, stream_));
-    if (key.memory == Memory::host) {
+    return with_counts_beside(key.bucket, [&]() -> Status {
+      for (std::size_t l = 0; l < key.layers.size(); ++l)
+        LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps() + l, span(key.bucket),
+                                                    ctx_.producer, stream_));
+      if (key.memory == Memory::device) return {};
       const std::size_t b = static_cast<std::size_t>(key.bucket);
-      LADDER_TRY(cuda_status(
+      return cuda_status(
           cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_call() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "copying the outputs"));
-    }
-    return join_counts();
+          "copying the outputs");
+    });
   }
 
   Status graph_for(const StepKey& key, cudaGraphExec_t& exec) {
@@ -562,7 +570,7 @@ class CudaBackend final : public DeviceBackend {
   PinnedArray<std::byte> h_call_;
   DeviceArray<std::byte> d_call_;
   std::size_t steps_offset_ = 0;
-  cudaStream_t side_ = nullptr;                       // the count's branch (fork_counts)
+  cudaStream_t side_ = nullptr;                       // the count's branch (with_counts_beside)
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
   PinnedArray<InputCount> h_counts_;  // [slots][n_layers][kInputArrays]
   DeviceArray<InputCount> d_counts_;
