@@ -41,7 +41,8 @@ fi
 mkdir -p "$OUT"
 unpack() {  # a path to an executable, unpacking NAME.xz to /tmp/NAME
   if [[ $1 == *.xz ]]; then
-    local dst=/tmp/$(basename "${1%.xz}")
+    local dst
+    dst=/tmp/$(basename "${1%.xz}")
     xz -dc "$1" >"$dst" && chmod +x "$dst" && echo "$dst"
   else
     echo "$1"
