@@ -18,12 +18,12 @@ import collections, re, statistics, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
 side = None
 for line in open(sys.argv[1]):
-    m = re.match(r"== ([AB]) round", line)
+    m = re.match(r"== (\S+) round", line)
     if m:
-        side = m.group(1)
+        side = m.group(1)  # rows under any other side's header are not counted
         continue
     m = re.match(r"^(layer-batch|layer|step|engine)\s+(.+?)\s{2,}(\d+)\s+([\d.]+)\s", line)
-    if side and m:
+    if side in ("A", "B") and m:
         runs[(m.group(1), m.group(2), m.group(3))][side].append(float(m.group(4)))
 print(f"{'kind':<12} {'case':<44} {'depth':>7} {'A us':>10} {'B us':>10} {'B/A':>6}")
 for key, sides in runs.items():
