@@ -137,59 +137,54 @@ class DecodeEngine final : public Engine {
     if (batch.empty()) return bad("a call needs at least one sequence");
     const std::size_t l = static_cast<std::size_t>(layer);
     const std::size_t kvn = g_.kv_floats_per_layer();
-    // Everything known before the first row, checked on copies of the states: positions (and so
-    // the max context), the arrays, N1's check of every row. Each row becomes one token.
-    std::vector<std::vector<SequenceToken>> tokens(batch.size());
     int deepest = 0;
+    for (const SequenceRows& s : batch) {
+      if (s.count < 0) return in_sequence(s.sequence, bad(fmt::format("a row count must be >= 0, got {}", s.count)));
+      deepest = std::max(deepest, s.count);
+    }
+    // Row r of every sequence that has one is one call (depth r); the first depth reserves each
+    // sequence's growth for all its rows. Built once, from the positions checked on copies of the
+    // states (and so the max context).
+    struct Depth {
+      std::vector<SequenceToken> call;
+      std::vector<int> reserve;
+      std::vector<std::size_t> owner;  // batch index of each token
+    };
+    std::vector<Depth> depths(static_cast<std::size_t>(deepest));
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const SequenceRows& s = batch[i];
-      if (s.count < 0) return in_sequence(s.sequence, bad(fmt::format("a row count must be >= 0, got {}", s.count)));
       const auto it = seqs_.find(s.sequence);
       if (it == seqs_.end()) return bad(fmt::format("no sequence {} in this engine", s.sequence));
       PlaneState st = it->second.states[l];
       const int first = st.next_position;
       for (int r = 0; r < s.count; ++r) {
-        Result<AppendPlan> p = plan_append(cfgs_[l], st, first + r, r == 0 ? s.count : 1);
+        const int room = r == 0 ? s.count : 1;
+        Result<AppendPlan> p = plan_append(cfgs_[l], st, first + r, room);
         if (!p) return in_layer(s.sequence, layer, p.status());
         st = p->next;
         const std::size_t o = static_cast<std::size_t>(r) * kvn;
         const TokenIO io{nullptr, s.k == nullptr ? nullptr : s.k + o, s.v == nullptr ? nullptr : s.v + o, nullptr,
                          s.memory};
-        tokens[i].push_back(SequenceToken{s.sequence, first + r, io});
+        Depth& d = depths[static_cast<std::size_t>(r)];
+        d.call.push_back(SequenceToken{s.sequence, first + r, io});
+        d.reserve.push_back(room);
+        d.owner.push_back(i);
       }
-      deepest = std::max(deepest, s.count);
     }
-    if (deepest == 0) return {};
-    // Row r of every sequence that has one is one call (depth r); the first depth reserves each
-    // sequence's growth for all its rows.
-    const LayerSpan one{layer, 1};
-    std::vector<SequenceToken> call;
-    std::vector<int> reserve;
-    const auto depth = [&](int r) {
-      call.clear();
-      reserve.clear();
-      for (std::size_t i = 0; i < batch.size(); ++i)
-        if (r < batch[i].count) {
-          call.push_back(tokens[i][static_cast<std::size_t>(r)]);
-          reserve.push_back(r == 0 ? batch[i].count : 1);
-        }
-    };
     // Every depth checked before the first row: the call (ids, arrays) and N1's inputs.
-    for (int r = 0; r < deepest; ++r) {
-      depth(r);
-      LADDER_TRY(check_call(call, false));
-      LADDER_TRY(check_inputs(call, false, one));
+    const LayerSpan one{layer, 1};
+    for (const Depth& d : depths) {
+      LADDER_TRY(check_call(d.call, false));
+      LADDER_TRY(check_inputs(d.call, false, one));
     }
     // Then the rows (all or nothing at the first depth, as any call; the later ones cannot run
     // out of memory).
-    for (int r = 0; r < deepest; ++r) {
-      depth(r);
-      LADDER_TRY(step(call, false, one, reserve, true));
-      for (std::size_t i = 0; i < batch.size(); ++i)
-        if (batch[i].slots != nullptr && r < batch[i].count) {
-          const int position = tokens[i][static_cast<std::size_t>(r)].position;
-          batch[i].slots[r] = seqs_.at(batch[i].sequence).states[l].physical(position);
-        }
+    for (std::size_t r = 0; r < depths.size(); ++r) {
+      const Depth& d = depths[r];
+      LADDER_TRY(step(d.call, false, one, d.reserve, true));
+      for (std::size_t j = 0; j < d.call.size(); ++j)
+        if (int* slots = batch[d.owner[j]].slots; slots != nullptr)
+          slots[r] = seqs_.at(d.call[j].sequence).states[l].physical(d.call[j].position);
     }
     return {};
   }
