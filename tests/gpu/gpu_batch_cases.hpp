@@ -1,7 +1,7 @@
 // The GPU batch sweeps' cases, shared by test_gpu_batch.cpp and test_gpu_device_io.cpp: every
 // switch setting of the CPU sweep (every route) in graph replay, plus the default in eager
-// launches, with the fused one-kernel-per-layer route and with the store-fused producer and its
-// PDL reducer.
+// launches, with the fused one-kernel-per-layer route and with the store-fused producer and the
+// reducer behind it.
 #pragma once
 
 #include <vector>

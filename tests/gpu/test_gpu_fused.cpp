@@ -1,6 +1,6 @@
 // The fused kernel (one launch per layer for splitk and vec: store + tensor-core producer + "the
 // last CTA to finish merges" reduce, src/cuda/fused_tc.cuh) and the store-fused producer with
-// its PDL reducer (GpuFusion::store_fused) against the separate kernels they replace:
+// the reducer behind it (GpuFusion::store_fused) against the separate kernels they replace:
 //  * the same output bits and the same stored plane row, over GQA ratios (one and two 16-head
 //    tiles per KV head), wrap states, ragged lengths and depths where the schedule has nsg 1, 2
 //    and 4 (both merge levels run), and within the tensor-core bound of the f64 reference;
@@ -107,7 +107,7 @@ void fused_equals_separate(KvDtype dt) {
         SCOPED_TRACE(route_name(r));
         const FusedRun separate = run_route_on_copy(r, before, c.position, shape, tok, tensor(false));
         for (const cuda::GpuFusion form : {cuda::GpuFusion::fused, cuda::GpuFusion::store_fused}) {
-          SCOPED_TRACE(form == cuda::GpuFusion::fused ? "one kernel" : "store-fused producer + PDL reducer");
+          SCOPED_TRACE(form == cuda::GpuFusion::fused ? "one kernel" : "store-fused producer + reducer");
           const FusedRun fused = run_route_on_copy(r, before, c.position, shape, tok, tensor(form));
           // Fail-closed alike: vec is refused on the same planes either way (and splitk never).
           ASSERT_EQ(fused.status.ok(), separate.status.ok()) << fused.status.to_string();
