@@ -1,9 +1,11 @@
 // The tensor-core producer's slot walk (LaunchTuning::tc_slots_per_cta): in a batched launch
-// one CTA may walk several warp slots in turn, the next slot's first blocks streaming in while
-// the current slot's pairs merge. It is a launch shape, so it must never change a bit: a batch
-// of sequences at depths whose schedules have 1, 2 and 4 warps per workgroup (and a ring) gives
-// the same outputs with 1, 2, 3 and 7 slots per CTA, and every output holds P3 against the f64
-// reference.
+// one CTA may walk several warp slots in turn, each pair's copies running ahead into the next
+// slot's blocks (or, for the interleaved family, stopping at each slot's end) while pair 0
+// merges the last slot. It is a launch shape, so it must never change a bit: a batch of
+// sequences at depths whose schedules have 1, 2 and 4 warps per workgroup (and a ring) gives
+// the same outputs with 1, 2, 3 and 7 slots per CTA, on the default routes (vec, whose store is
+// fused in) and with vec switched off (splitk on the ring, interleaved on the growing plane),
+// and every output holds P3 against the f64 reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,15 +42,17 @@ Geometry walk_geometry() {
 struct WalkRun {
   std::vector<std::vector<std::vector<float>>> out;  // [call][sequence][n_layers * n_heads * head_dim]
   std::set<int> warps_per_workgroup;    // nsg of every NoPE layer's schedule the calls ran
+  std::set<Route> routes;                 // every route the calls ran
   double worst_error = 0.0;               // NaN if any output was left unwritten
 };
 
 // Fills sequence i to depths[i], then decodes `calls` tokens of every sequence in one call each.
-WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta) {
+WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, const Switches& switches) {
   const Geometry g = walk_geometry();
   EngineOptions opt;
   opt.device = Device::cuda;
   opt.record_trace = true;
+  opt.switches = switches;
   cuda::CudaEngineOptions copt;
   copt.tuning.tc_slots_per_cta = slots_per_cta;
   Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, opt, copt);
@@ -93,6 +97,7 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta) {
     if (!s.ok()) return run;
     for (const TraceEntry& t : e.trace()) {
       if (t.cls == LayerClass::nope) run.warps_per_workgroup.insert(t.schedule.nsg);
+      run.routes.insert(t.decision.route);
       const double err = test::batch_reference_error(g, static_cast<std::uint64_t>(t.sequence), t.position, t.layer,
                                                      t.decision.route,
                                                      outs[static_cast<std::size_t>(t.sequence)].data() +
@@ -104,8 +109,8 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta) {
   return run;
 }
 
-TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBits) {
-  LADDER_REQUIRE_GPU();
+// Every walk gives the one-slot-per-CTA bits; `family` must be among the routes run.
+void expect_walks_keep_bits(const Switches& switches, Route family) {
   // Depths whose NoPE schedules have 1, 2 and 4 warps per workgroup (pinned_schedule: nsg
   // doubles while 2 * nwg * nsg * 32 < visible). The reduced sweep (the sanitizers: racecheck
   // took over 420 s on the full one) keeps nsg 1, a wrapped ring and a 3-slot walk.
@@ -113,15 +118,16 @@ TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBits) {
   const std::vector<int> depths = small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 2200, 4200, 3100};
   const std::vector<int> walks = small ? std::vector<int>{3} : std::vector<int>{2, 3, 7};
   const int kCalls = small ? 2 : 3;
-  const WalkRun one = run_walk(depths, kCalls, 1);
+  const WalkRun one = run_walk(depths, kCalls, 1, switches);
   ASSERT_EQ(one.out.size(), static_cast<std::size_t>(kCalls));
   EXPECT_LE(one.worst_error, test::kBatchRelTol);
+  EXPECT_TRUE(one.routes.count(family)) << "the calls must run " << route_name(family);
   EXPECT_TRUE(one.warps_per_workgroup.count(1)) << "the depths must reach nsg 1";
   if (!small) {
     EXPECT_TRUE(one.warps_per_workgroup.count(2) && one.warps_per_workgroup.count(4)) << "and nsg 2 and 4";
   }
   for (const int walk : walks) {
-    const WalkRun other = run_walk(depths, kCalls, walk);
+    const WalkRun other = run_walk(depths, kCalls, walk, switches);
     ASSERT_EQ(other.out.size(), one.out.size()) << walk << " slots per CTA";
     EXPECT_LE(other.worst_error, test::kBatchRelTol) << walk << " slots per CTA";
     for (int c = 0; c < kCalls; ++c)
@@ -129,6 +135,21 @@ TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBits) {
         EXPECT_EQ(test::max_ulp(one.out[c][i], other.out[c][i]), 0)
             << walk << " slots per CTA, call " << c << ", sequence at depth " << depths[i];
   }
+}
+
+// The default routes: vec, its store fused in (copies across slot ends).
+TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBits) {
+  LADDER_REQUIRE_GPU();
+  expect_walks_keep_bits(Switches{}, Route::vec);
+}
+
+// vec switched off: splitk on the ring, interleaved on the growing plane (copies stop at each
+// slot's end: its current row's lo tiles take the stage after the slot's last block).
+TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBitsWithoutVec) {
+  LADDER_REQUIRE_GPU();
+  Switches no_vec;
+  no_vec.disable_vec = true;
+  expect_walks_keep_bits(no_vec, Route::interleaved);
 }
 
 // The rule the launch uses by default: one CTA per slot until the slots outnumber the CTAs the
