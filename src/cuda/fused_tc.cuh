@@ -46,8 +46,8 @@ inline constexpr int kMergeHeadsPerWarp = kTcHeads / (kTcThreads / kWarpSize);
 static_assert(kMergeHeadsPerWarp * (kTcThreads / kWarpSize) == kTcHeads, "merge: warps x heads per warp = tile");
 static_assert(kTcHeads * kMaxWorkgroups % kTcThreads == 0, "merge: (head, workgroup) items per thread");
 static_assert(kMaxWorkgroups == kWarpSize, "merge: one lane per workgroup");
-static_assert((3 * kMaxWorkgroups + 1) * kTcHeads * sizeof(float) <= kTcStashOffsetBytes,
-              "merge statistics fit in the tiles' memory");
+static_assert((3 * kMaxWorkgroups + 1) * kTcHeads <= kTcPairs * kTcHeads * kTcMergeStride,
+              "merge statistics fit in the pair merge area");
 
 
 // Loads of other CTAs' stores of this launch (after arrive_last's acquire): from L2, never a
@@ -88,12 +88,8 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const bool cta_current = tc_owns_block(sched, flat, Family::current(p) / kBlockTokens);
 
   // Before the wait: this pair's first kTcStages - 1 blocks (plane rows only; the current row
-  // is zero-filled by the copy and comes from the activations in the block loop). The walk is
-  // this CTA's one slot.
-  const SlotWalk walk{flat, sched.slots()};
-  TcCopyStream copies = tc_stream_start(sched, walk, pair);
-  tc_prime<Family>(p, sched, walk, pair, kvh, half, lane, smem + pair * kTcSlotHalfs, tc_first_stop<Family>(sched, walk),
-                   copies);
+  // is zero-filled by the copy and comes from the activations in the block loop).
+  tc_prologue<Family>(p, sched, flat, pair, kvh, half, lane, smem + pair * kTcSlotHalfs);
   pdl_wait();
   // The next kernel may start now: its pre-wait part reads only its own plane.
   pdl_allow_dependents();
@@ -102,6 +98,25 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   // (nobody in this launch reads it from there).
   if (tile == 0 && cta_current && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
 
+  SoftmaxStats st[2];
+  float o[kHeadDim / 16][4];
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+  {
+    TcQ q;
+    tc_load_q<D>(p, t, smem, q);
+    tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
+  }
+
+  __syncthreads();  // every pair is done with its tiles: the merge area reuses them
+
+  float* merge = reinterpret_cast<float*>(smem);
+  tc_stash_pair_state(t, st, o, merge);
+  __syncthreads();
+
+  // The slot's partial: the pairs merged in pair order (producer_tc.cuh's rule), to its slot.
   const int nwg = sched.nwg;
   const int nsg = sched.nsg;
   // The fused kernel's layout of the partials scratch (the reducer's n_heads x slots x 130
@@ -111,21 +126,12 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const std::int64_t slots = static_cast<std::int64_t>(nwg) * nsg;
   float* const o_rows = p.partials;
   float* const ms_pairs = p.partials + static_cast<std::int64_t>(p.shape.n_heads) * slots * kHeadDim;
-  const auto index = [&](int slot, int h) { return static_cast<std::int64_t>(kvh * hpk + tile * kTcHeads + h) * slots + slot; };
-  {
-    // The slot's partial: the pairs merged in pair order (producer_tc.cuh's rule), to its slot.
-    TcQ q;
-    tc_load_q<D>(p, t, smem, q);
-    tc_walk<Family>(
-        p, sched, walk, t, q, smem, copies,
-        [&](int slot, int h, float m, float s) {
-          *reinterpret_cast<float2*>(ms_pairs + 2 * index(slot, h)) = make_float2(m, s);
-        },
-        [&](int slot, int h, int d, float2 v) { *reinterpret_cast<float2*>(o_rows + index(slot, h) * kHeadDim + d) = v; });
-  }
-  // The step-5 statistics below reuse the tiles' memory (free once the walk ends, after a CTA
-  // barrier in arrive_last).
-  float* merge = reinterpret_cast<float*>(smem);
+  tc_merge_pairs(t, merge, [&](int h, int c, float m_all, float s_all, const float (&o4)[kDimsPerLane]) {
+    const int head = kvh * hpk + tile * kTcHeads + h;
+    const std::int64_t idx = head * slots + flat;
+    if (c == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx) = make_float2(m_all, s_all);
+    *reinterpret_cast<float4*>(o_rows + idx * kHeadDim + c) = make_float4(o4[0], o4[1], o4[2], o4[3]);
+  });
 
   if (tail.delay_ns != nullptr) {
     const unsigned ns = tail.delay_ns[flat];

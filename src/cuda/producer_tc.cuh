@@ -33,8 +33,7 @@
 //    into the block's tile row, which is zero-filled, never read from the plane) and lo (a second
 //    tile that is zero except that row, run through the same score and P.V mmas).
 //  * A warp slot's blocks are folded by kTcPairs pairs of warps (pair p takes the slot's blocks
-//    p, p + kTcPairs, ...), whose states merge in pair order by softmax.hpp's rule (pair 1
-//    hands its state to pair 0 through a small stash, tc_merge_pairs). Each warp
+//    p, p + kTcPairs, ...), whose states merge in pair order by softmax.hpp's rule. Each warp
 //    slot then writes its [m, s, o] partial unmerged (parts = nsg); the reducer (reduce.cu,
 //    shared) does the DAG's step 4 — the warp-slot merge, in slot order, by the same rule —
 //    before merging the workgroups.
@@ -44,8 +43,8 @@
 // workgroup left 68 of 132 SMs idle (docs/perf.md, change 5). A CTA holds kTcPairs pairs of
 // warps (docs/perf.md, change 6). Within a pair, half h issues rows 16h..16h+15 of each block
 // and accumulates o for dims 64h..64h+63; both halves score all 32 tokens, so each holds the
-// block's max, weights and sums itself (one barrier of the pair's two warps per block, changes
-// 8 and 15) and both keep the same (m, s). Two warps per pair halve each warp's share of the copy and of P.V and give every
+// block's max, weights and sums itself (one CTA barrier per block, change 8) and both keep the
+// same (m, s). Two warps per pair halve each warp's share of the copy and of P.V and give every
 // scheduler more warps to hide latency (one warp per scheduler issued every 2.8 cycles, ncu).
 // heads_per_kv < 16 pads the tile with zero q rows (computed, never written); > 16 uses several
 // tiles. Blocks stream into shared memory with 16-byte cp.async, kTcStages blocks deep per pair,
@@ -54,10 +53,9 @@
 // A CTA may walk several warp slots of its (sequence, KV head, tile), one after another
 // (SlotWalk): a batched launch has far more slots than the GPU holds CTAs, and a CTA per slot
 // paid its q load, pipeline fill and partial write for one or two blocks each (docs/perf.md,
-// 2026-12-01). q is loaded once per CTA, each pair streams the blocks of its whole walk as one
-// sequence (TcCopyStream: the copies run ahead across slot ends, change 15), and each slot's
-// partial is computed exactly as by a CTA of its own: the walk is a launch shape, never an
-// input to the arithmetic (P4 holds).
+// 2026-12-01). q is loaded once per CTA, the next slot's first blocks stream in while the
+// current slot's pairs merge, and each slot's partial is computed exactly as by a CTA of its
+// own: the walk is a launch shape, never an input to the arithmetic (P4 holds).
 #pragma once
 
 #include <array>
@@ -87,44 +85,31 @@ inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
 // active warp per scheduler, eligible 28 % of cycles (docs/perf.md, change 6).
 inline constexpr int kTcPairs = 2;
 inline constexpr int kTcThreads = kTcPairs * kTcPairThreads;
+// The pair merge area (per pair: 16 heads x [m, s, o[128]]) reuses pair 0's last stage: the
+// next slot's prologue fills stages 0 .. kTcStages-2 while the merge runs, and its first
+// iteration issues into the last stage only after a CTA barrier.
+inline constexpr int kTcMergeStride = 2 + kHeadDim;
+inline constexpr int kTcMergeOffsetHalfs = (kTcStages - 1) * kTcStageHalfs;
 static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the pair's last block");
-// The q staging (hi rows 0-15, lo rows 16-31 of one tile) is pair 1's last stage: no prime
-// fills it, and every warp has loaded its q fragments (a CTA barrier) before any issue into it.
+// The q staging (hi rows 0-15, lo rows 16-31 of one tile) is pair 1's last stage: no prologue
+// fills it, and the fold's first iteration issues into it only after a CTA barrier.
 inline constexpr int kTcQOffsetHalfs = kTcSlotHalfs + (kTcStages - 1) * kTcStageHalfs;
 static_assert(kTcPairs >= 2, "the q staging is pair 1's last stage");
 static_assert(2 * kTcHeads <= kBlockTokens, "q's hi and lo rows fit in one tile");
 
-// The pair hand-off at a slot's end (tc_merge_pairs): pair 1's thread i writes its end state
-// to row i of the stash, o fragment (kHeadDim / 16 x 4 values) then (m, s) of its two heads;
-// pair 0's thread i, which holds the same fragment coordinates, reads it. Rows of 36 floats:
-// a quarter-warp's 16-byte accesses land in 8 different bank quads.
-inline constexpr int kTcFragValues = kHeadDim / 16 * 4;
-inline constexpr int kTcStashStride = kTcFragValues + 4;
-static_assert(kTcStashStride % 4 == 0 && (kTcStashStride / 4) % 2 == 1, "16-byte stash rows, odd in quads");
-static_assert(kTcPairs == 2, "the hand-off merges pair 1 into pair 0");
+static_assert(kTcPairs * kTcHeads * kTcMergeStride * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
+              "the merge area must fit in one stage");
 
-// A CTA's shared memory: each pair's tiles (kTcPairs x kTcStages stages), then the stash.
-inline constexpr std::size_t kTcStashOffsetBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
-inline constexpr std::size_t kTcSmemBytes =
-    kTcStashOffsetBytes + static_cast<std::size_t>(kTcPairThreads) * kTcStashStride * sizeof(float);
-// Two CTAs (8 warps) per SM is what the producer's latency hiding was measured with (changes 6
-// and 8): Hopper gives an SM 228 KB of shared memory and reserves 1 KB per CTA.
-inline constexpr std::size_t kSmemPerSmBytes = 228 * 1024;
-inline constexpr std::size_t kSmemReservedPerCtaBytes = 1024;
-static_assert(2 * (kTcSmemBytes + kSmemReservedPerCtaBytes) <= kSmemPerSmBytes, "two CTAs per SM");
+// Behind the pairs' rows in the merge area: per head, the pairs' rescale factors, then the
+// merged m and s (tc_merge_pairs).
+inline constexpr int kTcScaleStride = kTcPairs + 2;
+inline constexpr int kTcMergeScaleOffset = kTcPairs * kTcHeads * kTcMergeStride;
+static_assert((kTcMergeScaleOffset + kTcHeads * kTcScaleStride) * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
+              "the merge rows and the scale area fit in one stage");
 
-// Named barriers (0 is __syncthreads): each pair's own (its two warps: a block's rows have
-// landed, a stage may be refilled), and the two of the hand-off.
-inline constexpr int kTcPairBarrier = 1;  // + pair
-inline constexpr int kTcStashFull = kTcPairBarrier + kTcPairs;
-inline constexpr int kTcStashFree = kTcStashFull + 1;
+// A CTA's shared memory: each pair's tiles (104 KB at 3 stages: two CTAs per SM).
+inline constexpr std::size_t kTcSmemBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
 
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -320,79 +305,19 @@ __device__ __forceinline__ bool tc_owns_block(const Schedule& sched, int flat, i
   return b % sched.block_stride() == flat;
 }
 
-// This pair's blocks of warp slot `flat`: the slot's blocks pair, pair + kTcPairs, ... (the
-// schedule deals blocks flat, flat + slots, ... to the slot).
-__device__ __forceinline__ int tc_pair_blocks(const Schedule& sched, int flat, int pair) {
-  const int b0 = flat + pair * sched.block_stride();
+// This pair's blocks of warp slot `flat` (the slot's blocks pair, pair + kTcPairs, ...) into
+// stages 0 .. kTcStages-2: one commit group per stage, empty where the pair has no block.
+template <class Family>
+__device__ __forceinline__ void tc_prologue(const ProducerParams& p, const Schedule& sched, int flat, int pair,
+                                            int kvh, int half, int lane, KvWord* wsm) {
+  const int pair_b0 = flat + pair * sched.block_stride();
   const int pair_stride = kTcPairs * sched.block_stride();
-  return b0 < sched.blocks ? (sched.blocks - b0 + pair_stride - 1) / pair_stride : 0;
-}
-__device__ __forceinline__ int tc_pair_block(const Schedule& sched, int flat, int pair, int i) {
-  return flat + (pair + i * kTcPairs) * sched.block_stride();
-}
-
-// A pair's copy stream over the blocks of its walk, in fold order: slot after slot of the
-// walk, each slot's blocks of this pair. `issued` counts the blocks issued so far, and block n
-// goes to stage n % kTcStages: the fold takes the blocks in the same order, so its n-th fold
-// reads stage n % kTcStages.
-struct TcCopyStream {
-  int flat;    // the slot of the next block to issue; >= slots() once the walk is issued
-  int i;       // its index among this pair's blocks of the slot
-  int n;       // this pair's blocks in slot `flat`
-  int issued;  // blocks issued so far
-};
-
-__device__ __forceinline__ void tc_stream_settle(const Schedule& sched, SlotWalk walk, int pair, TcCopyStream& c) {
-  // Past the slot's last block (or a slot where this pair has none): the next slot of the walk.
-  while (c.i >= c.n && c.flat < sched.slots()) {
-    c.flat += walk.step;
-    c.i = 0;
-    c.n = c.flat < sched.slots() ? tc_pair_blocks(sched, c.flat, pair) : 0;
-  }
-}
-
-__device__ __forceinline__ TcCopyStream tc_stream_start(const Schedule& sched, SlotWalk walk, int pair) {
-  TcCopyStream c{walk.first, 0, tc_pair_blocks(sched, walk.first, pair), 0};
-  tc_stream_settle(sched, walk, pair, c);
-  return c;
-}
-
-// One commit group: the stream's next block into its stage when that block's slot is before
-// `stop` (the walk's end, or the slot after the one being folded when the family may not issue
-// across a slot's end), else an empty group. One group per call keeps cp.async.wait_group's
-// count of the groups behind a block fixed.
-template <class Family>
-__device__ __forceinline__ void tc_issue_next(const ProducerParams& p, const Schedule& sched, SlotWalk walk,
-                                              int pair, int kvh, int half, int lane, KvWord* wsm, int stop,
-                                              TcCopyStream& c) {
-  if (c.flat < stop) {
-    tc_issue_block<Family>(p, tc_pair_block(sched, c.flat, pair, c.i), kvh, half, lane,
-                           wsm + (c.issued % kTcStages) * kTcStageHalfs);
-    ++c.issued;
-    ++c.i;
-    tc_stream_settle(sched, walk, pair, c);
-  }
-  cp_async_commit();
-}
-
-// Whether a family's copies may run ahead into the next slot's blocks: not the interleaved
-// family's, whose current-row lo tiles take the stage after the slot's last block.
-template <class Family>
-inline constexpr bool kTcCopiesAcrossSlots = Family::kCurrentRow != CurrentRow::split;
-
-// Where a pair's copies stop before its first slot is folded: the walk's end, or the first
-// slot's end.
-template <class Family>
-__device__ __forceinline__ int tc_first_stop(const Schedule& sched, SlotWalk walk) {
-  return kTcCopiesAcrossSlots<Family> ? sched.slots() : walk.first + walk.step;
-}
-
-// The first kTcStages - 1 commit groups of the stream (blocks before `stop`).
-template <class Family>
-__device__ __forceinline__ void tc_prime(const ProducerParams& p, const Schedule& sched, SlotWalk walk, int pair,
-                                         int kvh, int half, int lane, KvWord* wsm, int stop, TcCopyStream& c) {
 #pragma unroll
-  for (int s = 0; s < kTcStages - 1; ++s) tc_issue_next<Family>(p, sched, walk, pair, kvh, half, lane, wsm, stop, c);
+  for (int s = 0; s < kTcStages - 1; ++s) {
+    const int b = pair_b0 + s * pair_stride;
+    if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
+    cp_async_commit();
+  }
 }
 
 // One thread's place in the CTA: its pair of warps and half of the pair, its lane's mma
@@ -425,8 +350,8 @@ __device__ __forceinline__ TcThread tc_thread(const HeadShape& shape) {
 // lo rows of the q staging tile; after a CTA barrier each warp loads its fragments with
 // ldmatrix, whose registers are the row-major A layout the per-warp split produced (a0 = head
 // `group` dims 2q..2q+1, a1 = head `group + 8`, a2/a3 the same 8 dims further), so the bits do
-// not change. Every thread of the CTA must call it, before its pair's first fold (which may
-// refill the staging stage).
+// not change. Every thread of the CTA must call it, before the first block's CTA barrier (the
+// fold's first iteration refills the staging stage only after that barrier).
 template <KvDtype D>
 __device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThread& t, KvWord* smem, TcQ& q) {
   const int hpk = t.hpk, kvh = t.kvh, tile = t.tile, lane = t.lane;
@@ -466,9 +391,6 @@ __device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThrea
     ldmatrix_x4(smem_u32(staging + row * kTcRowHalfs + 16 * kk + col), q.hi[kk]);
     ldmatrix_x4(smem_u32(staging + (kTcHeads + row) * kTcRowHalfs + 16 * kk + col), q.lo[kk]);
   }
-  // The pairs run on their own from here: pair 1 must not refill the staging stage while a warp
-  // of pair 0 still reads its fragments.
-  __syncthreads();
 }
 
 // The current row written into the block's tiles (half 0 of the pair; the caller orders it
@@ -582,132 +504,167 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
   if (vlo != nullptr) tc_pv<D>(phi, plo, vlo, t.half, lane, o);
 }
 
-// A slot's end. Pair 1 writes its end state to the stash and goes on to its next slot; pair 0
-// waits for it, then merges it with its own registers in pair order by softmax.hpp's rule
-// (M = score_max(m0, m1), c_g = rescale_factor(m_g, M), s and o as fmaf chains from 0, pair 0
-// first: an empty pair has m = -inf and contributes exactly 0) and hands each real head's
-// merged values to store_ms(h, m, s) (once per head of the tile) and store_o(h, d, {o_d, o_d+1})
-// (64 dims per warp, 8 pairs of dims per lane and head). These are the values and operations of
-// the CTA-wide merge the pairs did through shared memory before (docs/perf.md, change 15), so
-// the bits are too. Thread i of pair 1 and thread i of pair 0 hold the same fragment
-// coordinates (half, group, quad), so each reads back only what its twin wrote.
-// first_slot / last_slot: of this CTA's walk (the stash is free before the first, and nobody
-// waits for it after the last).
-template <class StoreMs, class StoreO>
-__device__ __forceinline__ void tc_merge_pairs(const TcThread& t, const SoftmaxStats (&st)[2],
-                                               const float (&o)[kHeadDim / 16][4], float* stash, bool first_slot,
-                                               bool last_slot, StoreMs&& store_ms, StoreO&& store_o) {
-  constexpr int kQuads = kHeadDim / 16;  // one float4 of the stash row per n-tile j
-  float4* row = reinterpret_cast<float4*>(stash + (static_cast<int>(threadIdx.x) % kTcPairThreads) * kTcStashStride);
-  if (t.pair == 1) {
-    if (!first_slot) bar_sync(kTcStashFree, kTcThreads);  // pair 0 has read the last slot's state
-#pragma unroll
-    for (int j = 0; j < kQuads; ++j) row[j] = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
-    row[kQuads] = make_float4(st[0].m, st[0].s, st[1].m, st[1].s);
-    bar_arrive(kTcStashFull, kTcThreads);
-    return;
+// Warp slot `flat`'s blocks folded into this thread's (m, s) and o fragment (both halves of a
+// pair end with the same (m, s)); the slot's prologue was issued before (tc_prologue). Ends with
+// nothing in flight.
+template <class Family>
+__device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Schedule& sched, int flat,
+                                             const TcThread& t, const TcQ& q, KvWord* smem, SoftmaxStats (&st)[2],
+                                             float (&o)[kHeadDim / 16][4]) {
+  constexpr KvDtype D = Family::kDtype;
+  constexpr bool kCurrentFromActivations = Family::kCurrentRow != CurrentRow::plane;
+  const int lane = t.lane, pair = t.pair, half = t.half, kvh = t.kvh;
+  const int wg = flat / sched.nsg;
+  const int slot = flat % sched.nsg;
+  KvWord* wsm = smem + pair * kTcSlotHalfs;
+  const int b0 = sched.first_block(wg, slot);
+  const int stride = sched.block_stride();
+  // This pair's blocks: the slot's blocks pair, pair + kTcPairs, ...
+  const int pair_b0 = b0 + pair * stride;
+  const int pair_stride = kTcPairs * stride;
+  // Every warp runs pair 0's iteration count (every slot owns at least one block: slots <=
+  // blocks; pair 1 has one fewer when the slot's count is odd), so the CTA barriers match; a
+  // pair without a block at an iteration only takes part in the barriers.
+  const int slot_blocks = (sched.blocks - b0 + stride - 1) / stride;
+  const int iters = (slot_blocks + kTcPairs - 1) / kTcPairs;
+  // The block holding the current token, when it comes from the activations.
+  int b_cur = -1;
+  if constexpr (kCurrentFromActivations) b_cur = Family::current(p) / kBlockTokens;
+  const bool cta_current = kCurrentFromActivations && tc_owns_block(sched, flat, b_cur);
+  const int current_iter = cta_current ? (b_cur - b0) / stride / kTcPairs : -1;
+  for (int i = 0; i < iters; ++i) {
+    const int b = pair_b0 + i * pair_stride;
+    const bool live = b < sched.blocks;
+    // Block i's rows (both warps') have landed and are visible to the pair; every warp is done
+    // with block i - 1, whose stage the issue below refills.
+    cp_async_wait<kTcStages - 2>();
+    __syncthreads();
+    const int ahead = b + (kTcStages - 1) * pair_stride;
+    if (live && ahead < sched.blocks)
+      tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
+    cp_async_commit();
+
+    KvWord* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
+    KvWord* vtile = ktile + kTcTileHalfs;
+    const int first = b * kBlockTokens;
+    const int count = min(kBlockTokens, p.visible - first);
+    KvWord* klo = nullptr;
+    KvWord* vlo = nullptr;
+    if constexpr (kCurrentFromActivations) {
+      if (live && b == b_cur) {
+        if constexpr (Family::kCurrentRow == CurrentRow::split) {
+          // The pair's last block: the next stage holds nothing in flight, so it takes the lo tiles.
+          klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
+          vlo = klo + kTcTileHalfs;
+        }
+        if (half == 0) tc_write_current<Family>(p, kvh, lane, Family::current(p) - first, ktile, vtile, klo, vlo);
+      }
+      // The current row (and lo tiles) are written before either warp of the pair reads them.
+      if (i == current_iter) __syncthreads();
+    }
+    if (live) tc_fold_block<D>(q, ktile, vtile, klo, vlo, count, p.shape.scale, t, st, o);
   }
-  bar_sync(kTcStashFull, kTcThreads);
-  float4 theirs[kQuads + 1];
-#pragma unroll
-  for (int j = 0; j <= kQuads; ++j) theirs[j] = row[j];
-  if (!last_slot) bar_arrive(kTcStashFree, kTcThreads);
-  const float their_m[2] = {theirs[kQuads].x, theirs[kQuads].z};
-  const float their_s[2] = {theirs[kQuads].y, theirs[kQuads].w};
-  float c0[2], c1[2];
+  cp_async_wait<0>();
+}
+
+// This thread's pair end state into the merge area: [pair][head of tile][m, s, o[128]]. Half h
+// holds o dims 64h..64h+63 of heads `group` (r = 0) and `group + 8` (r = 1); both halves hold the
+// same (m, s). The caller orders it before any read with a CTA barrier.
+__device__ __forceinline__ void tc_stash_pair_state(const TcThread& t, const SoftmaxStats (&st)[2],
+                                                    const float (&o)[kHeadDim / 16][4], float* merge) {
+  float* mine = merge + t.pair * kTcHeads * kTcMergeStride;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float m_all = score_max(st[r].m, their_m[r]);
-    c0[r] = rescale_factor(st[r].m, m_all);
-    c1[r] = rescale_factor(their_m[r], m_all);
-    const float s_all = fmaf(their_s[r], c1[r], fmaf(st[r].s, c0[r], 0.0f));
-    const int h = t.group + 8 * r;
-    if (t.quad == 0 && t.half == 0 && t.tile * kTcHeads + h < t.hpk) store_ms(h, m_all, s_all);
-  }
+    float* row = mine + (t.group + 8 * r) * kTcMergeStride;
+    if (t.quad == 0 && t.half == 0) {
+      row[0] = st[r].m;
+      row[1] = st[r].s;
+    }
 #pragma unroll
-  for (int j = 0; j < kQuads; ++j) {
-    const float v[4] = {theirs[j].x, theirs[j].y, theirs[j].z, theirs[j].w};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int h = t.group + 8 * r;
-      if (t.tile * kTcHeads + h >= t.hpk) continue;  // padding rows of the tile: never written
-      const float lo = fmaf(v[2 * r], c1[r], fmaf(o[j][2 * r], c0[r], 0.0f));
-      const float hi = fmaf(v[2 * r + 1], c1[r], fmaf(o[j][2 * r + 1], c0[r], 0.0f));
-      store_o(h, kHeadDim / 2 * t.half + 8 * j + 2 * t.quad, make_float2(lo, hi));
+    for (int j = 0; j < kHeadDim / 16; ++j) {
+      row[2 + 64 * t.half + 8 * j + 2 * t.quad] = o[j][2 * r];
+      row[2 + 64 * t.half + 8 * j + 2 * t.quad + 1] = o[j][2 * r + 1];
     }
   }
 }
 
-// The warp slots of `walk` folded by this thread's pair, each slot's end merged across the pairs
-// (tc_merge_pairs) and handed to store_ms(flat, h, m, s) and store_o(flat, h, d, float2). The
-// stream `c` was primed (tc_prime, up to the walk's end or, for a family whose copies stop at a
-// slot's end, to the first slot's end). A pair synchronises only its own two warps per block,
-// and its copies run ahead into the next slot's blocks, so neither pair waits for the other
-// within a slot and the pipeline does not drain between slots (docs/perf.md, change 15). Ends
-// with nothing in flight.
-template <class Family, class StoreMs, class StoreO>
-__device__ __forceinline__ void tc_walk(const ProducerParams& p, const Schedule& sched, SlotWalk walk,
-                                        const TcThread& t, const TcQ& q, KvWord* smem, TcCopyStream& c,
-                                        StoreMs&& store_ms, StoreO&& store_o) {
-  constexpr KvDtype D = Family::kDtype;
-  constexpr bool kCurrentFromActivations = Family::kCurrentRow != CurrentRow::plane;
-  constexpr bool kAcrossSlots = kTcCopiesAcrossSlots<Family>;
-  const int lane = t.lane, pair = t.pair, half = t.half, kvh = t.kvh;
-  const int pair_barrier = kTcPairBarrier + pair;
-  KvWord* wsm = smem + pair * kTcSlotHalfs;
-  float* stash = reinterpret_cast<float*>(reinterpret_cast<char*>(smem) + kTcStashOffsetBytes);
-  // The block holding the current token, when it comes from the activations.
-  int b_cur = -1;
-  if constexpr (kCurrentFromActivations) b_cur = Family::current(p) / kBlockTokens;
-  int folded = 0;  // blocks folded by this pair so far: the next one is in stage folded % kTcStages
-  for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
-    const int stop = kAcrossSlots ? sched.slots() : flat + walk.step;  // tc_first_stop for the first
-    if (!kAcrossSlots && flat != walk.first) {
-      // Both warps are done with the last slot's tiles (its lo tiles too) before the refill.
-      bar_sync(pair_barrier, kTcPairThreads);
-      tc_prime<Family>(p, sched, walk, pair, kvh, half, lane, wsm, stop, c);
-    }
-    SoftmaxStats st[2];
-    float o[kHeadDim / 16][4];
+// The pairs' end states in the merge area ([pair][head of tile][m, s, o[128]]) merged in pair
+// order by softmax.hpp's rule (an empty pair has m = -inf and contributes exactly 0), handed to
+// store(h, c, m_all, s_all, o[c .. c+3]) once per (head h of the tile, 4-dim chunk c) for the
+// tile's real heads. Thread h < kTcHeads first computes head h's maximum, rescale factors and s
+// (once per head: one warp per scheduler ran two exp chains per (head, chunk) item, each trip's
+// loads behind them, ~1,000 cycles per slot: docs/perf.md, change 14) into the scale area behind
+// the rows; after a barrier each thread loads every o value of its items, then runs the fmaf
+// chains. The values and their order are those of a merge done item by item, so the bits are too.
+// Every thread of the CTA calls it; a later write to the merge area must follow a CTA barrier.
+template <class Store>
+__device__ __forceinline__ void tc_merge_pairs(const TcThread& t, float* merge, Store&& store) {
+  float* scale = merge + kTcMergeScaleOffset;  // [kTcHeads][kTcPairs factors, then m_all, s_all]
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < kTcHeads) {
+    const int h = tid;
+    float m_all = merge[h * kTcMergeStride];
+    for (int g = 1; g < kTcPairs; ++g) m_all = score_max(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
+    float s_all = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kHeadDim / 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-    const int blocks = tc_pair_blocks(sched, flat, pair);
-    for (int i = 0; i < blocks; ++i, ++folded) {
-      // This block's rows (both warps') have landed and are visible to the pair; both warps are
-      // done with the block before, whose stage the issue below refills.
-      cp_async_wait<kTcStages - 2>();
-      bar_sync(pair_barrier, kTcPairThreads);
-      tc_issue_next<Family>(p, sched, walk, pair, kvh, half, lane, wsm, stop, c);
-
-      const int b = tc_pair_block(sched, flat, pair, i);
-      KvWord* ktile = wsm + (folded % kTcStages) * kTcStageHalfs;
-      KvWord* vtile = ktile + kTcTileHalfs;
-      const int first = b * kBlockTokens;
-      const int count = min(kBlockTokens, p.visible - first);
-      KvWord* klo = nullptr;
-      KvWord* vlo = nullptr;
-      if constexpr (kCurrentFromActivations) {
-        if (b == b_cur) {
-          if constexpr (Family::kCurrentRow == CurrentRow::split) {
-            // The pair's last block of the slot (the current token's is the last block): its
-            // copies stop here, so the next stage holds nothing in flight.
-            klo = wsm + ((folded + 1) % kTcStages) * kTcStageHalfs;
-            vlo = klo + kTcTileHalfs;
-          }
-          if (half == 0) tc_write_current<Family>(p, kvh, lane, Family::current(p) - first, ktile, vtile, klo, vlo);
-          bar_sync(pair_barrier, kTcPairThreads);  // written before either warp of the pair reads it
-        }
-      }
-      tc_fold_block<D>(q, ktile, vtile, klo, vlo, count, p.shape.scale, t, st, o);
+    for (int g = 0; g < kTcPairs; ++g) {
+      const float* row = merge + (g * kTcHeads + h) * kTcMergeStride;
+      const float cg = rescale_factor(row[0], m_all);
+      s_all = fmaf(row[1], cg, s_all);
+      scale[h * kTcScaleStride + g] = cg;
     }
-    tc_merge_pairs(
-        t, st, o, stash, flat == walk.first, flat + walk.step >= sched.slots(),
-        [&](int h, float m, float s) { store_ms(flat, h, m, s); },
-        [&](int h, int d, float2 v) { store_o(flat, h, d, v); });
+    scale[h * kTcScaleStride + kTcPairs] = m_all;
+    scale[h * kTcScaleStride + kTcPairs + 1] = s_all;
   }
-  cp_async_wait<0>();
+  __syncthreads();
+  constexpr int kItems = kTcHeads * kWarpSize / kTcThreads;  // (head, 4-dim chunk) items per thread
+  static_assert(kTcHeads * kWarpSize % kTcThreads == 0, "every thread merges the same number of items");
+  float v[kItems][kTcPairs][kDimsPerLane];
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int it = tid + k * kTcThreads;
+    const int h = it / kWarpSize;
+    const int c = (it % kWarpSize) * kDimsPerLane;
+#pragma unroll
+    for (int g = 0; g < kTcPairs; ++g)
+#pragma unroll
+      for (int jj = 0; jj < kDimsPerLane; ++jj) v[k][g][jj] = merge[(g * kTcHeads + h) * kTcMergeStride + 2 + c + jj];
+  }
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int it = tid + k * kTcThreads;
+    const int h = it / kWarpSize;
+    const int c = (it % kWarpSize) * kDimsPerLane;
+    if (t.tile * kTcHeads + h >= t.hpk) continue;  // padding rows of the tile: never written
+    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int g = 0; g < kTcPairs; ++g) {
+      const float cg = scale[h * kTcScaleStride + g];
+#pragma unroll
+      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(v[k][g][jj], cg, o_all[jj]);
+    }
+    store(h, c, scale[h * kTcScaleStride + kTcPairs], scale[h * kTcScaleStride + kTcPairs + 1], o_all);
+  }
+}
+
+// The slot's partial from the pairs' end states (through the merge area, pair 0's last stage).
+__device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const Schedule& sched, int flat,
+                                                 const TcThread& t, const SoftmaxStats (&st)[2],
+                                                 const float (&o)[kHeadDim / 16][4], float* merge) {
+  const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
+  tc_stash_pair_state(t, st, o, merge);
+  __syncthreads();
+
+  // The slot's partial, written unmerged with the other slots at partials[((head * nwg + w) * nsg
+  // + g) * 130] (the reducer merges the slots of a workgroup in slot order).
+  const int pstride = partial_stride(kHeadDim);
+  tc_merge_pairs(t, merge, [&](int h, int c, float m_all, float s_all, const float (&o4)[kDimsPerLane]) {
+    const int head = kvh * hpk + tile * kTcHeads + h;
+    float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg * sched.nsg + flat) * pstride;
+    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
+    *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o4[0], o4[1]);
+    *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o4[2], o4[3]);
+  });
 }
 
 template <class Family>
@@ -723,8 +680,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   // comes from the plane), they are issued before the wait: plane rows, which no earlier kernel
   // of the stream is still writing.
   KvWord* wsm = smem + t.pair * kTcSlotHalfs;
-  TcCopyStream c = tc_stream_start(sched, walk, t.pair);
-  tc_prime<Family>(p, sched, walk, t.pair, kvh, t.half, lane, wsm, tc_first_stop<Family>(sched, walk), c);
+  float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
+  tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   pdl_wait();
 
   if constexpr (Family::kCurrentRow != CurrentRow::plane) {
@@ -735,18 +692,21 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   }
   TcQ q;
   tc_load_q<D>(p, t, smem, q);
-
-  // Each slot's partial, unmerged with the other slots, at partials[((head * nwg + w) * nsg + g)
-  // * 130] (the reducer merges the slots of a workgroup in slot order).
-  const int pstride = partial_stride(kHeadDim);
-  const auto partial = [&](int flat, int h) {
-    const int head = kvh * t.hpk + tile * kTcHeads + h;
-    return p.partials + (static_cast<std::int64_t>(head) * sched.nwg * sched.nsg + flat) * pstride;
-  };
-  tc_walk<Family>(
-      p, sched, walk, t, q, smem, c,
-      [&](int flat, int h, float m, float s) { *reinterpret_cast<float2*>(partial(flat, h)) = make_float2(m, s); },
-      [&](int flat, int h, int d, float2 v) { *reinterpret_cast<float2*>(partial(flat, h) + 2 + d) = v; });
+  for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
+    SoftmaxStats st[2];
+    float o[kHeadDim / 16][4];
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+    tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
+    __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
+    const int next = flat + walk.step;
+    if (next < sched.slots()) tc_prologue<Family>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
+    // The next slot's first iteration waits at a CTA barrier before it issues into the merge
+    // area's stage, so the partial's reads of the merge area finish first.
+    tc_write_partial(p, sched, flat, t, st, o, merge);
+  }
   // A kernel launched with PDL behind this one may be scheduled once every CTA got here. Allowed
   // right after the wait, a reducer launched that way cost the producer 1.2-1.5 us per layer at
   // 8,192 and deeper (docs/perf.md, change 10).

@@ -1,7 +1,6 @@
 // The tensor-core producer's slot walk (LaunchTuning::tc_slots_per_cta): in a batched launch
-// one CTA may walk several warp slots in turn, each pair's copies running ahead into the next
-// slot's blocks (or, for the interleaved family, stopping at each slot's end) while pair 0
-// merges the last slot. It is a launch shape, so it must never change a bit: a batch of
+// one CTA may walk several warp slots in turn, the next slot's first blocks streaming in while
+// the current slot's pairs merge. It is a launch shape, so it must never change a bit: a batch of
 // sequences at depths whose schedules have 1, 2 and 4 warps per workgroup (and a ring) gives
 // the same outputs with 1, 2, 3 and 7 slots per CTA, on the default routes (vec, whose store is
 // fused in) and with vec switched off (splitk on the ring, interleaved on the growing plane),
@@ -137,14 +136,14 @@ void expect_walks_keep_bits(const Switches& switches, Route family) {
   }
 }
 
-// The default routes: vec, its store fused in (copies across slot ends).
+// The default routes: vec, its store fused in.
 TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBits) {
   LADDER_REQUIRE_GPU();
   expect_walks_keep_bits(Switches{}, Route::vec);
 }
 
-// vec switched off: splitk on the ring, interleaved on the growing plane (copies stop at each
-// slot's end: its current row's lo tiles take the stage after the slot's last block).
+// vec switched off: splitk on the ring, interleaved on the growing plane (whose current row's
+// lo tiles take the stage after the pair's last block of the slot).
 TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBitsWithoutVec) {
   LADDER_REQUIRE_GPU();
   Switches no_vec;
