@@ -18,9 +18,11 @@ import collections, re, statistics, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
 side = None
 for line in open(sys.argv[1]):
-    m = re.match(r"== (\S+) round", line)
-    if m:
-        side = m.group(1)  # rows under any other side's header are not counted
+    if line.startswith("== "):
+        # A round's header names its side; rows under any other header (another side, or the
+        # medians table the script appends to its own file) are not counted.
+        m = re.match(r"== (\S+) round", line)
+        side = m.group(1) if m else None
         continue
     m = re.match(r"^(layer-batch|layer|step|engine)\s+(.+?)\s{2,}(\d+)\s+([\d.]+)\s", line)
     if side in ("A", "B") and m:

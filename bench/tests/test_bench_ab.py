@@ -69,6 +69,23 @@ def test_a_row_missing_on_one_side_reads_nan(tmp_path):
     assert a == 450.0 and b != b  # NaN: never a made-up number
 
 
+def test_the_files_own_medians_table_is_not_a_round(tmp_path):
+    # The script appends its medians table to the file it read, under a "== medians" header;
+    # summarising that file again must give the same table, not count A's medians as B's.
+    text = ""
+    for r, (a, b) in enumerate(((7.0, 4.0), (8.0, 5.0))):
+        text += f"== A round {r + 1}: a\n" + HEADER + row("layer", "splitk/ring", "2048", a)
+        text += f"== B round {r + 1}: b\n" + HEADER + row("layer", "splitk/ring", "2048", b)
+    path = tmp_path / "ab.txt"
+    path.write_text(text)
+    first = summary(path)
+    assert first.returncode == 0, first.stderr
+    path.write_text(text + "== medians over the rounds\n" + first.stdout)
+    again = summary(path)
+    assert again.returncode == 0, again.stderr
+    assert table(again.stdout) == table(first.stdout) == {("layer", "splitk/ring", "2048"): (7.5, 4.5, 0.6)}
+
+
 def test_committed_runs_exist():
     assert COMMITTED
 
