@@ -41,11 +41,15 @@ namespace {
 using cuda_detail::BatchSpan;
 using cuda_detail::cuda_status;
 using cuda_detail::DeviceArray;
+using cuda_detail::EventHandle;
+using cuda_detail::GraphExecHandle;
+using cuda_detail::GraphHandle;
 using cuda_detail::LayerKernels;
 using cuda_detail::InputCount;
 using cuda_detail::kInputArrays;
 using cuda_detail::RouteLaunch;
 using cuda_detail::SlotInputs;
+using cuda_detail::StreamHandle;
 
 // Pinned host memory (the graph's copy nodes read and write it at replay time).
 template <class T>
@@ -234,14 +238,6 @@ class CudaBackend final : public DeviceBackend {
     ctx_.copt = copt;
   }
 
-  ~CudaBackend() override {
-    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-    for (cudaEvent_t e : {timing_[0], timing_[1], fork_, join_})
-      if (e != nullptr) cudaEventDestroy(e);
-    if (side_ != nullptr) cudaStreamDestroy(side_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
   Status init() {
     LADDER_TRY(cuda_detail::require_device());
     HeadShape& shape = ctx_.shape;
@@ -257,11 +253,13 @@ class CudaBackend final : public DeviceBackend {
     q_layer_ = static_cast<std::size_t>(ctx_.g.n_heads) * ctx_.g.head_dim;
     kv_layer_ = static_cast<std::size_t>(ctx_.g.n_kv_heads) * ctx_.g.head_dim;
     if (ctx_.copt.time_steps)
-      for (cudaEvent_t& e : timing_) LADDER_TRY(cuda_status(cudaEventCreate(&e), "creating a timing event"));
-    for (cudaEvent_t* e : {&fork_, &join_})
-      LADDER_TRY(cuda_status(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "creating an event"));
-    LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "creating a stream"));
-    return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
+      for (EventHandle& e : timing_) LADDER_TRY(cuda_status(cudaEventCreate(e.out()), "creating a timing event"));
+    for (EventHandle* e : {&fork_, &join_})
+      LADDER_TRY(cuda_status(cudaEventCreateWithFlags(e->out(), cudaEventDisableTiming), "creating an event"));
+    LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(side_.out(), cudaStreamNonBlocking), "creating a stream"));
+    LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(stream_handle_.out(), cudaStreamNonBlocking), "creating a stream"));
+    stream_ = stream_handle_.get();
+    return {};
   }
 
   Device device() const override { return Device::cuda; }
@@ -349,7 +347,7 @@ class CudaBackend final : public DeviceBackend {
         key.layers[l] = cuda_detail::merge(key.layers[l], k);
       }
     }
-    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[0], stream_), "timing a call"));
+    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[0].get(), stream_), "timing a call"));
     if (!attend) {
       LADDER_TRY(enqueue_fill(bucket, memory));
     } else if (ctx_.copt.use_graph) {
@@ -359,11 +357,11 @@ class CudaBackend final : public DeviceBackend {
     } else {
       LADDER_TRY(enqueue_step(key));
     }
-    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[1], stream_), "timing a call"));
+    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[1].get(), stream_), "timing a call"));
     LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), attend ? "running the step" : "storing the rows"));
     if (ctx_.copt.time_steps) {
       float ms = 0.0f;
-      LADDER_TRY(cuda_status(cudaEventElapsedTime(&ms, timing_[0], timing_[1]), "timing a call"));
+      LADDER_TRY(cuda_status(cudaEventElapsedTime(&ms, timing_[0].get(), timing_[1].get()), "timing a call"));
       ++stats_.timed_calls;
       stats_.device_us += static_cast<double>(ms) * 1e3;
     }
@@ -396,7 +394,6 @@ class CudaBackend final : public DeviceBackend {
   // graphs go with the old buffers.
   Status ensure_slots(int bucket) {
     if (bucket <= slots_) return {};
-    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     graphs_.clear();
     slots_ = 0;
     const std::size_t b = static_cast<std::size_t>(bucket);
@@ -484,12 +481,12 @@ class CudaBackend final : public DeviceBackend {
   // would turn the error into an invalid capture).
   template <class Work>
   Status with_counts_beside(int bucket, Work&& work) {
-    LADDER_TRY(cuda_status(cudaEventRecord(fork_, stream_), "forking the input count"));
-    LADDER_TRY(cuda_status(cudaStreamWaitEvent(side_, fork_, 0), "forking the input count"));
-    const Status counted = enqueue_counts(bucket, side_);
+    LADDER_TRY(cuda_status(cudaEventRecord(fork_.get(), stream_), "forking the input count"));
+    LADDER_TRY(cuda_status(cudaStreamWaitEvent(side_.get(), fork_.get(), 0), "forking the input count"));
+    const Status counted = enqueue_counts(bucket, side_.get());
     const Status rest = counted.ok() ? work() : counted;
-    const Status recorded = cuda_status(cudaEventRecord(join_, side_), "joining the input count");
-    const Status joined = cuda_status(cudaStreamWaitEvent(stream_, join_, 0), "joining the input count");
+    const Status recorded = cuda_status(cudaEventRecord(join_.get(), side_.get()), "joining the input count");
+    const Status joined = cuda_status(cudaStreamWaitEvent(stream_, join_.get(), 0), "joining the input count");
     for (const Status* st : {&rest, &recorded, &joined})
       if (!st->ok()) return *st;
     return {};
@@ -530,22 +527,19 @@ class CudaBackend final : public DeviceBackend {
     auto it = graphs_.find(key);
     if (it != graphs_.end()) {
       ++stats_.replays;
-      exec = it->second;
+      exec = it->second.get();
       return {};
     }
-    cudaGraph_t graph = nullptr;
+    GraphHandle graph;
     LADDER_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "beginning a capture"));
     const Status enq = enqueue_step(key);
-    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    if (!enq.ok()) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      return enq;
-    }
+    const cudaError_t end = cudaStreamEndCapture(stream_, graph.out());
+    LADDER_TRY(enq);
     LADDER_TRY(cuda_status(end, "ending the capture"));
-    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    LADDER_TRY(cuda_status(inst, "instantiating the step graph"));
-    graphs_.emplace(key, exec);
+    GraphExecHandle made;
+    LADDER_TRY(cuda_status(cudaGraphInstantiate(made.out(), graph.get(), 0), "instantiating the step graph"));
+    exec = made.get();
+    graphs_.emplace(key, std::move(made));
     ++stats_.captures;
     return {};
   }
@@ -553,8 +547,11 @@ class CudaBackend final : public DeviceBackend {
   DeviceContext ctx_;
   DeviceInfo info_;
   DeviceStats stats_;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t timing_[2] = {nullptr, nullptr};  // time_steps: recorded before and after a call's work
+  // Destroyed in reverse order of declaration: the graphs (declared last) before the events and
+  // streams they were captured on.
+  StreamHandle stream_handle_;
+  cudaStream_t stream_ = nullptr;  // stream_handle_'s, for the many calls that take it
+  EventHandle timing_[2];          // time_steps: recorded before and after a call's work
   std::size_t q_layer_ = 0, kv_layer_ = 0;  // floats of one layer's q (out), k (v)
   std::size_t call_layers_ = 0;             // layers of the call being run (a whole token, or one)
   int slots_ = 0;
@@ -570,12 +567,12 @@ class CudaBackend final : public DeviceBackend {
   PinnedArray<std::byte> h_call_;
   DeviceArray<std::byte> d_call_;
   std::size_t steps_offset_ = 0;
-  cudaStream_t side_ = nullptr;                       // the count's branch (with_counts_beside)
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  StreamHandle side_;  // the count's branch (with_counts_beside)
+  EventHandle fork_, join_;
   PinnedArray<InputCount> h_counts_;  // [slots][n_layers][kInputArrays]
   DeviceArray<InputCount> d_counts_;
   RangeStats last_counts_;
-  std::map<StepKey, cudaGraphExec_t> graphs_;
+  std::map<StepKey, GraphExecHandle> graphs_;
 };
 
 bool env_off(const char* name) {

@@ -34,9 +34,11 @@ inline constexpr double kUsPerMs = 1e3;
 // Times `run` (which enqueues on `stream`) `reps` times with CUDA events; returns the median ms.
 template <class Run>
 Result<double> median_ms(Run&& run, int reps, cudaStream_t stream) {
-  cudaEvent_t a = nullptr, b = nullptr;
-  LADDER_TRY(cuda_detail::cuda_status(cudaEventCreate(&a), "creating an event"));
-  Status s = cuda_detail::cuda_status(cudaEventCreate(&b), "creating an event");
+  cuda_detail::EventHandle start, stop;
+  LADDER_TRY(cuda_detail::cuda_status(cudaEventCreate(start.out()), "creating an event"));
+  LADDER_TRY(cuda_detail::cuda_status(cudaEventCreate(stop.out()), "creating an event"));
+  const cudaEvent_t a = start.get(), b = stop.get();
+  Status s;
   std::vector<float> ms;
   for (int i = 0; s.ok() && i < kWarmupRuns; ++i) s = run();
   for (int i = 0; s.ok() && i < reps; ++i) {
@@ -48,8 +50,6 @@ Result<double> median_ms(Run&& run, int reps, cudaStream_t stream) {
     if (s.ok()) s = cuda_detail::cuda_status(cudaEventElapsedTime(&t, a, b), "reading an event");
     ms.push_back(t);
   }
-  cudaEventDestroy(a);
-  if (b != nullptr) cudaEventDestroy(b);
   if (!s.ok()) return s;
   std::sort(ms.begin(), ms.end());
   return static_cast<double>(ms[ms.size() / 2]);

@@ -1,10 +1,12 @@
-// Internal: an owning device array with Status-returning allocation and copies.
+// Internal: owning device resources. A device array with Status-returning allocation and
+// copies; handles of the runtime's streams, events and graphs, destroyed with their owner.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <fmt/format.h>
+#include <utility>
 
 #include "cuda/dispatch.hpp"
 
@@ -64,5 +66,43 @@ class DeviceArray {
   T* p_ = nullptr;
   std::size_t n_ = 0;
 };
+
+// A runtime handle (stream, event, graph, executable graph) owned by one object: destroyed when
+// it is, or when reset. Move-only. out() hands the runtime's create call the slot to fill,
+// destroying what it held first.
+template <class Handle, cudaError_t (*Destroy)(Handle)>
+class CudaHandle {
+ public:
+  CudaHandle() = default;
+  CudaHandle(const CudaHandle&) = delete;
+  CudaHandle& operator=(const CudaHandle&) = delete;
+  CudaHandle(CudaHandle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  CudaHandle& operator=(CudaHandle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  ~CudaHandle() { reset(); }
+
+  void reset() {
+    if (h_ != nullptr) Destroy(h_);
+    h_ = nullptr;
+  }
+  Handle get() const { return h_; }
+  Handle* out() {
+    reset();
+    return &h_;
+  }
+
+ private:
+  Handle h_ = nullptr;
+};
+
+using StreamHandle = CudaHandle<cudaStream_t, cudaStreamDestroy>;
+using EventHandle = CudaHandle<cudaEvent_t, cudaEventDestroy>;
+using GraphHandle = CudaHandle<cudaGraph_t, cudaGraphDestroy>;
+using GraphExecHandle = CudaHandle<cudaGraphExec_t, cudaGraphExecDestroy>;
 
 }  // namespace ladder::cuda_detail

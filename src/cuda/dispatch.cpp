@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cuda/device_memory.hpp"
@@ -63,10 +64,9 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.tensor_core = cuda::resolve_producer(t.producer) == cuda::GpuProducer::tensor_core;
   c.heads_per_warp =
       heads_per_warp_for(shape.heads_per_kv(), t.heads_per_warp > 0 ? t.heads_per_warp : kDefaultHeadsPerWarp);
-  const cuda::GpuFusion fusion = cuda::resolve_fusion(t.fusion);
-  c.fused = c.tensor_core && (fusion == cuda::GpuFusion::fused || fusion == cuda::GpuFusion::store_fused);
-  c.merge = fusion == cuda::GpuFusion::store_fused ? FusedMerge::reducer : FusedMerge::last_cta;
-  c.programmatic = c.fused && t.programmatic;
+  // Only the tensor-core kernels take the store in.
+  c.fusion = c.tensor_core ? cuda::resolve_fusion(t.fusion) : GpuFusion::separate;
+  c.programmatic = c.fusion != GpuFusion::separate && t.programmatic;
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
   c.tc_slots_per_cta = t.tc_slots_per_cta;
   return c;
@@ -126,8 +126,8 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   p.tail_first = visible;
   p.partials = ws.partials;
 
-  const bool fused = (r == Route::splitk || r == Route::vec) && producer.fused;
-  const bool merges_itself = fused && producer.merge == FusedMerge::last_cta;
+  const bool fused = producer.fuses_store(r);
+  const bool merges_itself = producer.merges_in_producer(r);
   if (merges_itself) {
     const std::int64_t need_arrivals = static_cast<std::int64_t>(fused_groups(shape)) * kFusedArrivalsPerGroup;
     if (ws.arrivals == nullptr || ws.arrival_count < need_arrivals)
@@ -180,7 +180,8 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 
   if (fused) {
     // The fused producer stores the current row itself (and reads it from the activations): no
-    // store launch. With FusedMerge::last_cta it also writes the output: no reduce launch.
+    // store launch. In the one-kernel form (GpuFusion::fused) it also writes the output: no
+    // reduce launch.
     p.cur_k = io.k;
     p.cur_v = io.v;
     p.store_k = plane.k;
@@ -206,10 +207,9 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer, int max_padded_rows) {
   LayerKernels k;
   k.kv_dtype = l.producer.kv_dtype;
-  const bool fused = (l.route == Route::splitk || l.route == Route::vec) && producer.fused;
-  if (fused) {
+  if (producer.fuses_store(l.route)) {
     k.bits = l.route == Route::splitk ? LayerKernels::fused_splitk : LayerKernels::fused_vec;
-    if (producer.merge == FusedMerge::reducer) k.bits |= LayerKernels::reduce;
+    if (!producer.merges_in_producer(l.route)) k.bits |= LayerKernels::reduce;
     return k;
   }
   k.bits = LayerKernels::reduce;
@@ -262,6 +262,13 @@ RouteLaunch empty_launch(const HeadShape& shape) {
   return l;
 }
 
+namespace {
+// "fused splitk", "store-fused vec": a store-fused launch in error messages.
+std::string store_fused_name(Route r, const ProducerChoice& c) {
+  return fmt::format("{} {}", c.merges_in_producer(r) ? "fused" : "store-fused", route_name(r));
+}
+}  // namespace
+
 Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const RouteLaunch* first, BatchSpan batch,
                            const ProducerChoice& producer, cudaStream_t stream) {
   clear_stale_error();
@@ -283,19 +290,12 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   ReduceParams reduce;
   reduce.shape = shape;
   // One bit per fused family: a layer whose entries are all vec launches no empty splitk grid.
-  const bool merges_itself = producer.merge == FusedMerge::last_cta;
-  if ((k.bits & LayerKernels::fused_splitk) && merges_itself)
-    LADDER_TRY(step(launch_splitk_fused(prod, &first->producer, FusedTail{}, &first->tail, producer.programmatic,
-                                        stream, batch),
-                    "fused splitk"));
-  if ((k.bits & LayerKernels::fused_splitk) && !merges_itself)
-    LADDER_TRY(step(launch_splitk_store_fused(prod, &first->producer, producer, stream, batch), "store-fused splitk"));
-  if ((k.bits & LayerKernels::fused_vec) && merges_itself)
-    LADDER_TRY(step(
-        launch_vec_fused(prod, &first->producer, FusedTail{}, &first->tail, producer.programmatic, stream, batch),
-        "fused vec"));
-  if ((k.bits & LayerKernels::fused_vec) && !merges_itself)
-    LADDER_TRY(step(launch_vec_store_fused(prod, &first->producer, producer, stream, batch), "store-fused vec"));
+  for (const auto& [r, bit] : {std::pair{Route::splitk, LayerKernels::fused_splitk},
+                               std::pair{Route::vec, LayerKernels::fused_vec}})
+    if (k.bits & bit)
+      LADDER_TRY(step(launch_store_fused_route(r, prod, &first->producer, FusedTail{}, &first->tail, producer, stream,
+                                               batch),
+                      store_fused_name(r, producer).c_str()));
   if (k.bits & LayerKernels::store) LADDER_TRY(step(launch_store(store, &first->store, stream, batch), "store"));
   if (k.bits & LayerKernels::copy)
     LADDER_TRY(step(launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch), "pad or stage"));
@@ -316,32 +316,20 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
   const auto step = [&](cudaError_t r, const char* what) -> Status {
     return cuda_status(r, fmt::format("launching the {} kernel of the {} route", what, route_name(l.route)));
   };
+  if (producer.fuses_store(l.route)) {
+    LADDER_TRY(step(launch_store_fused_route(l.route, l.producer, indirect ? &dev->producer : nullptr, l.tail,
+                                             indirect ? &dev->tail : nullptr, producer, stream),
+                    store_fused_name(l.route, producer).c_str()));
+    if (producer.merges_in_producer(l.route)) return {};
+    return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, stream), "reduce");
+  }
   switch (l.route) {
     case Route::splitk:
-      if (producer.fused && producer.merge == FusedMerge::last_cta)
-        return step(launch_splitk_fused(l.producer, indirect ? &dev->producer : nullptr, l.tail,
-                                        indirect ? &dev->tail : nullptr, producer.programmatic, stream),
-                    "fused splitk");
-      if (producer.fused) {
-        LADDER_TRY(step(launch_splitk_store_fused(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
-                        "store-fused splitk"));
-        break;
-      }
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
       LADDER_TRY(step(launch_splitk(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
                       "splitk producer"));
       break;
     case Route::vec:
-      if (producer.fused && producer.merge == FusedMerge::last_cta)
-        return step(launch_vec_fused(l.producer, indirect ? &dev->producer : nullptr, l.tail,
-                                     indirect ? &dev->tail : nullptr, producer.programmatic, stream),
-                    "fused vec");
-      if (producer.fused) {
-        LADDER_TRY(step(launch_vec_store_fused(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
-                        "store-fused vec"));
-        break;
-      }
-      [[fallthrough]];
     case Route::staged: {
       LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
       // staged always copies; vec pads only a head-major plane's ragged tail, and in a capture

@@ -35,7 +35,7 @@ struct RouteLaunch {
   RowCopyParams copy;  // vec: the ragged-tail pad (rows 0 when none); staged: the staging copy
   ProducerParams producer;
   ReduceParams reduce;
-  FusedTail tail;  // the fused splitk kernel (producer.fused): out, counters
+  FusedTail tail;  // the one-kernel form (GpuFusion::fused) of splitk and vec: out, counters
 };
 
 // Validates (fail-closed) and fills the launch structs for route `r` on `plane`, for the
@@ -62,9 +62,9 @@ struct LayerKernels {
     splitk = 4,
     vec = 8,            // vec and staged
     interleaved = 16,
-    fused_splitk = 32,  // store + splitk producer + reduce in one kernel
+    fused_splitk = 32,  // splitk with the store inside its producer (either fused form)
     reduce = 64,
-    fused_vec = 128,    // store + pad + vec producer + reduce in one kernel
+    fused_vec = 128,    // vec likewise (no pad); `reduce` is set too unless the form merges itself
   };
   std::uint8_t bits = 0;
   int copy_rows = 0;    // the most rows a copy of this layer may write (bounds its grid)

@@ -30,24 +30,22 @@ struct FusedRows {
   }
 };
 
-template <KernelFamily F>
-cudaError_t launch_fused_family(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                                const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  return p.kv_dtype == KvDtype::bf16
-             ? launch_fused_tc<FusedRows<F, KvDtype::bf16>>(p, dp, tail, dtail, programmatic, stream, batch)
-             : launch_fused_tc<FusedRows<F, KvDtype::f16>>(p, dp, tail, dtail, programmatic, stream, batch);
+// Family F's rows in dtype D, in the form c.fusion says: the one kernel that merges itself
+// (fused), or the tensor-core producer kernel with the store inside, the merge left to the
+// reducer (store_fused).
+template <KernelFamily F, KvDtype D>
+cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                          const FusedTail* dtail, const ProducerChoice& c, cudaStream_t stream, BatchSpan batch) {
+  if (c.fusion == GpuFusion::fused)
+    return launch_fused_tc<FusedRows<F, D>>(p, dp, tail, dtail, c.programmatic, stream, batch);
+  return launch_producer_tc<FusedRows<F, D>>(p, dp, p.shape, c.tc_slots_per_cta, stream, batch, c.programmatic);
 }
 
-// The same rows through the tensor-core producer kernel: the store inside, the merge left to the
-// reducer (FusedMerge::reducer).
 template <KernelFamily F>
-cudaError_t launch_store_fused_family(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                                      cudaStream_t stream, BatchSpan batch) {
-  return p.kv_dtype == KvDtype::bf16
-             ? launch_producer_tc<FusedRows<F, KvDtype::bf16>>(p, dp, p.shape, c.tc_slots_per_cta, stream, batch,
-                                                               c.programmatic)
-             : launch_producer_tc<FusedRows<F, KvDtype::f16>>(p, dp, p.shape, c.tc_slots_per_cta, stream, batch,
-                                                              c.programmatic);
+cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                          const FusedTail* dtail, const ProducerChoice& c, cudaStream_t stream, BatchSpan batch) {
+  return p.kv_dtype == KvDtype::bf16 ? launch_family<F, KvDtype::bf16>(p, dp, tail, dtail, c, stream, batch)
+                                     : launch_family<F, KvDtype::f16>(p, dp, tail, dtail, c, stream, batch);
 }
 
 }  // namespace
@@ -56,24 +54,12 @@ int fused_groups(const HeadShape& shape) {
   return shape.n_kv_heads * ((shape.heads_per_kv() + kTcHeads - 1) / kTcHeads);
 }
 
-cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                                const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  return launch_fused_family<KernelFamily::splitk_fused>(p, dp, tail, dtail, programmatic, stream, batch);
-}
-
-cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                             const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  return launch_fused_family<KernelFamily::vec_fused>(p, dp, tail, dtail, programmatic, stream, batch);
-}
-
-cudaError_t launch_splitk_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                                      cudaStream_t stream, BatchSpan batch) {
-  return launch_store_fused_family<KernelFamily::splitk_fused>(p, dp, c, stream, batch);
-}
-
-cudaError_t launch_vec_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                                   cudaStream_t stream, BatchSpan batch) {
-  return launch_store_fused_family<KernelFamily::vec_fused>(p, dp, c, stream, batch);
+cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                                     const FusedTail* dtail, const ProducerChoice& c, cudaStream_t stream,
+                                     BatchSpan batch) {
+  if (!c.fuses_store(r)) return cudaErrorInvalidValue;
+  return r == Route::splitk ? launch_family<KernelFamily::splitk_fused>(p, dp, tail, dtail, c, stream, batch)
+                            : launch_family<KernelFamily::vec_fused>(p, dp, tail, dtail, c, stream, batch);
 }
 
 }  // namespace ladder::cuda_detail

@@ -8,7 +8,9 @@
 
 #include <cuda_runtime.h>
 
+#include "ladder/heuristics.hpp"
 #include "ladder/kernel_params.hpp"
+#include "ladder/ladder.hpp"
 
 namespace ladder::cuda_detail {
 
@@ -16,26 +18,29 @@ namespace ladder::cuda_detail {
 // query heads one warp carries. It is a schedule choice only; every value gives the same bits.
 int heads_per_warp_for(int heads_per_kv, int requested);
 
-// Where a fused route's split-K merge runs (LaunchTuning::fusion).
-enum class FusedMerge : std::uint8_t {
-  last_cta,  // in the producer's own launch: the last CTA to finish merges (fused_tc.cuh)
-  reducer,   // in the reducer kernel (reduce.cu), launched after the producer
-};
-
 // Which producer a launch runs: the tensor-core producer (producer_tc.cuh, the default) or the
 // exact-DAG producer (producer.cuh, the CPU twins' bits) with its sibling heads per warp.
 struct ProducerChoice {
   bool tensor_core = true;
   int heads_per_warp = 1;
-  // Tensor-core splitk and vec: the store fused into the producer (the current row taken from
-  // the activations), and the merge where `merge` says.
-  bool fused = true;
-  FusedMerge merge = FusedMerge::last_cta;
+  // How many kernels the splitk and vec routes launch, resolved (fused, store_fused or
+  // separate, never automatic): separate whenever the exact-DAG producer runs, since only the
+  // tensor-core kernels take the store in (resolve_producer_choice).
+  GpuFusion fusion = kGpuFusionDefault;
   // Launch the fused kernel with programmatic dependent launch (it may start while the previous
   // kernel of the stream runs; it waits for it before reading q).
   bool programmatic = false;
   const unsigned* arrival_delay_ns = nullptr;  // FusedTail::delay_ns
   int tc_slots_per_cta = 0;                    // LaunchTuning::tc_slots_per_cta
+
+  // Whether route r's producer stores the current row itself, taking it from the activations
+  // (splitk and vec in either fused form): no store launch.
+  bool fuses_store(Route r) const {
+    return (r == Route::splitk || r == Route::vec) && fusion != GpuFusion::separate;
+  }
+  // Whether it also merges the split-K partials and writes the output in its own launch (the
+  // last CTA to finish merges, fused_tc.cuh): no reduce launch either.
+  bool merges_in_producer(Route r) const { return fuses_store(r) && fusion == GpuFusion::fused; }
 };
 
 // What the fused one-kernel-per-layer route (fused_tc.cuh) needs beyond ProducerParams: where
@@ -82,20 +87,18 @@ cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp
                                cudaStream_t stream, BatchSpan batch = {});
 // Groups (KV head x 16-head tile: one arrival counter set each) of the fused kernel.
 int fused_groups(const HeadShape& shape);
-// Store + splitk (or vec, pad included) producer + reduce as one kernel (tensor-core arithmetic;
-// the same bits as the separate kernels).
-// Batched: the producer and tail structs of entry z are both `batch.stride` bytes apart.
-cudaError_t launch_splitk_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                                const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch = {});
-cudaError_t launch_vec_fused(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                             const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch = {});
-// The store fused into the tensor-core splitk (or vec) producer, which writes the warp-slot
-// partials for the reducer (the same bits as store + producer); `programmatic` launches it with
-// PDL (its plane prefetch before the wait).
-cudaError_t launch_splitk_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                                      cudaStream_t stream, BatchSpan batch = {});
-cudaError_t launch_vec_store_fused(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                                   cudaStream_t stream, BatchSpan batch = {});
+// Route r (splitk or vec, pad included) with the store inside its tensor-core producer, in the
+// form c.fusion says (c.fuses_store(r) must hold; else cudaErrorInvalidValue):
+//  * fused: store + producer + reduce as one kernel, the last CTA merging (fused_tc.cuh); it
+//    writes the output through `tail`;
+//  * store_fused: the tensor-core producer kernel with the store inside, writing the warp-slot
+//    partials for the reducer launched after it (`tail` unused).
+// The same bits as the separate kernels. c.programmatic launches it with PDL (its plane
+// prefetch before the wait). Batched: the producer and tail structs of entry z are both
+// `batch.stride` bytes apart.
+cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
+                                     const FusedTail* dtail, const ProducerChoice& c, cudaStream_t stream,
+                                     BatchSpan batch = {});
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {});
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
 cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);

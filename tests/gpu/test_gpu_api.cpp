@@ -45,9 +45,9 @@ TEST(GpuBatchKey, MergedKeyCarriesTheEntriesDtype) {
     cuda_detail::RouteLaunch l;
     l.route = r;
     l.producer.kv_dtype = KvDtype::bf16;
-    for (bool fused : {false, true}) {
+    for (const GpuFusion fusion : {GpuFusion::separate, GpuFusion::store_fused, GpuFusion::fused}) {
       cuda_detail::ProducerChoice c;
-      c.fused = fused;
+      c.fusion = fusion;
       const cuda_detail::LayerKernels k = cuda_detail::layer_kernels(l, c, kBlockTokens);
       EXPECT_EQ(k.kv_dtype, KvDtype::bf16) << route_name(r);
       cuda_detail::LayerKernels key;  // a step's key before any entry
