@@ -33,6 +33,12 @@ FAILED=0
 STEPS=",${LADDER_STEPS:-tests,san,cli,perf},"
 want() { [[ "$STEPS" == *",$1,"* ]]; }
 
+# Each finished step's line also goes to $OUT/progress.txt at once: a device call stopped at its
+# time limit returns what is under $OUT, and the summary below is written only at the end (a
+# full racecheck sweep beside the suite did not fit one 600 s call, and came back empty).
+note_progress() { printf '%s %s\n' "$(date -u +%H:%M:%SZ)" "$1" >>"$OUT/progress.txt"; }
+: >"$OUT/progress.txt"
+
 step() {  # step NAME LOGFILE COMMAND...
   local name="$1" log="$2"
   shift 2
@@ -40,6 +46,7 @@ step() {  # step NAME LOGFILE COMMAND...
   "$@" >"$LOG/$log" 2>&1
   local rc=$?
   SUMMARY+=("$(printf '%-26s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$log")")
+  note_progress "${SUMMARY[-1]}"
   if [ "$rc" -ne 0 ]; then FAILED=1; fi
   return 0
 }
@@ -96,10 +103,12 @@ san_one() {  # san_one TOOL TEST -> $(san_file TOOL TEST).{log,rc}
   f=$(san_file "$tool" "$test")
   env LADDER_GPU_SWEEP=small timeout "${LADDER_SAN_TIMEOUT:-480}" $SAN --tool "$tool" "$TESTS" \
     --gtest_filter="$test" >"$f.log" 2>&1
-  echo $? >"$f.rc"
+  local rc=$?
+  echo "$rc" >"$f.rc"
+  note_progress "$(printf '%-10s %-62s rc=%s %s' "$tool" "$test" "$rc" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f.log" | tail -1)")"
 }
-export -f san_file san_one
-export LOG TESTS SAN
+export -f san_file san_one note_progress
+export LOG TESTS SAN OUT
 san_start=$SECONDS
 if want san; then
   # Test names as the binary lists them ("Suite." lines, then "  Name" lines), minus SAN_FILTER.

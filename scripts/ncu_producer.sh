@@ -9,6 +9,11 @@
 # instructions with the most stall samples. Only the first producer_tc launch is profiled (the
 # ring fill and the other kernels run unprofiled: profiling every fill launch does not finish in
 # a device call). Needs ncu on PATH or under /usr/local/cuda/bin.
+#
+#   LADDER_NCU_BATCH=16   profiles the batched producer instead: the first launch of the
+#                         indirect kernel in the `layer-batch` rows (one layer over 16 sequences
+#                         through the engine, each sequence at DEPTH); ROUTE then only names the
+#                         output file (the engine picks each layer class's route).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 depth=${1:?usage: scripts/ncu_producer.sh DEPTH ROUTE...}
@@ -20,9 +25,17 @@ BIN=${LADDER_BIN:-.carry/bench/bin/ladder}
 for route in "$@"; do
   tag=$(echo "$route" | tr '/' '_')_$depth
   rep=/tmp/ncu_$tag
-  "$NCU" --set full --import-source no -k regex:producer_tc --launch-count 1 -f -o "$rep" \
-    "$BIN" bench --device cuda --depths "$depth" --routes "$route" --step-depths none --no-engine --reps 3 --quiet \
-    >"/tmp/ncu_run_$tag.txt" 2>&1
+  if [ -n "${LADDER_NCU_BATCH:-}" ]; then
+    tag=${tag}_batch${LADDER_NCU_BATCH}
+    rep=/tmp/ncu_$tag
+    "$NCU" --set full --import-source no -k regex:producer_tc_kernel_indirect --launch-count 1 -f -o "$rep" \
+      "$BIN" bench --device cuda --depths "$depth" --routes "$route" --step-depths none --batch "$LADDER_NCU_BATCH" \
+      --batch-max-depth 0 --no-engine --reps 3 --quiet >"/tmp/ncu_run_$tag.txt" 2>&1
+  else
+    "$NCU" --set full --import-source no -k regex:producer_tc --launch-count 1 -f -o "$rep" \
+      "$BIN" bench --device cuda --depths "$depth" --routes "$route" --step-depths none --no-engine --reps 3 --quiet \
+      >"/tmp/ncu_run_$tag.txt" 2>&1
+  fi
   {
     echo "== $route at $depth"
     "$NCU" -i "$rep.ncu-rep" --page details 2>&1
