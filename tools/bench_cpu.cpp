@@ -139,8 +139,10 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
   rep.threads = cpu::threads();
   Result<cpu::CpuProducer> producer = cpu::producer();
   if (!producer.ok()) return producer.status();
-  rep.device_name =
-      fmt::format("{} ({} worker threads, {} producer)", cpu_model(), rep.threads, cpu::cpu_producer_name(*producer));
+  Result<cpu::CpuVectors> vectors = cpu::vectors();
+  if (!vectors.ok()) return vectors.status();
+  rep.device_name = fmt::format("{} ({} worker threads, {} producer, {} vectors)", cpu_model(), rep.threads,
+                                cpu::cpu_producer_name(*producer), cpu::cpu_vectors_name(*vectors));
   rep.date = utc_now();
   rep.cache_bytes = llc_bytes();
   auto progress = [&](const std::string& s) {

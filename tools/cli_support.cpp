@@ -158,6 +158,8 @@ void CpuFlags::apply() const {
     Result<cpu::CpuProducer> p = cpu::producer();  // a bad LADDER_CPU_PRODUCER fails here, not mid-run
     if (!p.ok()) throw UsageError(p.status().message());
   }
+  Result<cpu::CpuVectors> v = cpu::vectors();  // and a bad LADDER_CPU_VECTORS
+  if (!v.ok()) throw UsageError(v.status().message());
   const Status st = cpu::set_threads(threads);
   if (!st.ok()) throw std::runtime_error(st.to_string());
 }

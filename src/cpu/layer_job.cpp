@@ -94,7 +94,7 @@ Status run_layers(std::span<const LayerWork> works) {
       if (lw.params.visible <= 0) continue;
       Slot& s = slots.emplace_back();
       s.work = w;
-      s.producer = lw.fast ? fast_producer_tasks(lw.params) : exact_producer_tasks(lw.route, lw.params);
+      s.producer = lw.fast ? fast_producer_tasks(lw.params, lw.vectors) : exact_producer_tasks(lw.route, lw.params);
       s.producer_first = producer_tasks;
       producer_tasks += s.producer->tasks();
       s.pending_first = kv_total;

@@ -12,9 +12,11 @@
 #include <thread>
 #include <vector>
 
-#if defined(__AVX2__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #endif
+
+#include "cpu/producer_fast_avx512.hpp"
 
 namespace ladder::cpu {
 namespace {
@@ -140,17 +142,47 @@ void fma_loop(std::int64_t iterations) {
 #endif
 }
 
-}  // namespace
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+constexpr int kFmaLanes512 = 16;
+// The same loop with 16-lane FMAs (compiled for AVX-512F whatever the build's flags; run only
+// where the CPU has it).
+__attribute__((target("avx512f"))) void fma_loop_avx512(std::int64_t iterations) {
+  __m512 acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(0.999999f);
+  const __m512 b = _mm512_set1_ps(1e-3f);
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  __m512 sum = acc[0];
+  for (int c = 1; c < kFmaChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  alignas(64) float lanes[kFmaLanes512];
+  _mm512_store_ps(lanes, sum);
+  g_sink.fetch_xor(static_cast<std::uint64_t>(lanes[0]), std::memory_order_relaxed);
+}
+#endif
 
-double measure_host_fma_rate(std::int64_t fmas_per_thread, int threads) {
-  const int n = resolve_threads(threads);
-  const std::int64_t per_iteration = static_cast<std::int64_t>(kFmaChains) * kFmaLanes;
+// FMAs per second over n threads of `loop`, `lanes` FMAs per chain step.
+template <class Loop>
+double fma_rate(std::int64_t fmas_per_thread, int n, int lanes, Loop&& loop) {
+  const std::int64_t per_iteration = static_cast<std::int64_t>(kFmaChains) * lanes;
   const std::int64_t iterations = fmas_per_thread / per_iteration;
   if (iterations <= 0) return 0.0;
   // median_seconds splits a byte count into slices; here every thread runs the whole loop.
   const double s = median_seconds(kSliceAlign * static_cast<std::size_t>(n), n,
-                                  [&](int, std::size_t, std::size_t) { fma_loop(iterations); });
+                                  [&](int, std::size_t, std::size_t) { loop(iterations); });
   return s > 0.0 ? static_cast<double>(iterations * per_iteration * n) / s : 0.0;
+}
+
+}  // namespace
+
+double measure_host_fma_rate(std::int64_t fmas_per_thread, int threads) {
+  const int n = resolve_threads(threads);
+  double rate = fma_rate(fmas_per_thread, n, kFmaLanes, fma_loop);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (cpu::detail::cpu_has_avx512())
+    rate = std::max(rate, fma_rate(fmas_per_thread, n, kFmaLanes512, fma_loop_avx512));
+#endif
+  return rate;
 }
 
 double measure_host_read_bandwidth(std::size_t bytes, int threads) {

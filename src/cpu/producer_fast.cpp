@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cpu/kv_convert.hpp"
+#include "cpu/producer_fast_avx512.hpp"
 #include "cpu/producer_fast_exp.hpp"
 #include "cpu/producer_fast_kernels.hpp"
 #include "cpu/thread_pool.hpp"
@@ -173,8 +174,9 @@ struct HeadState {
 template <KvDtype D>
 class FastProducer final : public ProducerTasks {
  public:
-  explicit FastProducer(const ProducerParams& p)
+  FastProducer(const ProducerParams& p, CpuVectors vectors)
       : p_(p),
+        wide_(vectors == CpuVectors::avx512 && detail::cpu_has_avx512()),
         hd_(p.shape.head_dim),
         hd8_(round_up(p.shape.head_dim, kLanes)),
         hpk_(p.shape.heads_per_kv()),
@@ -371,6 +373,10 @@ class FastProducer final : public ProducerTasks {
       const int n = std::min(kSubTokens, count - b);
       prefetch_rows(cur.v + b, n);
       widen_k_transposed(tl, cur.k + b, n, kv_head);
+      if (wide_) {
+        detail::score_heads_avx512(hpk_, hs.q, hd_, tl.kt.data(), scale, scores + b, kFastChunkTokens);
+        continue;
+      }
       for (int h = 0; h < hpk_; h += detail::kScoreHeads)
         score_heads(std::min(detail::kScoreHeads, hpk_ - h), hs.q + static_cast<std::size_t>(h) * hd_, hd_,
                     tl.kt.data(), scale, scores + static_cast<std::size_t>(h) * kFastChunkTokens + b);
@@ -390,6 +396,10 @@ class FastProducer final : public ProducerTasks {
       const int n = std::min(kSubTokens, count - b);
       if (next != nullptr) prefetch_rows(next->k + b, std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b)));
       widen_v_rows(cur.v + b, n, kv_head, rows);
+      if (wide_) {
+        detail::accumulate_heads_avx512(hpk_, hd8_, hs.o, hd8_, scores + b, kFastChunkTokens, rows, hd8_, n);
+        continue;
+      }
       for (int h = 0; h < hpk_; h += detail::kAccumHeads) {
         const int heads = std::min(detail::kAccumHeads, hpk_ - h);
         for (int d = 0; d < hd8_; d += detail::kAccumDimVectors * kLanes)
@@ -411,6 +421,7 @@ class FastProducer final : public ProducerTasks {
   }
 
   const ProducerParams& p_;
+  bool wide_;  // the 16-lane kernels (producer_fast_avx512.hpp) instead of the 8-lane ones
   int hd_;
   int hd8_;
   int hpk_;
@@ -420,9 +431,9 @@ class FastProducer final : public ProducerTasks {
 
 }  // namespace
 
-std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p) {
-  if (p.kv_dtype == KvDtype::bf16) return std::make_unique<FastProducer<KvDtype::bf16>>(p);
-  return std::make_unique<FastProducer<KvDtype::f16>>(p);
+std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p, CpuVectors vectors) {
+  if (p.kv_dtype == KvDtype::bf16) return std::make_unique<FastProducer<KvDtype::bf16>>(p, vectors);
+  return std::make_unique<FastProducer<KvDtype::f16>>(p, vectors);
 }
 
 }  // namespace ladder::cpu

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "cpu/producer_fast_avx512.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
 
 namespace ladder::cpu {
@@ -14,6 +15,9 @@ namespace {
 constexpr const char* kProducerEnv = "LADDER_CPU_PRODUCER";
 // -1: not chosen yet (read the environment on first use); otherwise a CpuProducer value.
 std::atomic<int> g_producer{-1};
+constexpr const char* kVectorsEnv = "LADDER_CPU_VECTORS";
+// -1: not chosen yet; otherwise a CpuVectors value.
+std::atomic<int> g_vectors{-1};
 
 }  // namespace
 
@@ -35,6 +39,31 @@ Result<CpuProducer> producer() {
   if (env == nullptr || *env == '\0') return CpuProducer::fast;
   Result<CpuProducer> parsed = parse_cpu_producer(env);
   if (!parsed.ok()) return make_error(ErrorCode::invalid_argument, fmt::format("{}: {}", kProducerEnv, parsed.status().message()));
+  return parsed;
+}
+
+const char* cpu_vectors_name(CpuVectors v) { return v == CpuVectors::avx512 ? "avx512" : "avx2"; }
+
+Result<CpuVectors> parse_cpu_vectors(const std::string& name) {
+  if (name == "avx2") return CpuVectors::avx2;
+  if (name == "avx512") {
+    if (!detail::cpu_has_avx512())
+      return make_error(ErrorCode::unsupported, "CPU vectors 'avx512': this CPU has no AVX-512F (use avx2)");
+    return CpuVectors::avx512;
+  }
+  return make_error(ErrorCode::invalid_argument,
+                    fmt::format("unknown CPU vectors '{}': use avx2 or avx512 (the default where the CPU has it)", name));
+}
+
+void set_vectors(CpuVectors v) { g_vectors.store(static_cast<int>(v), std::memory_order_relaxed); }
+
+Result<CpuVectors> vectors() {
+  const int chosen = g_vectors.load(std::memory_order_relaxed);
+  if (chosen >= 0) return static_cast<CpuVectors>(chosen);
+  const char* env = std::getenv(kVectorsEnv);
+  if (env == nullptr || *env == '\0') return detail::cpu_has_avx512() ? CpuVectors::avx512 : CpuVectors::avx2;
+  Result<CpuVectors> parsed = parse_cpu_vectors(env);
+  if (!parsed.ok()) return make_error(parsed.status().code(), fmt::format("{}: {}", kVectorsEnv, parsed.status().message()));
   return parsed;
 }
 

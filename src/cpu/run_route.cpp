@@ -68,8 +68,11 @@ Status prepare_route(Route r, HostPlane& plane, int position, int slot, const He
   Result<CpuProducer> which = producer();
   if (!which.ok()) return which.status();
   const bool fast = *which == CpuProducer::fast;
+  Result<CpuVectors> width = vectors();
+  if (!width.ok()) return width.status();
   work.route = r;
   work.fast = fast;
+  work.vectors = *width;
   // Start (or find) the worker pool before the row is stored: a pool that cannot start its
   // threads is refused here with the plane untouched.
   LADDER_TRY(detail::shared_pool().status());

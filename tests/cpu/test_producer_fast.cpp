@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/producer_fast_avx512.hpp"
 #include "cpu/producer_fast_exp.hpp"
 #include "cpu_twin_helpers.hpp"
 #include "ladder/heuristics.hpp"
@@ -78,10 +79,10 @@ struct FastCase {
   int position;
 };
 
-// Every route the plane state allows, fast producer, against the f64 reference fed the rows the
-// route reads; and the same call under the exact twin for comparison of accuracy.
-TEST(FastProducer, EveryRouteMeetsTheF64Bound) {
-  const FastCase cases[] = {
+// The sweep: Muse Glimmer shapes and odd ones, depths that cover one chunk, ragged chunks and
+// every split count, every head-block and dim-vector remainder of the micro-kernels.
+std::vector<FastCase> fast_cases() {
+  return {
       {"muse growing 1 chunk", 32, 2, 128, test::growing_config(2, 128, 64, 4096), 40},
       {"muse growing ragged", 32, 2, 128, test::growing_config(2, 128, 4096, 8192), 2100},
       {"muse growing 64 chunks", 32, 2, 128, test::growing_config(2, 128, 4096, 8192), 4095},
@@ -99,6 +100,12 @@ TEST(FastProducer, EveryRouteMeetsTheF64Bound) {
       {"gqa 12:4 head_dim 64 ring", 12, 4, 64, test::ring_config(4, 64, 700, 700, 4000), 1900},
       {"gqa 12:4 head_dim 64 growing", 12, 4, 64, test::growing_config(4, 64, 1024, 4000), 777},
   };
+}
+
+// Every route the plane state allows, fast producer, against the f64 reference fed the rows the
+// route reads; and the same call under the exact twin for comparison of accuracy.
+TEST(FastProducer, EveryRouteMeetsTheF64Bound) {
+  const std::vector<FastCase> cases = fast_cases();
   std::mt19937 rng(5);
   double worst = 0.0;
   const test::ProducerScope scope(cpu::CpuProducer::fast);
@@ -124,6 +131,48 @@ TEST(FastProducer, EveryRouteMeetsTheF64Bound) {
   }
   RecordProperty("worst_relative_error", fmt::format("{:.3g}", worst));
   std::printf("[ fast producer ] worst relative error vs the f64 reference: %.3g\n", worst);
+}
+
+// The 16-lane kernels (producer_fast_avx512.cpp) give the 8-lane kernels' bits on every route,
+// case and remainder of the sweep above (16 heads in one score block, 8-head accumulate blocks,
+// 32-, 16- and masked 8-dim vectors): each lane is the same fmaf chain.
+TEST(FastProducer, VectorWidthsGiveTheSameBits) {
+  if (!cpu::detail::cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512F: only the 8-lane kernels run here";
+  const cpu::CpuVectors before = *cpu::vectors();
+  std::mt19937 rng(6);
+  const test::ProducerScope scope(cpu::CpuProducer::fast);
+  int compared = 0;
+  for (const FastCase& c : fast_cases()) {
+    const HeadShape shape = test::make_shape(c.n_heads, c.n_kv_heads, c.head_dim);
+    const HostPlane plane = test::build_plane(c.cfg, c.position, rng);
+    const Token tok = test::random_token(shape, rng);
+    for (Route r : {Route::vec, Route::splitk, Route::interleaved, Route::staged}) {
+      SCOPED_TRACE(fmt::format("{} / {}", c.name, route_name(r)));
+      cpu::set_vectors(cpu::CpuVectors::avx2);
+      const test::RouteRun narrow = test::run_on_copy(r, plane, c.position, shape, tok);
+      cpu::set_vectors(cpu::CpuVectors::avx512);
+      const test::RouteRun wide = test::run_on_copy(r, plane, c.position, shape, tok);
+      ASSERT_EQ(narrow.status.ok(), wide.status.ok());
+      if (!narrow.status.ok()) continue;
+      EXPECT_TRUE(test::same_bits(narrow.out, wide.out));
+      ++compared;
+    }
+  }
+  cpu::set_vectors(before);
+  EXPECT_GT(compared, 30) << "the sweep must reach most routes of most cases";
+}
+
+TEST(FastProducer, VectorWidthNamesAreCheckedAgainstTheCpu) {
+  EXPECT_EQ(*cpu::parse_cpu_vectors("avx2"), cpu::CpuVectors::avx2);
+  const Result<cpu::CpuVectors> wide = cpu::parse_cpu_vectors("avx512");
+  EXPECT_EQ(wide.ok(), cpu::detail::cpu_has_avx512());
+  if (!wide.ok()) {
+    EXPECT_EQ(wide.status().code(), ErrorCode::unsupported);
+  }
+  const Result<cpu::CpuVectors> bad = cpu::parse_cpu_vectors("sse");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(bad.status().message().find("avx2"), std::string::npos);
 }
 
 class FastThreads : public ::testing::Test {

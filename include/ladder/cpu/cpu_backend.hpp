@@ -48,7 +48,9 @@ class ProducerTasks {
   virtual int splits() const = 0;
   virtual void run(int task) const = 0;
 };
-std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p);
+// The fast producer's vector width (CpuVectors, below): its micro-kernels' lanes.
+enum class CpuVectors { avx2, avx512 };
+std::unique_ptr<ProducerTasks> fast_producer_tasks(const ProducerParams& p, CpuVectors vectors);
 // The exact twins: splitk, vec (also staged, over its staged rows) and interleaved.
 std::unique_ptr<ProducerTasks> exact_producer_tasks(Route r, const ProducerParams& p);
 // One head of ReduceParams: its nwg partials merged in split order, divided once.
@@ -66,6 +68,16 @@ Result<CpuProducer> parse_cpu_producer(const std::string& name);
 void set_producer(CpuProducer p);
 Result<CpuProducer> producer();
 
+// The fast producer's micro-kernels: avx512 (16 lanes, AVX-512F) where the CPU has it, else avx2
+// (8 lanes; the portable loops without AVX2). Every width gives the same bits (each lane the same
+// fmaf chain). The first use reads LADDER_CPU_VECTORS=avx2|avx512 from the environment (avx512
+// on a CPU without it, or an unknown value, is an error of the call that reads it); until then
+// and without it, the widest the CPU has.
+const char* cpu_vectors_name(CpuVectors v);
+Result<CpuVectors> parse_cpu_vectors(const std::string& name);  // refuses avx512 where the CPU lacks it
+void set_vectors(CpuVectors v);
+Result<CpuVectors> vectors();
+
 // Per-layer scratch, sized through scratch_needs()/max_scratch_needs() (R5).
 struct Workspace {
   std::vector<float> partials;
@@ -81,6 +93,7 @@ struct Workspace {
 struct LayerWork {
   Route route = Route::vec;
   bool fast = true;
+  CpuVectors vectors = CpuVectors::avx2;  // the fast producer's width
   ProducerParams params;
   ReduceParams reduce;
 };

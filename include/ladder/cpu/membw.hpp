@@ -19,8 +19,11 @@ double measure_host_read_bandwidth(std::size_t bytes, int threads);
 double measure_host_copy_bandwidth(std::size_t bytes, int threads);
 
 // The arithmetic ceiling: every thread runs `fmas_per_thread` single-precision fused
-// multiply-adds on registers (8-wide vectors when the build has AVX2 + FMA, the width the
-// producers use), all threads released together: FMAs per second over all threads.
+// multiply-adds on registers, all threads released together: FMAs per second over all threads,
+// with the widest vectors this CPU has (8 lanes with AVX2 + FMA; where it has AVX-512F, 16-lane
+// FMAs too, and the faster of the two: a Zen 5 core issues them at the same rate, so twice the
+// FMAs, while a Zen 4 core splits each into two halves). The fast producer runs the same width
+// (CpuVectors).
 double measure_host_fma_rate(std::int64_t fmas_per_thread, int threads);
 
 }  // namespace ladder::cpu

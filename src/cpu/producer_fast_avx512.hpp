@@ -1,0 +1,29 @@
+// The fast CPU producer's 16-lane micro-kernels (AVX-512F), used instead of the 8-lane ones
+// (producer_fast_kernels.hpp) where the CPU has AVX-512 and the choice is `avx512`
+// (cpu_backend.hpp, CpuVectors). They are compiled for AVX-512 whatever the build's flags
+// (a function attribute), so one binary runs on CPUs with and without it.
+//
+// Why: a Zen 5 core issues 512-bit FMAs at the rate it issues 256-bit ones, so twice the FMA
+// lanes per cycle (docs/perf.md, 2026-12-01), and 32 vector registers hold every one of 16
+// sibling heads' score accumulators at once.
+//
+// Each lane is the same fmaf chain as the 8-lane kernels' and the portable loops' (scores: q.k
+// over d in increasing order from 0, then * scale; o: w.v over tokens in increasing order from
+// o's value), so every width gives the same bits (tests/cpu/test_producer_fast.cpp).
+#pragma once
+
+namespace ladder::cpu::detail {
+
+// Whether this CPU runs AVX-512F instructions (and its OS saves the registers).
+bool cpu_has_avx512();
+
+// s[h * s_stride + t] = scale * sum_d q[h * hd + d] * kt[d * 16 + t] for h < heads, t < 16:
+// kt is one sub-block's K, widened and transposed ([hd][16], as the 8-lane path lays it out).
+void score_heads_avx512(int heads, const float* q, int hd, const float* kt, float scale, float* s, int s_stride);
+
+// o[h * o_stride + j] += sum over t < n of w[h * w_stride + t] * v[t * v_stride + j], for h < heads
+// and j < dims (a multiple of 8).
+void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, int w_stride, const float* v,
+                             int v_stride, int n);
+
+}  // namespace ladder::cpu::detail
