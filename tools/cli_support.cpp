@@ -147,6 +147,10 @@ void CpuFlags::add_to(CLI::App& app) {
                  "CPU producer: fast (default) or exact (the twin of the GPU's exact-DAG producer, bit for bit); "
                  "default from LADDER_CPU_PRODUCER")
       ->check(CLI::IsMember({"fast", "exact"}));
+  app.add_option("--cpu-vectors", vectors,
+                 "the fast CPU producer's vectors: avx512 (16 lanes, where the CPU has AVX-512F) or avx2 (8 lanes); "
+                 "the same bits either way; default from LADDER_CPU_VECTORS, else the widest the CPU has")
+      ->check(CLI::IsMember({"avx2", "avx512"}));
 }
 
 void CpuFlags::apply() const {
@@ -158,8 +162,14 @@ void CpuFlags::apply() const {
     Result<cpu::CpuProducer> p = cpu::producer();  // a bad LADDER_CPU_PRODUCER fails here, not mid-run
     if (!p.ok()) throw UsageError(p.status().message());
   }
-  Result<cpu::CpuVectors> v = cpu::vectors();  // and a bad LADDER_CPU_VECTORS
-  if (!v.ok()) throw UsageError(v.status().message());
+  if (!vectors.empty()) {
+    Result<cpu::CpuVectors> v = cpu::parse_cpu_vectors(vectors);  // avx512 on a CPU without it
+    if (!v.ok()) throw UsageError(v.status().message());
+    cpu::set_vectors(*v);
+  } else {
+    Result<cpu::CpuVectors> v = cpu::vectors();  // a bad LADDER_CPU_VECTORS fails here, not mid-run
+    if (!v.ok()) throw UsageError(v.status().message());
+  }
   const Status st = cpu::set_threads(threads);
   if (!st.ok()) throw std::runtime_error(st.to_string());
 }

@@ -56,6 +56,7 @@ std::vector<int> parse_int_list(const std::string& text, const char* what, long 
 struct CpuFlags {
   int threads = 0;
   std::string producer;  // empty: LADDER_CPU_PRODUCER, else fast
+  std::string vectors;   // empty: LADDER_CPU_VECTORS, else the widest the CPU has
   void add_to(CLI::App& app);
   // Starts the worker pool with --threads workers and selects the producer. A pool the system
   // refuses (process or memory limits) throws std::runtime_error with the reason: an error,
