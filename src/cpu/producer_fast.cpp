@@ -74,6 +74,7 @@ class AlignedFloats {
 // Per-thread tiles, reused across tasks and calls.
 struct Tiles {
   AlignedFloats q;       // [hpk][hd], the range rule applied
+  AlignedFloats qt;      // [hd][hpk]: q transposed, for the 16-lane score kernel
   AlignedFloats kt;      // [hd][kSubTokens]: K of one sub-block, transposed (a vector = 8 tokens)
   AlignedFloats rows;    // [kSubTokens][hd8]: widened V rows (and K rows on the generic path)
   AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
@@ -166,6 +167,7 @@ void accumulate_heads(int heads, int dim_vectors, float* o, int o_stride, const 
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
 struct HeadState {
   float* q;             // [hpk][hd]
+  float* qt;            // [hd][hpk] (the 16-lane kernels only)
   float* o;             // [hpk][hd8]
   SoftmaxStats* stats;  // [hpk]
 };
@@ -202,6 +204,7 @@ class FastProducer final : public ProducerTasks {
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
     const std::size_t group = static_cast<std::size_t>(group_);
     tl.q.fit(group * hpk * hd);
+    if (wide_) tl.qt.fit(group * hd * hpk);
     tl.kt.fit(hd * kSubTokens);
     tl.rows.fit(kSubTokens * hd8);
     tl.scores.fit(hpk * kFastChunkTokens);
@@ -224,6 +227,12 @@ class FastProducer final : public ProducerTasks {
       st.o = tl.o.data() + j * hpk * hd8;
       st.stats = tl.stats.data() + j * hpk;
       range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
+      st.qt = nullptr;
+      if (wide_) {
+        st.qt = tl.qt.data() + j * hd * hpk;
+        for (std::size_t h = 0; h < hpk; ++h)
+          for (std::size_t d = 0; d < hd; ++d) st.qt[d * hpk + h] = st.q[h * hd + d];
+      }
       std::fill(st.o, st.o + hpk * hd8, 0.0f);
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
       chunk_rows(kv_head, first_chunk, rows[j][0]);
@@ -374,7 +383,7 @@ class FastProducer final : public ProducerTasks {
       prefetch_rows(cur.v + b, n);
       widen_k_transposed(tl, cur.k + b, n, kv_head);
       if (wide_) {
-        detail::score_heads_avx512(hpk_, hs.q, hd_, tl.kt.data(), scale, scores + b, kFastChunkTokens);
+        detail::score_heads_avx512(hpk_, hs.qt, hd_, tl.kt.data(), scale, scores + b);
         continue;
       }
       for (int h = 0; h < hpk_; h += detail::kScoreHeads)
@@ -397,7 +406,7 @@ class FastProducer final : public ProducerTasks {
       if (next != nullptr) prefetch_rows(next->k + b, std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b)));
       widen_v_rows(cur.v + b, n, kv_head, rows);
       if (wide_) {
-        detail::accumulate_heads_avx512(hpk_, hd8_, hs.o, hd8_, scores + b, kFastChunkTokens, rows, hd8_, n);
+        detail::accumulate_heads_avx512(hpk_, hd8_, hs.o, hd8_, scores + b, rows, hd8_, n);
         continue;
       }
       for (int h = 0; h < hpk_; h += detail::kAccumHeads) {

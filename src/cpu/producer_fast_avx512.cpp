@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "ladder/heuristics.hpp"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define LADDER_AVX512_KERNELS 1
@@ -25,27 +27,29 @@ constexpr int kHalfLanes = 8;          // a row's last dims may be one 8-dim hal
 constexpr __mmask16 kAllLanes = 0xFFFF;
 constexpr __mmask16 kLowHalf = 0x00FF;
 
+// qt: the block's first head of a [hd][qt_stride] transposed q.
 template <int H>
-__attribute__((target("avx512f"))) void score_block16(const float* q, int hd, const float* kt, float scale, float* s,
-                                                     int s_stride) {
+__attribute__((target("avx512f"))) void score_block16(const float* qt, int qt_stride, int hd, const float* kt,
+                                                     float scale, float* s) {
   __m512 acc[H];
 #pragma GCC unroll 16
   for (int h = 0; h < H; ++h) acc[h] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int d = 0; d < hd; ++d) {
     const __m512 k = _mm512_loadu_ps(kt + d * kSubTokens16);
+    const float* qd = qt + d * qt_stride;
 #pragma GCC unroll 16
-    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d]), k, acc[h]);
+    for (int h = 0; h < H; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h]), k, acc[h]);
   }
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
-  for (int h = 0; h < H; ++h) _mm512_storeu_ps(s + h * s_stride, _mm512_mul_ps(acc[h], sc));
+  for (int h = 0; h < H; ++h) _mm512_storeu_ps(s + h * kFastChunkTokens, _mm512_mul_ps(acc[h], sc));
 }
 
 // DB 16-dim vectors of H heads; the last vector's lanes are `last` (a row's 8-dim tail).
 template <int H, int DB>
-__attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_stride, const float* w, int w_stride,
-                                                          const float* v, int v_stride, int n, __mmask16 last) {
+__attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_stride, const float* w, const float* v,
+                                                          int v_stride, int n, __mmask16 last) {
   __m512 acc[H][DB];
 #pragma GCC unroll 8
   for (int h = 0; h < H; ++h)
@@ -60,7 +64,7 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
       vt[b] = _mm512_maskz_loadu_ps(b == DB - 1 ? last : kAllLanes, v + t * v_stride + b * kLanes16);
 #pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
-      const __m512 wh = _mm512_set1_ps(w[h * w_stride + t]);
+      const __m512 wh = _mm512_set1_ps(w[h * kFastChunkTokens + t]);
 #pragma GCC unroll 2
       for (int b = 0; b < DB; ++b) acc[h][b] = _mm512_fmadd_ps(wh, vt[b], acc[h][b]);
     }
@@ -74,19 +78,19 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
 
 // score_block16 for 1 .. 16 heads, chosen at run time.
 template <int H = kScoreHeads16>
-void score_dispatch(int heads, const float* q, int hd, const float* kt, float scale, float* s, int s_stride) {
+void score_dispatch(int heads, const float* qt, int qt_stride, int hd, const float* kt, float scale, float* s) {
   if constexpr (H >= 1) {
-    if (heads == H) return score_block16<H>(q, hd, kt, scale, s, s_stride);
-    return score_dispatch<H - 1>(heads, q, hd, kt, scale, s, s_stride);
+    if (heads == H) return score_block16<H>(qt, qt_stride, hd, kt, scale, s);
+    return score_dispatch<H - 1>(heads, qt, qt_stride, hd, kt, scale, s);
   }
 }
 
 template <int DB, int H = kAccumHeads16>
-void accumulate_dispatch(int heads, float* o, int o_stride, const float* w, int w_stride, const float* v,
-                         int v_stride, int n, __mmask16 last) {
+void accumulate_dispatch(int heads, float* o, int o_stride, const float* w, const float* v, int v_stride, int n,
+                         __mmask16 last) {
   if constexpr (H >= 1) {
-    if (heads == H) return accumulate_block16<H, DB>(o, o_stride, w, w_stride, v, v_stride, n, last);
-    return accumulate_dispatch<DB, H - 1>(heads, o, o_stride, w, w_stride, v, v_stride, n, last);
+    if (heads == H) return accumulate_block16<H, DB>(o, o_stride, w, v, v_stride, n, last);
+    return accumulate_dispatch<DB, H - 1>(heads, o, o_stride, w, v, v_stride, n, last);
   }
 }
 
@@ -97,26 +101,26 @@ bool cpu_has_avx512() {
   return has;
 }
 
-void score_heads_avx512(int heads, const float* q, int hd, const float* kt, float scale, float* s, int s_stride) {
+void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, float scale, float* s) {
   for (int h = 0; h < heads; h += kScoreHeads16) {
     const int block = heads - h < kScoreHeads16 ? heads - h : kScoreHeads16;
-    score_dispatch(block, q + h * hd, hd, kt, scale, s + h * s_stride, s_stride);
+    score_dispatch(block, qt + h, heads, hd, kt, scale, s + h * kFastChunkTokens);
   }
 }
 
-void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, int w_stride, const float* v,
-                             int v_stride, int n) {
+void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
+                             int n) {
   for (int h = 0; h < heads; h += kAccumHeads16) {
     const int block = heads - h < kAccumHeads16 ? heads - h : kAccumHeads16;
     float* oh = o + h * o_stride;
-    const float* wh = w + h * w_stride;
+    const float* wh = w + h * kFastChunkTokens;
     int d = 0;
     for (; d + kAccumVectors16 * kLanes16 <= dims; d += kAccumVectors16 * kLanes16)
-      accumulate_dispatch<kAccumVectors16>(block, oh + d, o_stride, wh, w_stride, v + d, v_stride, n, kAllLanes);
+      accumulate_dispatch<kAccumVectors16>(block, oh + d, o_stride, wh, v + d, v_stride, n, kAllLanes);
     // What is left: one full vector and/or an 8-dim half (dims is a multiple of 8).
     for (; d < dims; d += kLanes16) {
       const __mmask16 last = dims - d >= kLanes16 ? kAllLanes : kLowHalf;
-      accumulate_dispatch<1>(block, oh + d, o_stride, wh, w_stride, v + d, v_stride, n, last);
+      accumulate_dispatch<1>(block, oh + d, o_stride, wh, v + d, v_stride, n, last);
     }
   }
   static_assert(kSubTokens16 == kLanes16 && kHalfLanes * 2 == kLanes16, "a K tile is one register; tails are halves");
@@ -125,8 +129,8 @@ void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const 
 #else
 
 bool cpu_has_avx512() { return false; }
-void score_heads_avx512(int, const float*, int, const float*, float, float*, int) {}
-void accumulate_heads_avx512(int, int, float*, int, const float*, int, const float*, int, int) {}
+void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
+void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
 
 #endif
 

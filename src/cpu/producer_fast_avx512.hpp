@@ -17,13 +17,16 @@ namespace ladder::cpu::detail {
 // Whether this CPU runs AVX-512F instructions (and its OS saves the registers).
 bool cpu_has_avx512();
 
-// s[h * s_stride + t] = scale * sum_d q[h * hd + d] * kt[d * 16 + t] for h < heads, t < 16:
-// kt is one sub-block's K, widened and transposed ([hd][16], as the 8-lane path lays it out).
-void score_heads_avx512(int heads, const float* q, int hd, const float* kt, float scale, float* s, int s_stride);
+// s[h * kFastChunkTokens + t] = scale * sum_d qt[d * heads + h] * kt[d * 16 + t] for h < heads,
+// t < 16: qt is the query rows transposed ([hd][heads]: a dim's heads side by side, so every
+// head's broadcast addresses off one pointer; with 16 row pointers the kernel ran out of
+// general registers), kt one sub-block's K widened and transposed ([hd][16], as the 8-lane
+// path lays it out).
+void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, float scale, float* s);
 
-// o[h * o_stride + j] += sum over t < n of w[h * w_stride + t] * v[t * v_stride + j], for h < heads
-// and j < dims (a multiple of 8).
-void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, int w_stride, const float* v,
-                             int v_stride, int n);
+// o[h * o_stride + j] += sum over t < n of w[h * kFastChunkTokens + t] * v[t * v_stride + j], for
+// h < heads and j < dims (a multiple of 8).
+void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
+                             int n);
 
 }  // namespace ladder::cpu::detail
