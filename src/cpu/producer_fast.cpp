@@ -74,7 +74,7 @@ class AlignedFloats {
 // Per-thread tiles, reused across tasks and calls.
 struct Tiles {
   AlignedFloats q;       // [hpk][hd], the range rule applied
-  AlignedFloats qt;      // [hd][hpk]: q transposed, for the 16-lane score kernel
+  AlignedFloats krows;   // [kSubTokens][hd8]: K rows widened, untransposed (the 16-lane row scores)
   AlignedFloats kt;      // [hd][kSubTokens]: K of one sub-block, transposed (a vector = 8 tokens)
   AlignedFloats rows;    // [kSubTokens][hd8]: widened V rows (and K rows on the generic path)
   AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
@@ -167,7 +167,7 @@ void accumulate_heads(int heads, int dim_vectors, float* o, int o_stride, const 
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
 struct HeadState {
   float* q;             // [hpk][hd]
-  float* qt;            // [hd][hpk] (the 16-lane kernels only)
+  const float* qt;      // [hd][hpk] (the 16-lane kernels only)
   float* o;             // [hpk][hd8]
   SoftmaxStats* stats;  // [hpk]
 };
@@ -183,7 +183,9 @@ class FastProducer final : public ProducerTasks {
         hd8_(round_up(p.shape.head_dim, kLanes)),
         hpk_(p.shape.heads_per_kv()),
         group_(kv_heads_per_task(p)),
-        sched_(fast_schedule(p.visible)) {}
+        sched_(fast_schedule(p.visible)) {
+    if (wide_) transpose_q();
+  }
 
   int tasks() const override { return p_.shape.n_kv_heads / group_ * sched_.splits; }
   int kv_heads_per_task() const override { return group_; }
@@ -204,7 +206,7 @@ class FastProducer final : public ProducerTasks {
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
     const std::size_t group = static_cast<std::size_t>(group_);
     tl.q.fit(group * hpk * hd);
-    if (wide_) tl.qt.fit(group * hd * hpk);
+    if (wide_) tl.krows.fit(kSubTokens * hd8);
     tl.kt.fit(hd * kSubTokens);
     tl.rows.fit(kSubTokens * hd8);
     tl.scores.fit(hpk * kFastChunkTokens);
@@ -227,12 +229,7 @@ class FastProducer final : public ProducerTasks {
       st.o = tl.o.data() + j * hpk * hd8;
       st.stats = tl.stats.data() + j * hpk;
       range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
-      st.qt = nullptr;
-      if (wide_) {
-        st.qt = tl.qt.data() + j * hd * hpk;
-        for (std::size_t h = 0; h < hpk; ++h)
-          for (std::size_t d = 0; d < hd; ++d) st.qt[d * hpk + h] = st.q[h * hd + d];
-      }
+      st.qt = wide_ ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
       std::fill(st.o, st.o + hpk * hd8, 0.0f);
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
       chunk_rows(kv_head, first_chunk, rows[j][0]);
@@ -326,22 +323,22 @@ class FastProducer final : public ProducerTasks {
     detail::widen_row<D>(row, dst, hd_);
   }
 
-  // V rows of a sub-block (n <= kSubTokens) into rows ([n][hd8], padding dims left as they
-  // are: zero). Plane rows of a head_dim that is a multiple of 8 are widened by one unrolled
+  // K (key) or V rows of a sub-block (n <= kSubTokens) into rows ([n][hd8], padding dims left as
+  // they are: zero). Plane rows of a head_dim that is a multiple of 8 are widened by one unrolled
   // loop of 8-wide conversions (widen8); the rest row by row through widen_row. Both are exact.
-  void widen_v_rows(const KvWord* const* v, int n, int kv_head, float* rows) const {
+  void widen_rows(const KvWord* const* r, bool key, int n, int kv_head, float* rows) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     for (int i = 0; i < n; ++i) {
       float* dst = rows + i * hd8;
 #if defined(LADDER_FAST_AVX2)
-      if (v[i] != nullptr && hd_ % kLanes == 0) {
-        const KvWord* src = v[i];
+      if (r[i] != nullptr && hd_ % kLanes == 0) {
+        const KvWord* src = r[i];
 #pragma GCC unroll 8
         for (int d = 0; d < hd_; d += kLanes) _mm256_store_ps(dst + d, detail::widen8<D>(src + d));
         continue;
       }
 #endif
-      widen_row(v[i], false, kv_head, dst);
+      widen_row(r[i], key, kv_head, dst);
     }
   }
 
@@ -381,6 +378,15 @@ class FastProducer final : public ProducerTasks {
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       prefetch_rows(cur.v + b, n);
+      if (wide_ && hd8_ == detail::kRowScoreStride) {
+        float* krows = tl.krows.data();
+        widen_rows(cur.k + b, true, n, kv_head, krows);
+        // A ragged sub-block's rows past n: zero, as a transposed tile's (their scores are
+        // never read).
+        std::fill(krows + static_cast<std::size_t>(n) * hd8, krows + kSubTokens * hd8, 0.0f);
+        detail::score_rows_avx512(hpk_, hs.qt, hd_, krows, scale, scores + b);
+        continue;
+      }
       widen_k_transposed(tl, cur.k + b, n, kv_head);
       if (wide_) {
         detail::score_heads_avx512(hpk_, hs.qt, hd_, tl.kt.data(), scale, scores + b);
@@ -404,7 +410,7 @@ class FastProducer final : public ProducerTasks {
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       if (next != nullptr) prefetch_rows(next->k + b, std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b)));
-      widen_v_rows(cur.v + b, n, kv_head, rows);
+      widen_rows(cur.v + b, false, n, kv_head, rows);
       if (wide_) {
         detail::accumulate_heads_avx512(hpk_, hd8_, hs.o, hd8_, scores + b, rows, hd8_, n);
         continue;
@@ -429,6 +435,21 @@ class FastProducer final : public ProducerTasks {
     }
   }
 
+  // qt_ = every KV head's query rows, the range rule applied, transposed ([n_kv_heads][hd][hpk]):
+  // once per call, not once per task (every split of a KV head reads the same q; per task the
+  // transposition was ~6 % of a call at 8,192 on one worker).
+  void transpose_q() {
+    const std::size_t hd = static_cast<std::size_t>(hd_), hpk = static_cast<std::size_t>(hpk_);
+    qt_.resize(static_cast<std::size_t>(p_.shape.n_kv_heads) * hd * hpk);
+    std::vector<float> q(hpk * hd);
+    for (int kv_head = 0; kv_head < p_.shape.n_kv_heads; ++kv_head) {
+      range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, q.data(), hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
+      float* qt = qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk;
+      for (std::size_t h = 0; h < hpk; ++h)
+        for (std::size_t d = 0; d < hd; ++d) qt[d * hpk + h] = q[h * hd + d];
+    }
+  }
+
   const ProducerParams& p_;
   bool wide_;  // the 16-lane kernels (producer_fast_avx512.hpp) instead of the 8-lane ones
   int hd_;
@@ -436,6 +457,7 @@ class FastProducer final : public ProducerTasks {
   int hpk_;
   int group_;
   FastSchedule sched_;
+  std::vector<float> qt_;  // transpose_q()
 };
 
 }  // namespace

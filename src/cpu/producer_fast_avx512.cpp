@@ -9,6 +9,11 @@
 #include "ladder/heuristics.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC 12's avx512fintrin.h builds shuffles on _mm512_undefined_ps(), which its own
+// -Wuninitialized then reports at every use: a false positive of the header, silenced here only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #define LADDER_AVX512_KERNELS 1
 #endif
@@ -44,6 +49,56 @@ __attribute__((target("avx512f"))) void score_block16(const float* qt, int qt_st
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
   for (int h = 0; h < H; ++h) _mm512_storeu_ps(s + h * kFastChunkTokens, _mm512_mul_ps(acc[h], sc));
+}
+
+// c[h] = column h of the 16 x 16 matrix whose rows are r[0..15] (in place): unpack pairs of
+// rows, shuffle quads, then a 4 x 4 transpose of the 128-bit blocks.
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void transpose16(__m512 (&r)[kLanes16]) {
+  __m512 a[kLanes16], b[kLanes16];
+  for (int i = 0; i < kLanes16 / 2; ++i) {
+    a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  constexpr int kPairs01 = 0x44, kPairs23 = 0xEE;  // elements 0, 1 / 2, 3 of each operand's block
+  for (int i = 0; i < kLanes16 / 4; ++i) {
+    b[4 * i + 0] = _mm512_shuffle_ps(a[4 * i], a[4 * i + 2], kPairs01);
+    b[4 * i + 1] = _mm512_shuffle_ps(a[4 * i], a[4 * i + 2], kPairs23);
+    b[4 * i + 2] = _mm512_shuffle_ps(a[4 * i + 1], a[4 * i + 3], kPairs01);
+    b[4 * i + 3] = _mm512_shuffle_ps(a[4 * i + 1], a[4 * i + 3], kPairs23);
+  }
+  // b[4i + m], block L: rows 4i..4i+3 of column 4L + m.
+  constexpr int kBlocks01 = 0x44, kBlocks23 = 0xEE, kEvenBlocks = 0x88, kOddBlocks = 0xDD;
+  for (int m = 0; m < 4; ++m) {
+    const __m512 e0 = _mm512_shuffle_f32x4(b[m], b[4 + m], kBlocks01);
+    const __m512 e1 = _mm512_shuffle_f32x4(b[m], b[4 + m], kBlocks23);
+    const __m512 e2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], kBlocks01);
+    const __m512 e3 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], kBlocks23);
+    r[0 + m] = _mm512_shuffle_f32x4(e0, e2, kEvenBlocks);
+    r[4 + m] = _mm512_shuffle_f32x4(e0, e2, kOddBlocks);
+    r[8 + m] = _mm512_shuffle_f32x4(e1, e3, kEvenBlocks);
+    r[12 + m] = _mm512_shuffle_f32x4(e1, e3, kOddBlocks);
+  }
+}
+
+// Up to 16 heads (lanes `heads_mask` of qt's rows) x 16 tokens from K rows.
+__attribute__((target("avx512f"))) void score_rows16(__mmask16 heads_mask, int heads, const float* qt, int qt_stride,
+                                                    int hd, const float* krows, float scale, float* s) {
+  __m512 acc[kSubTokens16];
+#pragma GCC unroll 16
+  for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int d = 0; d < hd; ++d) {
+    const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
+    const float* kd = krows + d;
+#pragma GCC unroll 16
+    for (int t = 0; t < kSubTokens16; ++t)
+      acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kRowScoreStride]), acc[t]);
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 16
+  for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_mul_ps(acc[t], sc);
+  transpose16(acc);
+  for (int h = 0; h < heads; ++h) _mm512_storeu_ps(s + h * kFastChunkTokens, acc[h]);
 }
 
 // DB 16-dim vectors of H heads; the last vector's lanes are `last` (a row's 8-dim tail).
@@ -108,6 +163,14 @@ void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, flo
   }
 }
 
+void score_rows_avx512(int heads, const float* qt, int hd, const float* krows, float scale, float* s) {
+  for (int h = 0; h < heads; h += kScoreHeads16) {
+    const int block = heads - h < kScoreHeads16 ? heads - h : kScoreHeads16;
+    const __mmask16 mask = block == kScoreHeads16 ? kAllLanes : static_cast<__mmask16>((1u << block) - 1u);
+    score_rows16(mask, block, qt + h, heads, hd, krows, scale, s + h * kFastChunkTokens);
+  }
+}
+
 void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
                              int n) {
   for (int h = 0; h < heads; h += kAccumHeads16) {
@@ -126,10 +189,13 @@ void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const 
   static_assert(kSubTokens16 == kLanes16 && kHalfLanes * 2 == kLanes16, "a K tile is one register; tails are halves");
 }
 
+#pragma GCC diagnostic pop
+
 #else
 
 bool cpu_has_avx512() { return false; }
 void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
+void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
 
 #endif

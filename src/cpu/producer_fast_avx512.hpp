@@ -24,6 +24,16 @@ bool cpu_has_avx512();
 // path lays it out).
 void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, float scale, float* s);
 
+// The same scores from K rows as widened, krows [16][kRowScoreStride] (rows past the sub-block's
+// tokens hold any finite values: their scores are never read), with no transpose of K: each
+// token's 16 heads accumulate in one register (qt's dim row times the token's broadcast
+// element), and the 16 x 16 result is transposed once in registers. The K transpose (8 x 8
+// blocks of shuffles) was the largest part of the producer's own instructions once the FMA
+// kernels ran in 16 lanes (docs/perf.md, 2026-12-01). Rows of one stride only (a compile-time
+// one keeps every token's broadcast off one pointer): head_dim 128.
+inline constexpr int kRowScoreStride = 128;
+void score_rows_avx512(int heads, const float* qt, int hd, const float* krows, float scale, float* s);
+
 // o[h * o_stride + j] += sum over t < n of w[h * kFastChunkTokens + t] * v[t * v_stride + j], for
 // h < heads and j < dims (a multiple of 8).
 void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
