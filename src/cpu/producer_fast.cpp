@@ -403,7 +403,7 @@ class FastProducer final : public ProducerTasks {
       SoftmaxStats& st = hs.stats[h];
       const float corr = fold_block_max(st, detail::chunk_max(s, count));
       if (corr != 1.0f) detail::scale_row(hs.o + h * hd8, corr, hd8_);
-      st.s += weights_in_place(s, count, padded, st.m);
+      st.s += wide_ ? detail::weights_in_place_avx512(s, count, padded, st.m) : weights_in_place(s, count, padded, st.m);
     }
     // o += w . V, V widened once per sub-block and applied to every head.
     float* rows = tl.rows.data();

@@ -51,6 +51,37 @@ __attribute__((target("avx512f"))) void score_block16(const float* qt, int qt_st
   for (int h = 0; h < H; ++h) _mm512_storeu_ps(s + h * kFastChunkTokens, _mm512_mul_ps(acc[h], sc));
 }
 
+// softmax_exp (include/ladder/softmax.hpp) on 16 floats: producer_fast_exp.hpp's 8-lane function
+// in 16 lanes, the same operations in the same order.
+__attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;
+  constexpr float kLn2Lo = 1.42860682030941723e-6f;
+  constexpr float kMinArg = -87.0f;
+  constexpr int kExponentBias = 127;
+  constexpr int kMantissaBits = 23;
+  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kMinArg), _CMP_NGE_UQ);  // also NaN, -inf
+  const __m512 xc = _mm512_min_ps(x, _mm512_setzero_ps());
+  const __m512 n =
+      _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(kExponentBias)),
+                                      kMantissaBits);
+  __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  y = _mm512_mask_blend_ps(too_small, y, _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(is_nan, y, x);
+}
+
 // c[h] = column h of the 16 x 16 matrix whose rows are r[0..15] (in place): unpack pairs of
 // rows, shuffle quads, then a 4 x 4 transpose of the 128-bit blocks.
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) void transpose16(__m512 (&r)[kLanes16]) {
@@ -171,6 +202,27 @@ void score_rows_avx512(int heads, const float* qt, int hd, const float* krows, f
   }
 }
 
+__attribute__((target("avx512f"))) float weights_in_place_avx512(float* s, int count, int padded, float m) {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();  // the 8-lane path's running lane sums
+  for (int i = 0; i < padded; i += kLanes16) {
+    const int left = padded - i;
+    const __mmask16 lanes = left >= kLanes16 ? kAllLanes : kLowHalf;  // padded is a multiple of 8
+    const int live = count - i;
+    const __mmask16 keep =
+        live >= kLanes16 ? kAllLanes : live <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << live) - 1u);
+    const __m512 w = _mm512_maskz_mov_ps(keep, softmax_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, s + i), mv)));
+    _mm512_mask_storeu_ps(s + i, lanes, w);
+    sum = _mm256_add_ps(sum, _mm512_castps512_ps256(w));
+    if (lanes == kAllLanes) sum = _mm256_add_ps(sum, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)));
+  }
+  alignas(32) float lane_sums[kHalfLanes];
+  _mm256_store_ps(lane_sums, sum);
+  float total = 0.0f;
+  for (float x : lane_sums) total += x;
+  return total;
+}
+
 void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
                              int n) {
   for (int h = 0; h < heads; h += kAccumHeads16) {
@@ -196,6 +248,7 @@ void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const 
 bool cpu_has_avx512() { return false; }
 void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
 void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
+float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
 
 #endif

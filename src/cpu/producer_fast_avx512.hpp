@@ -34,6 +34,12 @@ void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, flo
 inline constexpr int kRowScoreStride = 128;
 void score_rows_avx512(int heads, const float* qt, int hd, const float* krows, float scale, float* s);
 
+// w[i] = softmax_exp(s[i] - m) for i < count (in place), zero for count <= i < padded (padded a
+// multiple of 8); returns the sum of the weights in the 8-lane path's order (8 running lane sums
+// over i = l, l + 8, ..., then lanes 0..7), so the same bits: each 16-lane exp is the scalar
+// softmax_exp's operations lane by lane, and its two halves are added as two 8-lane steps.
+float weights_in_place_avx512(float* s, int count, int padded, float m);
+
 // o[h * o_stride + j] += sum over t < n of w[h * kFastChunkTokens + t] * v[t * v_stride + j], for
 // h < heads and j < dims (a multiple of 8).
 void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,

@@ -59,6 +59,49 @@ TEST(FastExp, EightLanesAreTheScalarFunctionBitForBit) {
 }
 #endif
 
+// The 16-lane weights (the exps of a chunk's scores and their sum): every weight is the scalar
+// softmax_exp bit for bit, special arguments included, lanes past the count are 0 and untouched
+// past `padded`, and the sum is the 8-lane path's (8 running lane sums, then lanes 0..7).
+TEST(FastExp, SixteenLaneWeightsAreTheScalarFunctionAndTheEightLaneSum) {
+  if (!cpu::detail::cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512F: only the 8-lane kernels run here";
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, 3.5f, -1e-30f, -1e-7f, -0.5f, -0.6931472f, -1.0f, -10.0f, -86.99f,
+                           -87.0f, -87.0001f, -88.0f, -100.0f, -1e30f, std::numeric_limits<float>::denorm_min(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  for (float x = -90.0f; x <= 1.0f; x += 0.0137f) xs.push_back(x);
+  for (int k = -24; k <= 6; ++k) xs.push_back(-std::ldexp(1.0f, k));
+  constexpr float kMax = 0.25f;  // s - m: every argument above, shifted
+  constexpr int kLaneSums = 8;
+  constexpr float kPastPadded = 12345.0f;
+  // Counts that end inside a 16-lane vector, on its half, and on its end; padded up to 8.
+  for (const int count : {1, 7, 8, 9, 16, 23, 64, 71, static_cast<int>(xs.size())}) {
+    const int padded = (count + 7) / 8 * 8;
+    std::vector<float> s(static_cast<std::size_t>(padded) + 16, kPastPadded);
+    for (int i = 0; i < padded; ++i) s[i] = xs[static_cast<std::size_t>(i) % xs.size()] + kMax;
+    std::vector<float> want(s);
+    float lanes[kLaneSums] = {};
+    for (int i = 0; i < padded; ++i) {
+      want[i] = i < count ? softmax_exp(s[i] - kMax) : 0.0f;
+      lanes[i % kLaneSums] += want[i];
+    }
+    float want_sum = 0.0f;
+    for (float l : lanes) want_sum += l;
+    const float got_sum = cpu::detail::weights_in_place_avx512(s.data(), count, padded, kMax);
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(s[i])) << "count " << count << ", i " << i;
+      } else {
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(s[i]), std::bit_cast<std::uint32_t>(want[i])) << "count " << count << ", i " << i;
+      }
+    }
+    if (std::isnan(want_sum)) {
+      EXPECT_TRUE(std::isnan(got_sum)) << "count " << count;
+    } else {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got_sum), std::bit_cast<std::uint32_t>(want_sum)) << "count " << count;
+    }
+  }
+}
+
 TEST(FastSchedule, FixedChunksAndBoundedSplits) {
   EXPECT_EQ(cpu::fast_schedule(0).splits, 0);
   for (int visible : {1, 63, 64, 65, 2047, 2048, 2049, 8192, 131072, 1 << 20}) {
