@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "cpu/producer_fast_exp.hpp"
 #include "ladder/heuristics.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -54,12 +55,9 @@ __attribute__((target("avx512f"))) void score_block16(const float* qt, int qt_st
 // softmax_exp (include/ladder/softmax.hpp) on 16 floats: producer_fast_exp.hpp's 8-lane function
 // in 16 lanes, the same operations in the same order.
 __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693145751953125f;
-  constexpr float kLn2Lo = 1.42860682030941723e-6f;
-  constexpr float kMinArg = -87.0f;
-  constexpr int kExponentBias = 127;
-  constexpr int kMantissaBits = 23;
+  using C = ExpConstants;
+  constexpr float kLog2e = C::kLog2e, kLn2Hi = C::kLn2Hi, kLn2Lo = C::kLn2Lo, kMinArg = C::kMinArg;
+  constexpr int kExponentBias = C::kExponentBias, kMantissaBits = C::kMantissaBits;
   const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kMinArg), _CMP_NGE_UQ);  // also NaN, -inf
   const __m512 xc = _mm512_min_ps(x, _mm512_setzero_ps());
@@ -67,14 +65,9 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
       _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), xc);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  __m512 p = _mm512_set1_ps(C::kHorner[0]);
+#pragma GCC unroll 8
+  for (int k = 1; k < C::kTerms; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(C::kHorner[k]));
   const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(kExponentBias)),
                                       kMantissaBits);
   __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));

@@ -33,15 +33,21 @@ constexpr double kSpecTolerance = 2e-3;
 // ordering or addressing bug cannot hide in P3's slack.
 constexpr double kTightTolerance = 1e-5;
 
-#if defined(__AVX2__) && defined(__FMA__)
-TEST(FastExp, EightLanesAreTheScalarFunctionBitForBit) {
+// Arguments of the exp's tests: the special ones, a dense sweep of [-90, 1] and every 2^k
+// boundary of the reduction.
+std::vector<float> exp_arguments() {
   std::vector<float> xs = {0.0f, -0.0f, 1.0f, 3.5f, -1e-30f, -1e-7f, -0.5f, -0.6931472f, -1.0f, -10.0f, -86.99f,
                            -87.0f, -87.0001f, -88.0f, -100.0f, -1e30f, std::numeric_limits<float>::denorm_min(),
                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(),
                            std::numeric_limits<float>::quiet_NaN()};
-  // A dense sweep of [-90, 1] plus every 2^k boundary of the reduction.
   for (float x = -90.0f; x <= 1.0f; x += 0.0137f) xs.push_back(x);
   for (int k = -24; k <= 6; ++k) xs.push_back(-std::ldexp(1.0f, k));
+  return xs;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+TEST(FastExp, EightLanesAreTheScalarFunctionBitForBit) {
+  std::vector<float> xs = exp_arguments();
   while (xs.size() % 8 != 0) xs.push_back(-2.0f);
   for (std::size_t i = 0; i < xs.size(); i += 8) {
     alignas(32) float got[8];
@@ -64,12 +70,7 @@ TEST(FastExp, EightLanesAreTheScalarFunctionBitForBit) {
 // past `padded`, and the sum is the 8-lane path's (8 running lane sums, then lanes 0..7).
 TEST(FastExp, SixteenLaneWeightsAreTheScalarFunctionAndTheEightLaneSum) {
   if (!cpu::detail::cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512F: only the 8-lane kernels run here";
-  std::vector<float> xs = {0.0f, -0.0f, 1.0f, 3.5f, -1e-30f, -1e-7f, -0.5f, -0.6931472f, -1.0f, -10.0f, -86.99f,
-                           -87.0f, -87.0001f, -88.0f, -100.0f, -1e30f, std::numeric_limits<float>::denorm_min(),
-                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(),
-                           std::numeric_limits<float>::quiet_NaN()};
-  for (float x = -90.0f; x <= 1.0f; x += 0.0137f) xs.push_back(x);
-  for (int k = -24; k <= 6; ++k) xs.push_back(-std::ldexp(1.0f, k));
+  const std::vector<float> xs = exp_arguments();
   constexpr float kMax = 0.25f;  // s - m: every argument above, shifted
   constexpr int kLaneSums = 8;
   constexpr float kPastPadded = 12345.0f;
