@@ -330,6 +330,10 @@ class FastProducer final : public ProducerTasks {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     for (int i = 0; i < n; ++i) {
       float* dst = rows + i * hd8;
+      if (wide_ && r[i] != nullptr && hd_ == detail::kWideRowDims) {
+        detail::widen_row_avx512(r[i], dst, D);
+        continue;
+      }
 #if defined(LADDER_FAST_AVX2)
       if (r[i] != nullptr && hd_ % kLanes == 0) {
         const KvWord* src = r[i];
@@ -378,7 +382,7 @@ class FastProducer final : public ProducerTasks {
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       prefetch_rows(cur.v + b, n);
-      if (wide_ && hd8_ == detail::kRowScoreStride) {
+      if (wide_ && hd8_ == detail::kWideRowDims) {
         float* krows = tl.krows.data();
         widen_rows(cur.k + b, true, n, kv_head, krows);
         // A ragged sub-block's rows past n: zero, as a transposed tile's (their scores are

@@ -116,7 +116,7 @@ __attribute__((target("avx512f"))) void score_rows16(__mmask16 heads_mask, int h
     const float* kd = krows + d;
 #pragma GCC unroll 16
     for (int t = 0; t < kSubTokens16; ++t)
-      acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kRowScoreStride]), acc[t]);
+      acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kWideRowDims]), acc[t]);
   }
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
@@ -216,6 +216,18 @@ __attribute__((target("avx512f"))) float weights_in_place_avx512(float* s, int c
   return total;
 }
 
+__attribute__((target("avx512f"))) void widen_row_avx512(const KvWord* src, float* dst, KvDtype dtype) {
+  constexpr int kBf16Shift = 16;  // a bf16 is the high half of its f32
+#pragma GCC unroll 8
+  for (int d = 0; d < kWideRowDims; d += kLanes16) {
+    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d));
+    const __m512 x = dtype == KvDtype::bf16
+                         ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(words), kBf16Shift))
+                         : _mm512_cvtph_ps(words);
+    _mm512_storeu_ps(dst + d, x);
+  }
+}
+
 void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
                              int n) {
   for (int h = 0; h < heads; h += kAccumHeads16) {
@@ -242,6 +254,7 @@ bool cpu_has_avx512() { return false; }
 void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
 void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }
+void widen_row_avx512(const KvWord*, float*, KvDtype) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
 
 #endif

@@ -12,6 +12,8 @@
 // o's value), so every width gives the same bits (tests/cpu/test_producer_fast.cpp).
 #pragma once
 
+#include "ladder/kv_dtype.hpp"
+
 namespace ladder::cpu::detail {
 
 // Whether this CPU runs AVX-512F instructions (and its OS saves the registers).
@@ -24,15 +26,19 @@ bool cpu_has_avx512();
 // path lays it out).
 void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, float scale, float* s);
 
-// The same scores from K rows as widened, krows [16][kRowScoreStride] (rows past the sub-block's
+// The same scores from K rows as widened, krows [16][kWideRowDims] (rows past the sub-block's
 // tokens hold any finite values: their scores are never read), with no transpose of K: each
 // token's 16 heads accumulate in one register (qt's dim row times the token's broadcast
 // element), and the 16 x 16 result is transposed once in registers. The K transpose (8 x 8
 // blocks of shuffles) was the largest part of the producer's own instructions once the FMA
 // kernels ran in 16 lanes (docs/perf.md, 2026-12-01). Rows of one stride only (a compile-time
-// one keeps every token's broadcast off one pointer): head_dim 128.
-inline constexpr int kRowScoreStride = 128;
+// one keeps every token's broadcast off one pointer): head_dim kWideRowDims.
+inline constexpr int kWideRowDims = 128;
 void score_rows_avx512(int heads, const float* qt, int hd, const float* krows, float scale, float* s);
+
+// dst[0 .. kWideRowDims) = the f32 values of a plane row of dtype `dtype` (exact: F16C's
+// conversion for f16, a 16-bit shift for bf16), 16 at a time.
+void widen_row_avx512(const KvWord* src, float* dst, KvDtype dtype);
 
 // w[i] = softmax_exp(s[i] - m) for i < count (in place), zero for count <= i < padded (padded a
 // multiple of 8); returns the sum of the weights in the 8-lane path's order (8 running lane sums
