@@ -166,7 +166,7 @@ void accumulate_heads(int heads, int dim_vectors, float* o, int o_stride, const 
 
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
 struct HeadState {
-  float* q;             // [hpk][hd]
+  float* q;             // [hpk][hd] (the 8-lane kernels only)
   const float* qt;      // [hd][hpk] (the 16-lane kernels only)
   float* o;             // [hpk][hd8]
   SoftmaxStats* stats;  // [hpk]
@@ -205,8 +205,11 @@ class FastProducer final : public ProducerTasks {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
     const std::size_t group = static_cast<std::size_t>(group_);
-    tl.q.fit(group * hpk * hd);
-    if (wide_) tl.krows.fit(kSubTokens * hd8);
+    // The 16-lane kernels read q from qt_ (transpose_q: the range rule applied once per call).
+    if (wide_)
+      tl.krows.fit(kSubTokens * hd8);
+    else
+      tl.q.fit(group * hpk * hd);
     tl.kt.fit(hd * kSubTokens);
     tl.rows.fit(kSubTokens * hd8);
     tl.scores.fit(hpk * kFastChunkTokens);
@@ -225,11 +228,12 @@ class FastProducer final : public ProducerTasks {
       const int kv_head = kv0 + j;
       if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
       HeadState& st = state[j];
-      st.q = tl.q.data() + j * hpk * hd;
+      st.q = wide_ ? nullptr : tl.q.data() + j * hpk * hd;
+      st.qt = wide_ ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
       st.o = tl.o.data() + j * hpk * hd8;
       st.stats = tl.stats.data() + j * hpk;
-      range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
-      st.qt = wide_ ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
+      if (!wide_)
+        range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
       std::fill(st.o, st.o + hpk * hd8, 0.0f);
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
       chunk_rows(kv_head, first_chunk, rows[j][0]);

@@ -19,6 +19,20 @@ constexpr const char* kVectorsEnv = "LADDER_CPU_VECTORS";
 // -1: not chosen yet; otherwise a CpuVectors value.
 std::atomic<int> g_vectors{-1};
 
+// One process-wide choice: what set_*() chose, else the environment variable `env` parsed by
+// `parse` (its error prefixed with the variable's name), else `fallback`.
+template <class T>
+Result<T> chosen_or_env(const std::atomic<int>& chosen, const char* env, Result<T> (*parse)(const std::string&),
+                        T fallback) {
+  const int set = chosen.load(std::memory_order_relaxed);
+  if (set >= 0) return static_cast<T>(set);
+  const char* value = std::getenv(env);
+  if (value == nullptr || *value == '\0') return fallback;
+  Result<T> parsed = parse(value);
+  if (!parsed.ok()) return make_error(parsed.status().code(), fmt::format("{}: {}", env, parsed.status().message()));
+  return parsed;
+}
+
 }  // namespace
 
 const char* cpu_producer_name(CpuProducer p) { return p == CpuProducer::exact ? "exact" : "fast"; }
@@ -32,15 +46,7 @@ Result<CpuProducer> parse_cpu_producer(const std::string& name) {
 
 void set_producer(CpuProducer p) { g_producer.store(static_cast<int>(p), std::memory_order_relaxed); }
 
-Result<CpuProducer> producer() {
-  const int chosen = g_producer.load(std::memory_order_relaxed);
-  if (chosen >= 0) return static_cast<CpuProducer>(chosen);
-  const char* env = std::getenv(kProducerEnv);
-  if (env == nullptr || *env == '\0') return CpuProducer::fast;
-  Result<CpuProducer> parsed = parse_cpu_producer(env);
-  if (!parsed.ok()) return make_error(ErrorCode::invalid_argument, fmt::format("{}: {}", kProducerEnv, parsed.status().message()));
-  return parsed;
-}
+Result<CpuProducer> producer() { return chosen_or_env(g_producer, kProducerEnv, parse_cpu_producer, CpuProducer::fast); }
 
 const char* cpu_vectors_name(CpuVectors v) { return v == CpuVectors::avx512 ? "avx512" : "avx2"; }
 
@@ -58,13 +64,8 @@ Result<CpuVectors> parse_cpu_vectors(const std::string& name) {
 void set_vectors(CpuVectors v) { g_vectors.store(static_cast<int>(v), std::memory_order_relaxed); }
 
 Result<CpuVectors> vectors() {
-  const int chosen = g_vectors.load(std::memory_order_relaxed);
-  if (chosen >= 0) return static_cast<CpuVectors>(chosen);
-  const char* env = std::getenv(kVectorsEnv);
-  if (env == nullptr || *env == '\0') return detail::cpu_has_avx512() ? CpuVectors::avx512 : CpuVectors::avx2;
-  Result<CpuVectors> parsed = parse_cpu_vectors(env);
-  if (!parsed.ok()) return make_error(parsed.status().code(), fmt::format("{}: {}", kVectorsEnv, parsed.status().message()));
-  return parsed;
+  return chosen_or_env(g_vectors, kVectorsEnv, parse_cpu_vectors,
+                       detail::cpu_has_avx512() ? CpuVectors::avx512 : CpuVectors::avx2);
 }
 
 }  // namespace ladder::cpu
