@@ -257,9 +257,7 @@ class CudaBackend final : public DeviceBackend {
     for (EventHandle* e : {&fork_, &join_})
       LADDER_TRY(cuda_status(cudaEventCreateWithFlags(e->out(), cudaEventDisableTiming), "creating an event"));
     LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(side_.out(), cudaStreamNonBlocking), "creating a stream"));
-    LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(stream_handle_.out(), cudaStreamNonBlocking), "creating a stream"));
-    stream_ = stream_handle_.get();
-    return {};
+    return cuda_status(cudaStreamCreateWithFlags(stream_.out(), cudaStreamNonBlocking), "creating a stream");
   }
 
   Device device() const override { return Device::cuda; }
@@ -273,7 +271,7 @@ class CudaBackend final : public DeviceBackend {
 
   Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& cfgs) override {
     auto s = std::make_unique<CudaSequence>();
-    LADDER_TRY(s->init(ctx_, cfgs, stream_));
+    LADDER_TRY(s->init(ctx_, cfgs, stream()));
     return std::unique_ptr<DeviceSequence>(std::move(s));
   }
 
@@ -287,10 +285,10 @@ class CudaBackend final : public DeviceBackend {
     call_layers_ = step.layers.size();
     h_inputs()[0] = SlotInputs{step.attend ? step.io.q : nullptr, step.io.k, step.io.v};
     LADDER_TRY(cuda_status(cudaMemcpyAsync(d_call_.get(), h_call_.get(), sizeof(SlotInputs), cudaMemcpyHostToDevice,
-                                           stream_),
+                                           stream()),
                            "copying the input pointers"));
-    LADDER_TRY(enqueue_counts(1, stream_));
-    LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), "counting the inputs"));
+    LADDER_TRY(enqueue_counts(1, stream()));
+    LADDER_TRY(cuda_status(cudaStreamSynchronize(stream()), "counting the inputs"));
     static constexpr const char* kArrayNames[kInputArrays] = {"q", "k", "v"};
     for (std::size_t i = 0; i < call_layers_; ++i)
       for (int a = 0; a < kInputArrays; ++a) {
@@ -347,18 +345,18 @@ class CudaBackend final : public DeviceBackend {
         key.layers[l] = cuda_detail::merge(key.layers[l], k);
       }
     }
-    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[0].get(), stream_), "timing a call"));
+    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[0].get(), stream()), "timing a call"));
     if (!attend) {
       LADDER_TRY(enqueue_fill(bucket, memory));
     } else if (ctx_.copt.use_graph) {
       cudaGraphExec_t exec = nullptr;
       LADDER_TRY(graph_for(key, exec));
-      LADDER_TRY(cuda_status(cudaGraphLaunch(exec, stream_), "replaying the step graph"));
+      LADDER_TRY(cuda_status(cudaGraphLaunch(exec, stream()), "replaying the step graph"));
     } else {
       LADDER_TRY(enqueue_step(key));
     }
-    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[1].get(), stream_), "timing a call"));
-    LADDER_TRY(cuda_status(cudaStreamSynchronize(stream_), attend ? "running the step" : "storing the rows"));
+    if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[1].get(), stream()), "timing a call"));
+    LADDER_TRY(cuda_status(cudaStreamSynchronize(stream()), attend ? "running the step" : "storing the rows"));
     if (ctx_.copt.time_steps) {
       float ms = 0.0f;
       LADDER_TRY(cuda_status(cudaEventElapsedTime(&ms, timing_[0].get(), timing_[1].get()), "timing a call"));
@@ -379,6 +377,8 @@ class CudaBackend final : public DeviceBackend {
   }
 
  private:
+  cudaStream_t stream() const { return stream_.get(); }
+
   // One slot's activations in this call (its layers): floats of q (and out), of k (and v).
   std::size_t q_call() const { return call_layers_ * q_layer_; }
   std::size_t kv_call() const { return call_layers_ * kv_layer_; }
@@ -442,18 +442,18 @@ class CudaBackend final : public DeviceBackend {
   Status copy_in(int bucket, Memory memory, bool with_q) {
     const std::size_t b = static_cast<std::size_t>(bucket);
     const std::size_t bytes = steps_offset_ + b * call_layers_ * sizeof(RouteLaunch);
-    LADDER_TRY(cuda_status(cudaMemcpyAsync(d_call_.get(), h_call_.get(), bytes, cudaMemcpyHostToDevice, stream_),
+    LADDER_TRY(cuda_status(cudaMemcpyAsync(d_call_.get(), h_call_.get(), bytes, cudaMemcpyHostToDevice, stream()),
                            "copying the step state"));
     if (memory == Memory::device) return {};
     if (with_q)
       LADDER_TRY(cuda_status(
-          cudaMemcpyAsync(d_q_.get(), h_q_.get(), b * q_call() * sizeof(float), cudaMemcpyHostToDevice, stream_),
+          cudaMemcpyAsync(d_q_.get(), h_q_.get(), b * q_call() * sizeof(float), cudaMemcpyHostToDevice, stream()),
           "copying q"));
     LADDER_TRY(cuda_status(
-        cudaMemcpyAsync(d_k_.get(), h_k_.get(), b * kv_call() * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        cudaMemcpyAsync(d_k_.get(), h_k_.get(), b * kv_call() * sizeof(float), cudaMemcpyHostToDevice, stream()),
         "copying k"));
     return cuda_status(
-        cudaMemcpyAsync(d_v_.get(), h_v_.get(), b * kv_call() * sizeof(float), cudaMemcpyHostToDevice, stream_),
+        cudaMemcpyAsync(d_v_.get(), h_v_.get(), b * kv_call() * sizeof(float), cudaMemcpyHostToDevice, stream()),
         "copying v");
   }
 
@@ -472,21 +472,21 @@ class CudaBackend final : public DeviceBackend {
         "copying the input counts");
   }
 
-  // The counts on a side branch that forks from stream_ after the inputs are in and joins it at
+  // The counts on a side branch that forks from stream() after the inputs are in and joins it at
   // the end of the call: nothing of a call waits on them but the host, and in the chain they
   // cost 5-17 us per batch-16 layer call (docs/perf.md, change 13).
   // Under capture the fork and join become graph edges; eagerly they are two streams.
-  // `work` enqueues the rest of the call on stream_; the branch is joined whatever it returns,
+  // `work` enqueues the rest of the call on stream(); the branch is joined whatever it returns,
   // so a failed enqueue never leaves the side stream forked (under capture, an unjoined branch
   // would turn the error into an invalid capture).
   template <class Work>
   Status with_counts_beside(int bucket, Work&& work) {
-    LADDER_TRY(cuda_status(cudaEventRecord(fork_.get(), stream_), "forking the input count"));
+    LADDER_TRY(cuda_status(cudaEventRecord(fork_.get(), stream()), "forking the input count"));
     LADDER_TRY(cuda_status(cudaStreamWaitEvent(side_.get(), fork_.get(), 0), "forking the input count"));
     const Status counted = enqueue_counts(bucket, side_.get());
     const Status rest = counted.ok() ? work() : counted;
     const Status recorded = cuda_status(cudaEventRecord(join_.get(), side_.get()), "joining the input count");
-    const Status joined = cuda_status(cudaStreamWaitEvent(stream_, join_.get(), 0), "joining the input count");
+    const Status joined = cuda_status(cudaStreamWaitEvent(stream(), join_.get(), 0), "joining the input count");
     for (const Status* st : {&rest, &recorded, &joined})
       if (!st->ok()) return *st;
     return {};
@@ -502,23 +502,23 @@ class CudaBackend final : public DeviceBackend {
       grid.n_kv_heads = ctx_.g.n_kv_heads;
       grid.head_dim = ctx_.g.head_dim;
       for (std::size_t l = 0; l < call_layers_; ++l)
-        LADDER_TRY(cuda_status(cuda_detail::launch_store(grid, &d_steps()[l].store, stream_, span(bucket)),
+        LADDER_TRY(cuda_status(cuda_detail::launch_store(grid, &d_steps()[l].store, stream(), span(bucket)),
                                "launching a store"));
       return {};
     });
   }
 
-  // The whole step on stream_: inputs in, every layer's kernels over the bucket, outputs out.
+  // The whole step on stream(): inputs in, every layer's kernels over the bucket, outputs out.
   Status enqueue_step(const StepKey& key) {
     LADDER_TRY(copy_in(key.bucket, key.memory, true));
     return with_counts_beside(key.bucket, [&]() -> Status {
       for (std::size_t l = 0; l < key.layers.size(); ++l)
         LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps() + l, span(key.bucket),
-                                                    ctx_.producer, stream_));
+                                                    ctx_.producer, stream()));
       if (key.memory == Memory::device) return {};
       const std::size_t b = static_cast<std::size_t>(key.bucket);
       return cuda_status(
-          cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_call() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          cudaMemcpyAsync(h_out_.get(), d_out_.get(), b * q_call() * sizeof(float), cudaMemcpyDeviceToHost, stream()),
           "copying the outputs");
     });
   }
@@ -531,9 +531,9 @@ class CudaBackend final : public DeviceBackend {
       return {};
     }
     GraphHandle graph;
-    LADDER_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "beginning a capture"));
+    LADDER_TRY(cuda_status(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal), "beginning a capture"));
     const Status enq = enqueue_step(key);
-    const cudaError_t end = cudaStreamEndCapture(stream_, graph.out());
+    const cudaError_t end = cudaStreamEndCapture(stream(), graph.out());
     LADDER_TRY(enq);
     LADDER_TRY(cuda_status(end, "ending the capture"));
     GraphExecHandle made;
@@ -549,8 +549,7 @@ class CudaBackend final : public DeviceBackend {
   DeviceStats stats_;
   // Destroyed in reverse order of declaration: the graphs (declared last) before the events and
   // streams they were captured on.
-  StreamHandle stream_handle_;
-  cudaStream_t stream_ = nullptr;  // stream_handle_'s, for the many calls that take it
+  StreamHandle stream_;
   EventHandle timing_[2];          // time_steps: recorded before and after a call's work
   std::size_t q_layer_ = 0, kv_layer_ = 0;  // floats of one layer's q (out), k (v)
   std::size_t call_layers_ = 0;             // layers of the call being run (a whole token, or one)

@@ -263,9 +263,10 @@ RouteLaunch empty_launch(const HeadShape& shape) {
 }
 
 namespace {
-// "fused splitk", "store-fused vec": a store-fused launch in error messages.
-std::string store_fused_name(Route r, const ProducerChoice& c) {
-  return fmt::format("{} {}", c.merges_in_producer(r) ? "fused" : "store-fused", route_name(r));
+// A store-fused launch in error messages (a literal: the name is built on every launch).
+const char* store_fused_name(Route r, const ProducerChoice& c) {
+  if (c.merges_in_producer(r)) return r == Route::splitk ? "fused splitk" : "fused vec";
+  return r == Route::splitk ? "store-fused splitk" : "store-fused vec";
 }
 }  // namespace
 
@@ -295,7 +296,7 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
     if (k.bits & bit)
       LADDER_TRY(step(launch_store_fused_route(r, prod, &first->producer, FusedTail{}, &first->tail, producer, stream,
                                                batch),
-                      store_fused_name(r, producer).c_str()));
+                      store_fused_name(r, producer)));
   if (k.bits & LayerKernels::store) LADDER_TRY(step(launch_store(store, &first->store, stream, batch), "store"));
   if (k.bits & LayerKernels::copy)
     LADDER_TRY(step(launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch), "pad or stage"));
@@ -319,7 +320,7 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
   if (producer.fuses_store(l.route)) {
     LADDER_TRY(step(launch_store_fused_route(l.route, l.producer, indirect ? &dev->producer : nullptr, l.tail,
                                              indirect ? &dev->tail : nullptr, producer, stream),
-                    store_fused_name(l.route, producer).c_str()));
+                    store_fused_name(l.route, producer)));
     if (producer.merges_in_producer(l.route)) return {};
     return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, stream), "reduce");
   }
