@@ -170,5 +170,40 @@ TEST(GpuEngine, PartiallyWrappedRingsAndStagingAndNoVecTensorCore) {
   partially_wrapped_staging_and_no_vec(cuda::GpuProducer::tensor_core);
 }
 
+// The benches' replayed timing (CudaEngineOptions::replays_per_timed_call): each timed call
+// replays its step graph back to back, which must repeat the token's work bit for bit: the same
+// outputs and plane states as a graph engine that launches each call once, token by token, over
+// rings that wrap and planes that grow, and every attending call timed.
+TEST(GpuEngine, ReplayedTimedCallsGiveTheSameBits) {
+  LADDER_REQUIRE_GPU();
+  const Geometry g = small_geometry(0);
+  EngineOptions opt;
+  opt.initial_growing_capacity = 32;
+  opt.device = Device::cuda;
+  cuda::CudaEngineOptions once;
+  cuda::CudaEngineOptions replayed;
+  replayed.time_steps = true;
+  replayed.replays_per_timed_call = 3;
+  std::unique_ptr<Engine> plain = std::move(cuda::create_engine(g, opt, once).value());
+  std::unique_ptr<Engine> timed = std::move(cuda::create_engine(g, opt, replayed).value());
+  std::mt19937 rng(7);
+  const std::size_t q_n = static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim;
+  const std::size_t kv_n = static_cast<std::size_t>(g.n_layers) * g.n_kv_heads * g.head_dim;
+  const int tokens = 90;  // past the 64-row window: the rings wrap
+  for (int pos = 0; pos < tokens; ++pos) {
+    SCOPED_TRACE(testing::Message() << "position " << pos);
+    const std::vector<float> q = random_values(q_n, rng), k = random_values(kv_n, rng), v = random_values(kv_n, rng);
+    std::vector<float> out_plain = nan_filled(q_n), out_timed = nan_filled(q_n);
+    ASSERT_TRUE(plain->encode_token(pos, TokenIO{q.data(), k.data(), v.data(), out_plain.data()}).ok());
+    ASSERT_TRUE(timed->encode_token(pos, TokenIO{q.data(), k.data(), v.data(), out_timed.data()}).ok());
+    ASSERT_TRUE(all_finite(out_timed));
+    ASSERT_TRUE(same_bits(out_plain, out_timed)) << "max ulp " << max_ulp(out_plain, out_timed);
+    for (int l = 0; l < g.n_layers; ++l) ASSERT_EQ(plain->plane_state(l), timed->plane_state(l));
+  }
+  const DeviceStats st = timed->device_stats();
+  EXPECT_EQ(st.timed_calls, tokens);
+  EXPECT_GT(st.device_us, 0.0);
+}
+
 }  // namespace
 }  // namespace ladder::test

@@ -161,6 +161,13 @@ struct CudaEngineOptions {
   // Time every call's work on the GPU with a pair of CUDA events (DeviceStats::device_us): what
   // the benches report beside the host clock. Off by default (two event records per call).
   bool time_steps = false;
+  // Benches only, with time_steps and use_graph: a timed call that attends replays its step graph
+  // this many times back to back between the two events, and DeviceStats::device_us counts the
+  // time per replay: the graph's own GPU time with the host's launch latency hidden, the way the
+  // peers are timed (bench/peers.py: replays of a captured graph). A replay repeats the call's
+  // work bit for bit (the same row into the same slot, the same attention over the same rows).
+  // Values below 1 count as 1.
+  int replays_per_timed_call = 1;
 };
 // What Device::cuda engines run with: the defaults, with LADDER_CUDA_GRAPH=0 selecting eager.
 CudaEngineOptions default_engine_options();
