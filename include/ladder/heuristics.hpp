@@ -51,6 +51,7 @@ enum class GpuFusion {
   fused,        // one kernel: store + producer + "the last CTA merges"
   store_fused,  // the store inside the producer, then the reducer (two kernels)
   separate,     // store, producer, reducer
+  grid,         // one kernel: store + producer, a grid-wide barrier, then every CTA merges some heads
 };
 // store_fused, measured on the H200 (docs/perf.md, change 10), splitk/ring per layer: separate
 // 10.0 / 15.3 / 22.5 / 48.5 us -> store_fused 8.7 / 13.7 / 21.2 / 46.8 at 2,048 / 8,192 / 32,768 /

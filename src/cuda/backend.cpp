@@ -257,7 +257,11 @@ class CudaBackend final : public DeviceBackend {
     for (EventHandle* e : {&fork_, &join_})
       LADDER_TRY(cuda_status(cudaEventCreateWithFlags(e->out(), cudaEventDisableTiming), "creating an event"));
     LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(side_.out(), cudaStreamNonBlocking), "creating a stream"));
-    return cuda_status(cudaStreamCreateWithFlags(stream_.out(), cudaStreamNonBlocking), "creating a stream");
+    LADDER_TRY(cuda_status(cudaStreamCreateWithFlags(stream_.out(), cudaStreamNonBlocking), "creating a stream"));
+    LADDER_TRY(d_grid_counter_.allocate(1, "grid barrier counter"));
+    LADDER_TRY(cuda_status(cudaMemsetAsync(d_grid_counter_.get(), 0, sizeof(unsigned), stream()),
+                           "zeroing the grid barrier counter"));
+    return cuda_status(cudaStreamSynchronize(stream()), "zeroing the grid barrier counter");
   }
 
   Device device() const override { return Device::cuda; }
@@ -517,7 +521,7 @@ class CudaBackend final : public DeviceBackend {
     return with_counts_beside(key.bucket, [&]() -> Status {
       for (std::size_t l = 0; l < key.layers.size(); ++l)
         LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps() + l, span(key.bucket),
-                                                    ctx_.producer, stream()));
+                                                    ctx_.producer, d_grid_counter_.get(), stream()));
       if (key.memory == Memory::device) return {};
       const std::size_t b = static_cast<std::size_t>(key.bucket);
       return cuda_status(
@@ -574,6 +578,9 @@ class CudaBackend final : public DeviceBackend {
   PinnedArray<InputCount> h_counts_;  // [slots][n_layers][kInputArrays]
   DeviceArray<InputCount> d_counts_;
   RangeStats last_counts_;
+  // The grid form's barrier word (GpuFusion::grid): one for the stream, whose launches are
+  // ordered; zero once, never reset (producer_tc.cuh, grid_barrier).
+  DeviceArray<unsigned> d_grid_counter_;
   std::map<StepKey, GraphExecHandle> graphs_;
 };
 

@@ -38,8 +38,12 @@ static_assert(kDimsPerLane == 4, "each lane owns one 4-dim chunk of a 128-dim ro
 // The batched indirect form (kernels.hpp, BatchSpan): the parameter struct of grid slice z is
 // `stride` bytes after slice z - 1's.
 template <class T>
+__device__ __forceinline__ const T& entry_at(const T* first, std::size_t stride, unsigned z) {
+  return *reinterpret_cast<const T*>(reinterpret_cast<const char*>(first) + z * stride);
+}
+template <class T>
 __device__ __forceinline__ const T& batch_entry(const T* first, std::size_t stride) {
-  return *reinterpret_cast<const T*>(reinterpret_cast<const char*>(first) + blockIdx.z * stride);
+  return entry_at(first, stride, blockIdx.z);
 }
 
 struct Float4 {

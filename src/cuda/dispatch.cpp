@@ -128,11 +128,15 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
 
   const bool fused = producer.fuses_store(r);
   const bool merges_itself = producer.merges_in_producer(r);
-  if (merges_itself) {
-    const std::int64_t need_arrivals = static_cast<std::int64_t>(fused_groups(shape)) * kFusedArrivalsPerGroup;
+  // The fused kernel's counters from the front of the workspace's array; the grid form's barrier
+  // word is its last one, clear of them for any shape the workspace serves.
+  const std::int64_t fused_arrivals = static_cast<std::int64_t>(fused_groups(shape)) * kFusedArrivalsPerGroup;
+  const bool grid = fused && producer.fusion == GpuFusion::grid;
+  if (merges_itself || grid) {
+    const std::int64_t need_arrivals = fused_arrivals + (grid ? kGridBarrierWords : 0);
     if (ws.arrivals == nullptr || ws.arrival_count < need_arrivals)
-      return bad(fmt::format("workspace has {} arrival counters, the fused kernel needs {}", ws.arrival_count,
-                             need_arrivals));
+      return bad(fmt::format("workspace has {} arrival counters, the {} kernel needs {}", ws.arrival_count,
+                             grid ? "grid-merged" : "fused", need_arrivals));
   }
 
   switch (r) {
@@ -190,6 +194,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
     l.tail.out = io.out;
     l.tail.arrivals = ws.arrivals;
     l.tail.delay_ns = producer.arrival_delay_ns;
+    if (grid) l.tail.grid_counter = ws.arrivals + (ws.arrival_count - 1);
   }
 
   l.reduce.shape = shape;
@@ -266,12 +271,13 @@ namespace {
 // A store-fused launch in error messages (a literal: the name is built on every launch).
 const char* store_fused_name(Route r, const ProducerChoice& c) {
   if (c.merges_in_producer(r)) return r == Route::splitk ? "fused splitk" : "fused vec";
+  if (c.fusion == GpuFusion::grid) return r == Route::splitk ? "grid-merged splitk" : "grid-merged vec";
   return r == Route::splitk ? "store-fused splitk" : "store-fused vec";
 }
 }  // namespace
 
 Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const RouteLaunch* first, BatchSpan batch,
-                           const ProducerChoice& producer, cudaStream_t stream) {
+                           const ProducerChoice& producer, unsigned* grid_counter, cudaStream_t stream) {
   clear_stale_error();
   batch.max_visible = k.max_visible;
   const auto step = [&](cudaError_t r, const char* what) -> Status {
@@ -291,12 +297,18 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   ReduceParams reduce;
   reduce.shape = shape;
   // One bit per fused family: a layer whose entries are all vec launches no empty splitk grid.
+  FusedTail tail;
+  tail.grid_counter = grid_counter;
+  bool all_merged = true;  // every fused family's launch wrote its entries' outputs
   for (const auto& [r, bit] : {std::pair{Route::splitk, LayerKernels::fused_splitk},
                                std::pair{Route::vec, LayerKernels::fused_vec}})
-    if (k.bits & bit)
-      LADDER_TRY(step(launch_store_fused_route(r, prod, &first->producer, FusedTail{}, &first->tail, producer, stream,
-                                               batch),
+    if (k.bits & bit) {
+      bool merged = false;
+      LADDER_TRY(step(launch_store_fused_route(r, prod, &first->producer, reduce, &first->reduce, tail, &first->tail,
+                                               producer, stream, merged, batch),
                       store_fused_name(r, producer)));
+      all_merged = all_merged && merged;
+    }
   if (k.bits & LayerKernels::store) LADDER_TRY(step(launch_store(store, &first->store, stream, batch), "store"));
   if (k.bits & LayerKernels::copy)
     LADDER_TRY(step(launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch), "pad or stage"));
@@ -305,7 +317,10 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   if (k.bits & LayerKernels::vec) LADDER_TRY(step(launch_vec(prod, &first->producer, producer, stream, batch), "vec producer"));
   if (k.bits & LayerKernels::interleaved)
     LADDER_TRY(step(launch_interleaved(prod, &first->producer, producer, stream, batch), "interleaved producer"));
-  if (k.bits & LayerKernels::reduce)
+  // The reducer, unless every entry was merged by its grid-form launch (where entries of other
+  // families need it, it also merges those entries again, to the same bits).
+  const bool others = (k.bits & (LayerKernels::splitk | LayerKernels::vec | LayerKernels::interleaved)) != 0;
+  if ((k.bits & LayerKernels::reduce) && (others || !all_merged))
     LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch), "reduce"));
   return {};
 }
@@ -318,10 +333,12 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
     return cuda_status(r, fmt::format("launching the {} kernel of the {} route", what, route_name(l.route)));
   };
   if (producer.fuses_store(l.route)) {
-    LADDER_TRY(step(launch_store_fused_route(l.route, l.producer, indirect ? &dev->producer : nullptr, l.tail,
-                                             indirect ? &dev->tail : nullptr, producer, stream),
+    bool merged = false;
+    LADDER_TRY(step(launch_store_fused_route(l.route, l.producer, indirect ? &dev->producer : nullptr, l.reduce,
+                                             indirect ? &dev->reduce : nullptr, l.tail,
+                                             indirect ? &dev->tail : nullptr, producer, stream, merged),
                     store_fused_name(l.route, producer)));
-    if (producer.merges_in_producer(l.route)) return {};
+    if (merged) return {};
     return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, stream), "reduce");
   }
   switch (l.route) {
@@ -389,8 +406,11 @@ Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
     return {};
   };
   // Arrival counters: groups (KV head x 16-head tile) <= n_heads <= partials / one partial, so
-  // this count covers every head shape whose partials fit (a few hundred KB at most).
-  const std::int64_t arrivals = needs.partial_floats / partial_stride(kSupportedHeadDim) * cuda_detail::kFusedArrivalsPerGroup;
+  // this count covers every head shape whose partials fit (a few hundred KB at most); the last
+  // word is the grid form's barrier counter.
+  const std::int64_t arrivals =
+      needs.partial_floats / partial_stride(kSupportedHeadDim) * cuda_detail::kFusedArrivalsPerGroup +
+      cuda_detail::kGridBarrierWords;
   Status s = grab(&ws.partials, needs.partial_floats, sizeof(float), "partials");
   if (s.ok()) s = grab(&ws.pad, needs.pad_halfs, sizeof(KvWord), "pad");
   if (s.ok()) s = grab(&ws.stage, needs.stage_halfs, sizeof(KvWord), "stage");
@@ -426,6 +446,7 @@ GpuFusion resolve_fusion(GpuFusion requested) {
   const char* v = std::getenv("LADDER_GPU_FUSED");
   if (v != nullptr && std::strcmp(v, "1") == 0) return GpuFusion::fused;
   if (v != nullptr && std::strcmp(v, "store") == 0) return GpuFusion::store_fused;
+  if (v != nullptr && std::strcmp(v, "grid") == 0) return GpuFusion::grid;
   if (v != nullptr && std::strcmp(v, "0") == 0) return GpuFusion::separate;
   return kGpuFusionDefault;
 }

@@ -81,9 +81,10 @@ LayerKernels merge(LayerKernels a, const LayerKernels& b);
 // An entry that launches nothing (an empty slot of a batch): every kernel skips it.
 RouteLaunch empty_launch(const HeadShape& shape);
 // Enqueues one layer of a batched step: each kernel of `k`, grid z over `batch.count` entries,
-// entry z's RouteLaunch at `first` + z * batch.stride bytes (device memory).
+// entry z's RouteLaunch at `first` + z * batch.stride bytes (device memory). `grid_counter`: the
+// grid form's barrier word (one per stream: the layers' launches are stream-ordered).
 Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const RouteLaunch* first, BatchSpan batch,
-                           const ProducerChoice& producer, cudaStream_t stream);
+                           const ProducerChoice& producer, unsigned* grid_counter, cudaStream_t stream);
 
 // The producer (and, for the exact DAG, the heads per warp) a shape runs with for a tuning.
 ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::LaunchTuning& t);

@@ -1,5 +1,6 @@
-// The splitk and vec routes as one kernel per layer (fused_tc.cuh), or as the store-fused
-// tensor-core producer followed by the reducer (GpuFusion::store_fused). Both walk the window in
+// The splitk and vec routes as one kernel per layer (fused_tc.cuh's last-CTA merge, or the
+// producer's grid form: GpuFusion::grid), or as the store-fused tensor-core producer followed by
+// the reducer (GpuFusion::store_fused). Both walk the window in
 // logical order like splitk.cu and vec.cu (token t is state.physical(logical_start + t)), so the
 // current token is the last one, t = visible - 1, on both; they differ only in the family a
 // batched launch matches. The current token's row is taken from the activations (rounded to the
@@ -31,21 +32,29 @@ struct FusedRows {
 };
 
 // Family F's rows in dtype D, in the form c.fusion says: the one kernel that merges itself
-// (fused), or the tensor-core producer kernel with the store inside, the merge left to the
-// reducer (store_fused).
+// (fused), the producer that merges after a grid-wide barrier (grid, where the grid fits), or
+// the tensor-core producer kernel with the store inside, the merge left to the reducer
+// (store_fused).
 template <KernelFamily F, KvDtype D>
-cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                          const FusedTail* dtail, const ProducerChoice& c, cudaStream_t stream, BatchSpan batch) {
+cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
+                          const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
+                          const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch) {
+  merged = c.fusion == GpuFusion::fused;
   if (c.fusion == GpuFusion::fused)
     return launch_fused_tc<FusedRows<F, D>>(p, dp, tail, dtail, c.programmatic, stream, batch);
+  if (c.fusion == GpuFusion::grid)
+    return launch_producer_tc_grid<FusedRows<F, D>>(p, dp, rp, drp, tail.grid_counter, c.tc_slots_per_cta,
+                                                    c.programmatic, stream, batch, merged);
   return launch_producer_tc<FusedRows<F, D>>(p, dp, p.shape, c.tc_slots_per_cta, stream, batch, c.programmatic);
 }
 
 template <KernelFamily F>
-cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                          const FusedTail* dtail, const ProducerChoice& c, cudaStream_t stream, BatchSpan batch) {
-  return p.kv_dtype == KvDtype::bf16 ? launch_family<F, KvDtype::bf16>(p, dp, tail, dtail, c, stream, batch)
-                                     : launch_family<F, KvDtype::f16>(p, dp, tail, dtail, c, stream, batch);
+cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
+                          const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
+                          const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch) {
+  return p.kv_dtype == KvDtype::bf16
+             ? launch_family<F, KvDtype::bf16>(p, dp, rp, drp, tail, dtail, c, stream, merged, batch)
+             : launch_family<F, KvDtype::f16>(p, dp, rp, drp, tail, dtail, c, stream, merged, batch);
 }
 
 }  // namespace
@@ -54,12 +63,14 @@ int fused_groups(const HeadShape& shape) {
   return shape.n_kv_heads * ((shape.heads_per_kv() + kTcHeads - 1) / kTcHeads);
 }
 
-cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                                     const FusedTail* dtail, const ProducerChoice& c, cudaStream_t stream,
-                                     BatchSpan batch) {
+cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
+                                     const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
+                                     const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch) {
+  merged = false;
   if (!c.fuses_store(r)) return cudaErrorInvalidValue;
-  return r == Route::splitk ? launch_family<KernelFamily::splitk_fused>(p, dp, tail, dtail, c, stream, batch)
-                            : launch_family<KernelFamily::vec_fused>(p, dp, tail, dtail, c, stream, batch);
+  return r == Route::splitk
+             ? launch_family<KernelFamily::splitk_fused>(p, dp, rp, drp, tail, dtail, c, stream, merged, batch)
+             : launch_family<KernelFamily::vec_fused>(p, dp, rp, drp, tail, dtail, c, stream, merged, batch);
 }
 
 }  // namespace ladder::cuda_detail

@@ -23,7 +23,7 @@ int heads_per_warp_for(int heads_per_kv, int requested);
 struct ProducerChoice {
   bool tensor_core = true;
   int heads_per_warp = 1;
-  // How many kernels the splitk and vec routes launch, resolved (fused, store_fused or
+  // How many kernels the splitk and vec routes launch, resolved (fused, grid, store_fused or
   // separate, never automatic): separate whenever the exact-DAG producer runs, since only the
   // tensor-core kernels take the store in (resolve_producer_choice).
   GpuFusion fusion = kGpuFusionDefault;
@@ -39,7 +39,9 @@ struct ProducerChoice {
     return (r == Route::splitk || r == Route::vec) && fusion != GpuFusion::separate;
   }
   // Whether it also merges the split-K partials and writes the output in its own launch (the
-  // last CTA to finish merges, fused_tc.cuh): no reduce launch either.
+  // last CTA to finish merges, fused_tc.cuh): no reduce launch either. The grid form merges in
+  // its launch too, but only where the grid fits the device (launch_store_fused_route says), so
+  // its layers keep the reduce launch for the batches where it does not.
   bool merges_in_producer(Route r) const { return fuses_store(r) && fusion == GpuFusion::fused; }
 };
 
@@ -49,6 +51,8 @@ struct ProducerChoice {
 // Arrival counters per group (KV head x 16-head tile) of the fused kernel: the group's
 // workgroup counter, then one per workgroup.
 inline constexpr int kFusedArrivalsPerGroup = 1 + kMaxWorkgroups;
+// The grid form's barrier: one counter word (producer_tc.cuh, grid_arrive).
+inline constexpr int kGridBarrierWords = 1;
 
 struct FusedTail {
   float* out = nullptr;
@@ -57,6 +61,9 @@ struct FusedTail {
   // nanoseconds the CTA of flat warp slot f sleeps after writing its partial and before it
   // arrives, to force a chosen arrival order.
   const unsigned* delay_ns = nullptr;
+  // The grid form's barrier counter (producer_tc.cuh, grid_arrive): one word, zero when
+  // allocated, never reset. In a batched launch the host's struct carries it for every entry.
+  unsigned* grid_counter = nullptr;
 };
 
 // The indirect form over a batch: `count` parameter structs, the first at `dp` and each next one
@@ -92,13 +99,17 @@ int fused_groups(const HeadShape& shape);
 //  * fused: store + producer + reduce as one kernel, the last CTA merging (fused_tc.cuh); it
 //    writes the output through `tail`;
 //  * store_fused: the tensor-core producer kernel with the store inside, writing the warp-slot
-//    partials for the reducer launched after it (`tail` unused).
-// The same bits as the separate kernels. c.programmatic launches it with PDL (its plane
-// prefetch before the wait). Batched: the producer and tail structs of entry z are both
-// `batch.stride` bytes apart.
-cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
-                                     const FusedTail* dtail, const ProducerChoice& c, cudaStream_t stream,
-                                     BatchSpan batch = {});
+//    partials for the reducer launched after it (`tail` unused);
+//  * grid: that producer, then a grid-wide barrier and the reducer's merge inside the same
+//    launch (`r`/`dr` its reduce structs, `tail.grid_counter` the barrier's word), where the
+//    grid fits the device; else the store-fused producer alone.
+// `merged` says whether the launch wrote the outputs (fused, and grid where it fit): when false
+// the caller launches the reducer. The same bits as the separate kernels. c.programmatic
+// launches it with PDL (its plane prefetch before the wait). Batched: the producer, reduce and
+// tail structs of entry z are each `batch.stride` bytes apart.
+cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
+                                     const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
+                                     const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch = {});
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {});
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
 cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);

@@ -62,6 +62,7 @@
 #include <atomic>
 
 #include "cuda/common.cuh"
+#include "cuda/reduce.cuh"
 #include "ladder/heuristics.hpp"
 #include "ladder/schedule.hpp"
 #include "ladder/softmax.hpp"
@@ -729,9 +730,109 @@ __global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const 
   produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
-// CTAs of the indirect kernel the current device holds at once (occupancy x SMs), asked once per
-// device (a process may drive several GPUs of different sizes); 0 when unknown (one CTA per slot).
+// The grid form (GpuFusion::grid): one kernel per layer. Every CTA walks its warp slots as
+// producer_tc_kernel does (store inside, partials to their fixed slots), then all CTAs of the
+// launch meet at a grid-wide barrier, and then each merges a share of the (entry, head) pairs
+// with the reducer's own code (reduce.cuh). The CTAs are co-resident: the host sizes the walk so
+// that the grid fits the CTAs the device holds at once, and launches it cooperatively (the
+// driver refuses a grid that does not fit rather than let it hang). Which CTA merges a head, and
+// the order in which the CTAs arrive, never change a bit: a head's partials are read from their
+// fixed slots in index order by the same operations as the reduce kernel's.
+
+// One counter word per launch site, zero when allocated and never reset: CTA 0 adds
+// 2^31 - (n - 1) and every other CTA adds 1, so a launch's n arrivals add exactly 2^31: the top
+// bit flips when the last one arrives and the low 31 bits are back where they were for the next
+// launch (or graph replay), whatever its n. Release by the arriving thread covers its CTA's
+// partial stores (ordered before it by the CTA barrier). Only the CTAs that merge wait (acquire,
+// then a CTA barrier hands it to the whole CTA): the others arrive and exit, so fewer CTAs poll
+// the word (a first version in which all 256 CTAs of a batch-1 launch waited, polling without
+// a pause, was 3 us per layer slower than producer + reducer at 8,192: docs/perf.md, change
+// 17). A poll that misses sleeps briefly, so the waiters do not crowd the word's L2 slice while
+// the last CTAs still arrive.
+inline constexpr unsigned kGridBarrierFlip = 0x80000000u;
+inline constexpr unsigned kGridPollSleepNs = 64;
+
+// Arrives (thread 0, after a CTA barrier); returns the counter as it was before this CTA's add.
+__device__ __forceinline__ unsigned grid_arrive(unsigned* counter, unsigned* seen) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned n = gridDim.x * gridDim.y * gridDim.z;
+    const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+    const unsigned add = first ? kGridBarrierFlip - (n - 1u) : 1u;
+    unsigned old;
+    asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(counter), "r"(add) : "memory");
+    *seen = old;
+  }
+  __syncthreads();
+  return *seen;
+}
+
+// Waits until every CTA of the launch has arrived (the top bit differs from `old`'s).
+__device__ __forceinline__ void grid_wait(const unsigned* counter, unsigned old) {
+  if (threadIdx.x == 0) {
+    unsigned now;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(now) : "l"(counter) : "memory");
+      if (((now ^ old) & kGridBarrierFlip) != 0u) break;
+      __nanosleep(kGridPollSleepNs);
+    }
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ unsigned cta_rank() { return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); }
+__device__ __forceinline__ unsigned cta_count() { return gridDim.x * gridDim.y * gridDim.z; }
+static_assert(kTcThreads == kReduceThreads, "a producer CTA runs the reducer's per-head merge");
+
 template <class Family>
+__global__ void __launch_bounds__(kTcThreads) producer_tc_grid_kernel(ProducerParams p, ReduceParams r,
+                                                                      unsigned* counter) {
+  extern __shared__ __align__(16) KvWord tc_smem[];
+  __shared__ unsigned seen;
+  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  // A CTA without a slot has not waited in produce_tc: the output it writes below may still be
+  // read by the previous kernel of the stream (with PDL). A second wait is a no-op.
+  pdl_wait();
+  const unsigned old = grid_arrive(counter, &seen);
+  const unsigned heads = static_cast<unsigned>(r.shape.n_heads);
+  if (cta_rank() >= heads) return;  // merges nothing
+  grid_wait(counter, old);
+  for (unsigned h = cta_rank(); h < heads; h += cta_count()) reduce_head(r, static_cast<int>(h));
+}
+
+// Batched: grid z = entry. Entries of another family take part in the barrier (every CTA of the
+// launch must arrive) but are neither produced nor merged here.
+template <class Family>
+__global__ void __launch_bounds__(kTcThreads) producer_tc_grid_kernel_indirect(const ProducerParams* pp,
+                                                                               const ReduceParams* rp,
+                                                                               std::size_t stride, unsigned* counter) {
+  extern __shared__ __align__(16) KvWord tc_smem[];
+  __shared__ unsigned seen;
+  {
+    const ProducerParams p = batch_entry(pp, stride);
+    if (p.family == Family::kFamily)
+      produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  }
+  pdl_wait();
+  const unsigned old = grid_arrive(counter, &seen);
+  const unsigned heads = static_cast<unsigned>(entry_at(rp, stride, 0).shape.n_heads);
+  if (cta_rank() >= gridDim.z * heads) return;  // merges nothing
+  grid_wait(counter, old);
+  for (unsigned item = cta_rank(); item < gridDim.z * heads; item += cta_count()) {
+    const unsigned z = item / heads;
+    if (entry_at(pp, stride, z).family != Family::kFamily) continue;
+    const ReduceParams r = entry_at(rp, stride, z);
+    reduce_head(r, static_cast<int>(item % heads));
+  }
+}
+
+// Which kernel of a family the occupancy is asked for.
+enum class TcKernel { walk, grid };
+
+// CTAs of a family's batched (walk) or grid kernel the current device holds at once (occupancy
+// x SMs), asked once per device (a process may drive several GPUs of different sizes); 0 when
+// unknown (one CTA per slot; no grid form).
+template <class Family, TcKernel Which>
 long long tc_resident_ctas() {
   constexpr int kCachedDevices = 64;
   constexpr long long kUnknown = -1;
@@ -743,9 +844,16 @@ long long tc_resident_ctas() {
   }
   const auto ask = [device] {
     int sms = 0, per_sm = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, producer_tc_kernel_indirect<Family>, kTcThreads,
-                                                      kTcSmemBytes) != cudaSuccess) {
+    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (e == cudaSuccess) {
+      if constexpr (Which == TcKernel::grid)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, producer_tc_grid_kernel_indirect<Family>,
+                                                          kTcThreads, kTcSmemBytes);
+      else
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, producer_tc_kernel_indirect<Family>, kTcThreads,
+                                                          kTcSmemBytes);
+    }
+    if (e != cudaSuccess) {
       (void)cudaGetLastError();
       return kUnknown;
     }
@@ -804,10 +912,57 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
   const unsigned slots = indirect_slots(batch);
   const int walk = slots_per_cta > 0 ? slots_per_cta
                                      : tc_slots_per_cta(static_cast<long long>(x) * slots * batch.count,
-                                                        tc_resident_ctas<Family>());
+                                                        tc_resident_ctas<Family, TcKernel::walk>());
   const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
   cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
   return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family>, dp, batch.stride);
+}
+
+// The grid form's launch (GpuFusion::grid). It walks w slots per CTA, w the smallest count
+// (from slots_per_cta when given) at which every CTA of the launch is resident at once, and
+// launches the grid kernel cooperatively (without PDL; with it, the grid sizing alone keeps the
+// CTAs co-resident: a dependent launches only once every CTA of this grid has started). When
+// no walk fits (the batch is larger than the device holds CTAs, or the occupancy is unknown) it
+// launches the store-fused producer instead and leaves `merged` false: the caller then launches
+// the reducer, which gives the same bits.
+template <class Family>
+cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParams* dp, const ReduceParams& r,
+                                    const ReduceParams* dr, unsigned* counter, int slots_per_cta, bool programmatic,
+                                    cudaStream_t stream, BatchSpan batch, bool& merged) {
+  merged = false;
+  static const cudaError_t opt_in =
+      tc_opt_in(producer_tc_grid_kernel<Family>, producer_tc_grid_kernel_indirect<Family>);
+  if (opt_in != cudaSuccess) return opt_in;
+  const int tiles = (p.shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
+  const long long x = static_cast<long long>(p.shape.n_kv_heads) * tiles;
+  const bool direct = dp == nullptr;
+  const long long slots = direct ? p.sched.slots() : indirect_slots(batch);
+  const long long entries = direct ? 1 : batch.count;
+  const long long resident = tc_resident_ctas<Family, TcKernel::grid>();
+  const auto ctas = [&](long long w) { return x * ((slots + w - 1) / w) * entries; };
+  long long walk = slots_per_cta > 0 ? slots_per_cta : 1;
+  if (slots_per_cta <= 0)
+    while (walk < slots && ctas(walk) > resident) ++walk;
+  if (counter == nullptr || slots <= 0 || resident <= 0 || ctas(walk) > resident)
+    return launch_producer_tc<Family>(p, dp, p.shape, slots_per_cta, stream, batch, programmatic);
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = programmatic ? 0 : 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(kTcThreads);
+  cfg.dynamicSmemBytes = kTcSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  const unsigned ys = static_cast<unsigned>((slots + walk - 1) / walk);
+  cfg.gridDim = dim3(static_cast<unsigned>(x), ys, static_cast<unsigned>(entries));
+  const cudaError_t e = direct ? cudaLaunchKernelEx(&cfg, producer_tc_grid_kernel<Family>, p, r, counter)
+                               : cudaLaunchKernelEx(&cfg, producer_tc_grid_kernel_indirect<Family>, dp, dr,
+                                                    batch.stride, counter);
+  merged = e == cudaSuccess;
+  return e;
 }
 
 }  // namespace ladder::cuda_detail

@@ -1,7 +1,8 @@
 // The GPU batch sweeps' cases, shared by test_gpu_batch.cpp and test_gpu_device_io.cpp: every
 // switch setting of the CPU sweep (every route) in graph replay, plus the default in eager
-// launches, with the fused one-kernel-per-layer route and with the store-fused producer and the
-// reducer behind it.
+// launches, with the two one-kernel-per-layer forms (the last CTA merging; the grid form's
+// barrier, then every CTA merging some heads) and with the store-fused producer and the reducer
+// behind it.
 #pragma once
 
 #include <vector>
@@ -25,6 +26,7 @@ inline std::vector<GpuBatchCase> gpu_batch_cases() {
   out.push_back({"default_eager", def, false, cuda::GpuFusion::separate});
   out.push_back({"default_fused", def, true, cuda::GpuFusion::fused});
   out.push_back({"default_store_fused", def, true, cuda::GpuFusion::store_fused});
+  out.push_back({"default_grid", def, true, cuda::GpuFusion::grid});
   return out;
 }
 

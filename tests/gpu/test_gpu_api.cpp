@@ -45,7 +45,7 @@ TEST(GpuBatchKey, MergedKeyCarriesTheEntriesDtype) {
     cuda_detail::RouteLaunch l;
     l.route = r;
     l.producer.kv_dtype = KvDtype::bf16;
-    for (const GpuFusion fusion : {GpuFusion::separate, GpuFusion::store_fused, GpuFusion::fused}) {
+    for (const GpuFusion fusion : {GpuFusion::separate, GpuFusion::store_fused, GpuFusion::fused, GpuFusion::grid}) {
       cuda_detail::ProducerChoice c;
       c.fusion = fusion;
       const cuda_detail::LayerKernels k = cuda_detail::layer_kernels(l, c, kBlockTokens);

@@ -106,8 +106,10 @@ void fused_equals_separate(KvDtype dt) {
       for (Route r : {Route::splitk, Route::vec}) {
         SCOPED_TRACE(route_name(r));
         const FusedRun separate = run_route_on_copy(r, before, c.position, shape, tok, tensor(false));
-        for (const cuda::GpuFusion form : {cuda::GpuFusion::fused, cuda::GpuFusion::store_fused}) {
-          SCOPED_TRACE(form == cuda::GpuFusion::fused ? "one kernel" : "store-fused producer + reducer");
+        for (const cuda::GpuFusion form : {cuda::GpuFusion::fused, cuda::GpuFusion::store_fused, cuda::GpuFusion::grid}) {
+          SCOPED_TRACE(form == cuda::GpuFusion::fused         ? "one kernel, the last CTA merging"
+                       : form == cuda::GpuFusion::store_fused ? "store-fused producer + reducer"
+                                                              : "one kernel, merged after a grid barrier");
           const FusedRun fused = run_route_on_copy(r, before, c.position, shape, tok, tensor(form));
           // Fail-closed alike: vec is refused on the same planes either way (and splitk never).
           ASSERT_EQ(fused.status.ok(), separate.status.ok()) << fused.status.to_string();

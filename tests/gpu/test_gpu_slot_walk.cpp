@@ -46,7 +46,8 @@ struct WalkRun {
 };
 
 // Fills sequence i to depths[i], then decodes `calls` tokens of every sequence in one call each.
-WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, const Switches& switches) {
+WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, const Switches& switches,
+                 cuda::GpuFusion fusion = cuda::GpuFusion::automatic) {
   const Geometry g = walk_geometry();
   EngineOptions opt;
   opt.device = Device::cuda;
@@ -54,6 +55,7 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
   opt.switches = switches;
   cuda::CudaEngineOptions copt;
   copt.tuning.tc_slots_per_cta = slots_per_cta;
+  copt.tuning.fusion = fusion;
   Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, opt, copt);
   EXPECT_TRUE(made.ok()) << made.status().to_string();
   WalkRun run;
@@ -149,6 +151,32 @@ TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBitsWithoutVec) {
   Switches no_vec;
   no_vec.disable_vec = true;
   expect_walks_keep_bits(no_vec, Route::interleaved);
+}
+
+// The grid form (GpuFusion::grid: store, producer and merge in one kernel, the CTAs meeting at a
+// grid-wide barrier and each merging a share of the heads) gives the two-kernel bits at every
+// walk: its own choice (0: the smallest walk whose grid is resident at once) and walks given, of
+// which 1 and 2 do not fit the device at the deeper depths (up to 5 sequences x 2 KV heads x 128
+// slots), so those launches fall back to the store-fused producer and the reducer. Every grid
+// size moves which CTA merges which head and the order in which the CTAs arrive.
+TEST(GpuSlotWalk, GridFormGivesTheTwoKernelBitsAtEveryWalk) {
+  LADDER_REQUIRE_GPU();
+  const bool small = test::small_sweep();
+  const std::vector<int> depths = small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 2200, 4200, 3100};
+  const std::vector<int> walks = small ? std::vector<int>{0, 3} : std::vector<int>{0, 1, 2, 3, 7};
+  const int kCalls = 2;
+  const WalkRun two = run_walk(depths, kCalls, 1, Switches{}, cuda::GpuFusion::store_fused);
+  ASSERT_EQ(two.out.size(), static_cast<std::size_t>(kCalls));
+  EXPECT_LE(two.worst_error, test::kBatchRelTol);
+  for (const int walk : walks) {
+    const WalkRun grid = run_walk(depths, kCalls, walk, Switches{}, cuda::GpuFusion::grid);
+    ASSERT_EQ(grid.out.size(), two.out.size()) << walk << " slots per CTA";
+    EXPECT_LE(grid.worst_error, test::kBatchRelTol) << walk << " slots per CTA";
+    for (int c = 0; c < kCalls; ++c)
+      for (std::size_t i = 0; i < depths.size(); ++i)
+        EXPECT_EQ(test::max_ulp(two.out[c][i], grid.out[c][i]), 0)
+            << walk << " slots per CTA, call " << c << ", sequence at depth " << depths[i];
+  }
 }
 
 // The rule the launch uses by default: one CTA per slot until the slots outnumber the CTAs the

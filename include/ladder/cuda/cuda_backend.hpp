@@ -55,7 +55,9 @@ struct DeviceWorkspace {
   KvWord* stage = nullptr;  // k rows then v rows
   std::int64_t stage_halfs = 0;
   // The fused splitk kernel's arrival counters (zero between launches; every launch leaves them
-  // zero). allocate_workspace sizes them for every head shape the partials fit.
+  // zero), then one more word, the grid form's barrier counter (GpuFusion::grid: zero when
+  // allocated, each launch flips its top bit). allocate_workspace sizes them for every head shape
+  // the partials fit.
   unsigned* arrivals = nullptr;
   std::int64_t arrival_count = 0;
 };
@@ -96,8 +98,8 @@ struct LaunchTuning {
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);
-// What GpuFusion::automatic resolves to here: LADDER_GPU_FUSED=1 fused, =store store_fused,
-// =0 separate, otherwise kGpuFusionDefault (heuristics.hpp).
+// What GpuFusion::automatic resolves to here: LADDER_GPU_FUSED=1 fused, =grid grid,
+// =store store_fused, =0 separate, otherwise kGpuFusionDefault (heuristics.hpp).
 GpuFusion resolve_fusion(GpuFusion requested);
 
 // Runs route `r` for one layer whose plane state already took this token's append and
