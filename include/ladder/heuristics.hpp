@@ -57,7 +57,10 @@ enum class GpuFusion {
 // 10.0 / 15.3 / 22.5 / 48.5 us -> store_fused 8.7 / 13.7 / 21.2 / 46.8 at 2,048 / 8,192 / 32,768 /
 // 131,072, the 52-layer step at 2,048 520 -> 455 us. fused (change 7) is slower than both: its
 // merge, done by the last CTA of each 16-head group, adds a ~10 us tail (16.7 us per layer at
-// 2,048 and 67.2 at 131,072, against 10.1 and 50.0 separate).
+// 2,048 and 67.2 at 131,072, against 10.1 and 50.0 separate). grid (change 17) is slower too:
+// splitk/ring 8.3 / 12.0 / 19.6 / 46.0 us store_fused -> 8.4 / 14.9 / 22.3 / 48.3 grid, although
+// the reduce launch it replaces costs 2.8-3.8 us per layer (the cooperative launch ~1.9 us, the
+// merge inside the launch ~1 us).
 inline constexpr GpuFusion kGpuFusionDefault = GpuFusion::store_fused;
 
 // First capacity of a growing (NoPE) plane on the CPU. Large enough that growth (a full copy
