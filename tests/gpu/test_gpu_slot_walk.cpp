@@ -110,6 +110,17 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
   return run;
 }
 
+// `other` (run with `walk` slots per CTA) holds P3 and gives `base`'s bits, call by call and
+// sequence by sequence.
+void expect_same_bits(const WalkRun& base, const WalkRun& other, const std::vector<int>& depths, int walk) {
+  ASSERT_EQ(other.out.size(), base.out.size()) << walk << " slots per CTA";
+  EXPECT_LE(other.worst_error, test::kBatchRelTol) << walk << " slots per CTA";
+  for (std::size_t c = 0; c < base.out.size(); ++c)
+    for (std::size_t i = 0; i < depths.size(); ++i)
+      EXPECT_EQ(test::max_ulp(base.out[c][i], other.out[c][i]), 0)
+          << walk << " slots per CTA, call " << c << ", sequence at depth " << depths[i];
+}
+
 // Every walk gives the one-slot-per-CTA bits; `family` must be among the routes run.
 void expect_walks_keep_bits(const Switches& switches, Route family) {
   // Depths whose NoPE schedules have 1, 2 and 4 warps per workgroup (pinned_schedule: nsg
@@ -127,15 +138,7 @@ void expect_walks_keep_bits(const Switches& switches, Route family) {
   if (!small) {
     EXPECT_TRUE(one.warps_per_workgroup.count(2) && one.warps_per_workgroup.count(4)) << "and nsg 2 and 4";
   }
-  for (const int walk : walks) {
-    const WalkRun other = run_walk(depths, kCalls, walk, switches);
-    ASSERT_EQ(other.out.size(), one.out.size()) << walk << " slots per CTA";
-    EXPECT_LE(other.worst_error, test::kBatchRelTol) << walk << " slots per CTA";
-    for (int c = 0; c < kCalls; ++c)
-      for (std::size_t i = 0; i < depths.size(); ++i)
-        EXPECT_EQ(test::max_ulp(one.out[c][i], other.out[c][i]), 0)
-            << walk << " slots per CTA, call " << c << ", sequence at depth " << depths[i];
-  }
+  for (const int walk : walks) expect_same_bits(one, run_walk(depths, kCalls, walk, switches), depths, walk);
 }
 
 // The default routes: vec, its store fused in.
@@ -168,15 +171,8 @@ TEST(GpuSlotWalk, GridFormGivesTheTwoKernelBitsAtEveryWalk) {
   const WalkRun two = run_walk(depths, kCalls, 1, Switches{}, cuda::GpuFusion::store_fused);
   ASSERT_EQ(two.out.size(), static_cast<std::size_t>(kCalls));
   EXPECT_LE(two.worst_error, test::kBatchRelTol);
-  for (const int walk : walks) {
-    const WalkRun grid = run_walk(depths, kCalls, walk, Switches{}, cuda::GpuFusion::grid);
-    ASSERT_EQ(grid.out.size(), two.out.size()) << walk << " slots per CTA";
-    EXPECT_LE(grid.worst_error, test::kBatchRelTol) << walk << " slots per CTA";
-    for (int c = 0; c < kCalls; ++c)
-      for (std::size_t i = 0; i < depths.size(); ++i)
-        EXPECT_EQ(test::max_ulp(two.out[c][i], grid.out[c][i]), 0)
-            << walk << " slots per CTA, call " << c << ", sequence at depth " << depths[i];
-  }
+  for (const int walk : walks)
+    expect_same_bits(two, run_walk(depths, kCalls, walk, Switches{}, cuda::GpuFusion::grid), depths, walk);
 }
 
 // The rule the launch uses by default: one CTA per slot until the slots outnumber the CTAs the
