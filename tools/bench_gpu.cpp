@@ -461,22 +461,23 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
     LADDER_TRY(cu(cudaMemcpy(h.data(), io.out, n * sizeof(float), cudaMemcpyDeviceToHost), "reading an output"));
     return h;
   };
-  const MakeEngine timed = [](const Geometry& geo, const EngineOptions& eo) {
-    cuda::CudaEngineOptions copt = cuda::default_engine_options();
-    copt.time_steps = true;
-    return cuda::create_engine(geo, eo, copt);
+  // Engines whose calls are timed by CUDA events, each timed call replaying its graph `replays`
+  // times.
+  const auto timed_engine = [](int replays) -> MakeEngine {
+    return [replays](const Geometry& geo, const EngineOptions& eo) {
+      cuda::CudaEngineOptions copt = cuda::default_engine_options();
+      copt.time_steps = true;
+      copt.replays_per_timed_call = replays;
+      return cuda::create_engine(geo, eo, copt);
+    };
   };
+  const MakeEngine timed = timed_engine(1);
   LADDER_TRY(add_batch_rows(g, Device::cuda, o, rep.rows, on_device, timed));
   // One layer over each batch size at each single-layer depth: what a peer's batched
   // single-layer call is compared with. The peers are timed as replays of a captured graph, back
   // to back, so these rows are too: each timed call replays its step graph kLayerBatchReplays
   // times between its events (a call timed alone also carries the host's launch latency).
-  const MakeEngine replayed = [](const Geometry& geo, const EngineOptions& eo) {
-    cuda::CudaEngineOptions copt = cuda::default_engine_options();
-    copt.time_steps = true;
-    copt.replays_per_timed_call = kLayerBatchReplays;
-    return cuda::create_engine(geo, eo, copt);
-  };
+  const MakeEngine replayed = timed_engine(kLayerBatchReplays);
   for (int b : o.batches)
     for (int d : o.depths)
       for (const LayerClass cls : {LayerClass::swa, LayerClass::nope}) {

@@ -449,13 +449,14 @@ class FastProducer final : public ProducerTasks {
   void transpose_q() {
     const std::size_t hd = static_cast<std::size_t>(hd_), hpk = static_cast<std::size_t>(hpk_);
     qt_.resize(static_cast<std::size_t>(p_.shape.n_kv_heads) * hd * hpk);
-    std::vector<float> q(hpk * hd);
     for (int kv_head = 0; kv_head < p_.shape.n_kv_heads; ++kv_head) {
-      range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, q.data(), hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
+      const float* q = p_.q + static_cast<std::size_t>(kv_head) * hpk * hd;
       float* qt = qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk;
       for (std::size_t h = 0; h < hpk; ++h)
         for (std::size_t d = 0; d < hd; ++d) qt[d * hpk + h] = q[h * hd + d];
     }
+    // N1's range rule is element by element, so it applies to the transposed copy in place.
+    range_row(qt_.data(), qt_.data(), static_cast<int>(qt_.size()), KvTraits<D>::kRangeMax);
   }
 
   const ProducerParams& p_;

@@ -20,17 +20,26 @@ constexpr const char* kVectorsEnv = "LADDER_CPU_VECTORS";
 std::atomic<int> g_vectors{-1};
 
 // One process-wide choice: what set_*() chose, else the environment variable `env` parsed by
-// `parse` (its error prefixed with the variable's name), else `fallback`.
+// `parse` (its error prefixed with the variable's name), else `fallback`. The environment's
+// answer is kept on its first successful read (as if set_*() had chosen it), so the per-layer
+// calls on the hot path read an atomic, not the environment; a bad value is refused on every
+// read, never kept.
 template <class T>
-Result<T> chosen_or_env(const std::atomic<int>& chosen, const char* env, Result<T> (*parse)(const std::string&),
+Result<T> chosen_or_env(std::atomic<int>& chosen, const char* env, Result<T> (*parse)(const std::string&),
                         T fallback) {
-  const int set = chosen.load(std::memory_order_relaxed);
+  int set = chosen.load(std::memory_order_relaxed);
   if (set >= 0) return static_cast<T>(set);
   const char* value = std::getenv(env);
-  if (value == nullptr || *value == '\0') return fallback;
-  Result<T> parsed = parse(value);
-  if (!parsed.ok()) return make_error(parsed.status().code(), fmt::format("{}: {}", env, parsed.status().message()));
-  return parsed;
+  T answer = fallback;
+  if (value != nullptr && *value != '\0') {
+    Result<T> parsed = parse(value);
+    if (!parsed.ok()) return make_error(parsed.status().code(), fmt::format("{}: {}", env, parsed.status().message()));
+    answer = *parsed;
+  }
+  // A set_*() that raced this read wins.
+  if (!chosen.compare_exchange_strong(set, static_cast<int>(answer), std::memory_order_relaxed))
+    return static_cast<T>(set);
+  return answer;
 }
 
 }  // namespace

@@ -70,9 +70,9 @@ Result<CpuProducer> producer();
 
 // The fast producer's micro-kernels: avx512 (16 lanes, AVX-512F) where the CPU has it, else avx2
 // (8 lanes; the portable loops without AVX2). Every width gives the same bits (each lane the same
-// fmaf chain). The first use reads LADDER_CPU_VECTORS=avx2|avx512 from the environment (avx512
-// on a CPU without it, or an unknown value, is an error of the call that reads it); until then
-// and without it, the widest the CPU has.
+// fmaf chain). Until set_vectors() chooses, the first use reads LADDER_CPU_VECTORS=avx2|avx512
+// from the environment and keeps its answer (avx512 on a CPU without it, or an unknown value, is
+// an error of every call that reads it); without it, the widest the CPU has.
 const char* cpu_vectors_name(CpuVectors v);
 Result<CpuVectors> parse_cpu_vectors(const std::string& name);  // refuses avx512 where the CPU lacks it
 void set_vectors(CpuVectors v);
