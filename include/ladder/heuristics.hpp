@@ -20,6 +20,19 @@ inline constexpr int kMaxWorkgroups = 32;
 // launch rule), so deep planes get more lanes per workgroup instead of more workgroups.
 inline constexpr int kMaxWarpsPerWorkgroup = 4;
 
+// GPU tensor-core producer: its own partition (schedule.hpp, tc_schedule), the pinned schedule
+// with its warp slots halved while a slot holds fewer than kTcMinSlotBlocks blocks and a layer
+// keeps at least kTcMinLayerCtas CTAs at batch 1. A slot's fixed work (pipeline fill, pair
+// merge, partial write; ~550 instructions per warp against 427 per block, ncu 2026-12-01) is
+// paid per slot, so two-block slots spend more on it than on their blocks. Measured on the H200
+// (docs/perf.md, 2026-12-02: one layer of Muse Glimmer, 2 CTAs per slot), slots of 4 blocks
+// instead of 2: at 8,192 tokens 128 CTAs instead of 256, batch 1 -2 % and batch 16 -16 %; at
+// 2,048 32 CTAs instead of 64, batch 1 +17 % (too few CTAs for the GPU); slots of 8 or 16 blocks
+// cost batch 1 +5 % at 8,192 (64 CTAs) and +4 % at 32,768 (128 CTAs of 16 blocks, against 256
+// of 8). Hence: at least 4 blocks per slot where a layer keeps 128 CTAs, and no coarser.
+inline constexpr int kTcMinSlotBlocks = 4;
+inline constexpr int kTcMinLayerCtas = 128;
+
 // GPU tensor-core producer (src/cuda/producer_tc.cuh): blocks each pair of warps keeps in
 // shared memory, one computing while kTcStages - 1 stream in (16-byte cp.async). Measured on
 // the H200 (docs/perf.md, change 5b): 3, 5 and 7 stages gave 57.5, 59.1 and 101.5 us for

@@ -32,4 +32,24 @@ LADDER_HD Schedule pinned_schedule(int visible) {
   return s;
 }
 
+// The GPU tensor-core producer's partition (src/cuda/producer_tc.cuh): pinned_schedule with
+// its warp slots halved (nsg first, then nwg) while a slot holds fewer than kTcMinSlotBlocks
+// blocks on average and the halved count still gives a layer kTcMinLayerCtas CTAs at batch 1;
+// ctas_per_slot = KV heads x tiles of 16 sibling query heads (the CTAs that fold one slot).
+// heuristics.hpp gives the measured reason. Like pinned_schedule it is a function of the
+// sequence's own visible length and the model's shape only, never of the batch (P4). It never
+// has more slots than pinned_schedule at the same or any longer length (the scratch every route
+// reserves holds its partials, and a batched launch sized by the longest sequence's pinned
+// slots covers every entry), and every slot owns at least one block.
+LADDER_HD Schedule tc_schedule(int visible, int ctas_per_slot) {
+  Schedule s = pinned_schedule(visible);
+  while (s.blocks < kTcMinSlotBlocks * s.slots() && ctas_per_slot * (s.slots() / 2) >= kTcMinLayerCtas) {
+    if (s.nsg > 1)
+      s.nsg /= 2;
+    else
+      s.nwg = (s.nwg + 1) / 2;
+  }
+  return s;
+}
+
 }  // namespace ladder

@@ -59,6 +59,11 @@ int heads_per_warp_for(int heads_per_kv, int requested) {
   return g;
 }
 
+Schedule ProducerChoice::schedule(int visible, const HeadShape& shape) const {
+  if (!tensor_core) return pinned_schedule(visible);
+  return tc_schedule(visible, fused_groups(shape));
+}
+
 ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::LaunchTuning& t) {
   ProducerChoice c;
   c.tensor_core = cuda::resolve_producer(t.producer) == cuda::GpuProducer::tensor_core;
@@ -119,7 +124,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   p.shape = shape;
   p.kv_dtype = cfg.kv_dtype;
   p.visible = visible;
-  p.sched = pinned_schedule(visible);
+  p.sched = producer.schedule(visible, shape);
   p.q = io.q;
   p.rows = logical_window(plane.k, plane.v, strides, st, logical_start(position, cfg.window));
   p.tail = p.rows;
@@ -236,6 +241,8 @@ LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer,
   return k;
 }
 
+// pinned_schedule's slots bound every producer's at this length or shorter (tc_schedule never
+// has more), so CTAs past an entry's own slots exit at once.
 unsigned indirect_slots(const BatchSpan& batch) {
   if (batch.max_visible <= 0) return static_cast<unsigned>(kMaxWorkgroups * kMaxWarpsPerWorkgroup);
   return static_cast<unsigned>(pinned_schedule(batch.max_visible).slots());

@@ -43,7 +43,11 @@ struct ProducerChoice {
   // its launch too, but only where the grid fits the device (launch_store_fused_route says), so
   // its layers keep the reduce launch for the batches where it does not.
   bool merges_in_producer(Route r) const { return fuses_store(r) && fusion == GpuFusion::fused; }
+  // The partition this producer folds a layer of `visible` tokens by: the tensor-core kernels'
+  // own (tc_schedule), the exact DAG's the pinned one its CPU twins share.
+  Schedule schedule(int visible, const HeadShape& shape) const;
 };
+
 
 // What the fused one-kernel-per-layer route (fused_tc.cuh) needs beyond ProducerParams: where
 // it writes, its arrival counters (a workspace's `arrivals`, all zero between launches) and a

@@ -1,6 +1,7 @@
 // G6: the pinned schedule — values at the rule's boundaries, and every block owned exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "ladder/schedule.hpp"
@@ -72,6 +73,58 @@ TEST(Schedule, EveryBlockOwnedExactlyOnce) {
     if (HasFatalFailure()) return;
   }
   expect_exact_ownership(kMaxContext);
+}
+
+// The tensor-core partition (tc_schedule), worked by hand for Muse Glimmer (2 KV heads x one
+// tile of 16 sibling heads: 2 CTAs per slot): halve while blocks < 4 x slots and 2 x slots / 2 >= 128.
+//   2048   -> pinned 32 x 1 (64 blocks); 2 x 16 = 32 < 128                   -> pinned
+//   4096   -> pinned 32 x 2 (128 blocks); 2 x 32 = 64 < 128                  -> pinned
+//   4097   -> pinned 32 x 4 (129 blocks); 129 < 512, 2 x 64 = 128 -> nsg 2;
+//             129 < 256 but 2 x 32 = 64 < 128                                -> 32 x 2
+//   8192   -> pinned 32 x 4 (256 blocks) -> 32 x 2; 256 < 256 false          -> 32 x 2
+//   16384  -> pinned 32 x 4 (512 blocks); 512 < 512 false                    -> pinned
+//   131072 -> pinned                                                          -> 32 x 4
+// With 8 CTAs per slot (8 KV heads, up to 16 sibling heads each), 2048 tokens (64 blocks, 32 x 1):
+// 64 < 128 and 8 x 16 = 128 -> nwg 16; 64 < 64 false -> 16 x 1.
+struct TcExpect {
+  int visible, ctas_per_slot, nwg, nsg;
+};
+constexpr TcExpect kTcValues[] = {
+    {2048, 2, 32, 1},  {4096, 2, 32, 2},   {4097, 2, 32, 2},   {8192, 2, 32, 2},
+    {16384, 2, 32, 4}, {131072, 2, 32, 4}, {2048, 8, 16, 1},   {8192, 1, 32, 4},
+};
+
+TEST(Schedule, TensorCoreValues) {
+  for (const TcExpect& e : kTcValues) {
+    const Schedule s = tc_schedule(e.visible, e.ctas_per_slot);
+    EXPECT_EQ(s.blocks, pinned_schedule(e.visible).blocks) << "visible " << e.visible;
+    EXPECT_EQ(s.nwg, e.nwg) << "visible " << e.visible << ", " << e.ctas_per_slot << " CTAs per slot";
+    EXPECT_EQ(s.nsg, e.nsg) << "visible " << e.visible << ", " << e.ctas_per_slot << " CTAs per slot";
+  }
+}
+
+// What the GPU relies on, at every length and shape: no more slots than the pinned schedule at
+// the same or any longer length (the scratch, and a batched grid sized by the longest
+// sequence), every block owned once and no slot empty, nsg a power of two within the reducer's
+// limit, and never fewer than kTcMinLayerCtas CTAs where the pinned schedule had twice that.
+TEST(Schedule, TensorCorePartitionsFitWhatTheGpuReserves) {
+  constexpr int kMaxVisible = 20000;
+  for (const int ctas : {1, 2, 3, 4, 8, 16, 64}) {
+    int most_slots_so_far = 0;
+    for (int visible = 1; visible <= kMaxVisible; ++visible) {
+      const Schedule s = tc_schedule(visible, ctas);
+      const Schedule pinned = pinned_schedule(visible);
+      most_slots_so_far = std::max(most_slots_so_far, s.slots());
+      ASSERT_LE(most_slots_so_far, pinned.slots()) << "visible " << visible << ", " << ctas << " CTAs per slot";
+      ASSERT_TRUE(s.nsg == 1 || s.nsg == 2 || s.nsg == 4) << visible;
+      ASSERT_GE(s.nwg, 1) << visible;
+      ASSERT_LE(s.nwg, kMaxWorkgroups) << visible;
+      ASSERT_LE(s.slots(), s.blocks) << "visible " << visible << ": an empty slot";
+      if (s.slots() < pinned.slots()) {
+        ASSERT_GE(ctas * s.slots(), kTcMinLayerCtas) << visible;
+      }
+    }
+  }
 }
 
 }  // namespace

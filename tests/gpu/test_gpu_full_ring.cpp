@@ -190,8 +190,9 @@ void full_ring_sweep(const ProducerKind& kind, KvDtype dt, const std::vector<int
               kv_dtype_name(dt), compared, worst_rel);
 }
 
-// 2048: Muse Glimmer's window (nwg 32, nsg 1); 12288: nsg 4 with 3 blocks per warp slot, so the
-// tensor-core pairs both fold blocks before they merge. The reduced sweep keeps one capacity that
+// 2048: Muse Glimmer's window (nwg 32, nsg 1); 12288: pinned nsg 4 with 3 blocks per warp slot,
+// the tensor-core partition nsg 2 with 6 (tc_schedule), so the tensor-core pairs both fold
+// blocks before they merge. The reduced sweep keeps one capacity that
 // pads (45) and one that does not (96); bf16 planes take a middle set (time).
 std::vector<int> capacities(KvDtype dt) {
   if (small_sweep()) return {45, 96};

@@ -75,7 +75,9 @@ std::vector<Case> cases(int n_kv) {
       {"ring64 wrapped", ring_config(n_kv, kHeadDim, 64, 64, 32768), 200},
       {"ring40+13 partially wrapped", ring_config(n_kv, kHeadDim, 40, 53, 32768), 60},
       {"ring20", ring_config(n_kv, kHeadDim, 20, 20, 32768), 33},
-      // nwg 32 with nsg 1 (2,048), 2 (3,000) and 4 (12,288 wrapped: 3 blocks per slot).
+      // Pinned: nwg 32 with nsg 1 (2,048), 2 (3,000) and 4 (12,288 wrapped: 3 blocks per slot);
+      // the tensor-core partition with 2 KV heads: the same, but nsg 2 at 12,288 (6 blocks per
+      // slot), and with 8 KV heads coarser still (tc_schedule).
       {"ring2048 wrapped", ring_config(n_kv, kHeadDim, 2048, 2048, 32768), 2500},
       {"ring3000 ragged", ring_config(n_kv, kHeadDim, 3000, 3000, 32768), 2999},
       {"ring12288 wrapped", ring_config(n_kv, kHeadDim, 12288, 12288, 32768), 17000},

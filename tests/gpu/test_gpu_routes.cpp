@@ -74,9 +74,11 @@ std::vector<PlaneCase> plane_sweep(int n_kv, KvDtype dt, bool small) {
                  small ? std::vector<int>{3, 40} : std::vector<int>{0, 3, 15, 16, 40, 64, 97}});
   out.push_back({"grow32", growing_config(n_kv, kHeadDim, 32, 4096, dt),
                  small ? std::vector<int>{31, 70} : std::vector<int>{1, 31, 32, 33, 70, 255, 300}});
-  // Deep enough that the schedule reaches nsg 2 and 4 with nwg 32; at 12000 tokens (375 blocks,
-  // 128 warp slots) a slot owns 2-3 blocks, so both pairs of a tensor-core CTA hold blocks and
-  // their end merge runs on data (the reduced sweep keeps that one).
+  // Deep enough that the pinned schedule (the exact-DAG producer's) reaches nsg 2 and 4 with
+  // nwg 32, and the tensor-core partition (tc_schedule) a coarser one than pinned: at 12000
+  // tokens (375 blocks) it has 64 warp slots of 5-6 blocks where pinned has 128 of 2-3 (with 2
+  // or more KV heads), so both pairs of a tensor-core CTA hold blocks and their end merge runs
+  // on data (the reduced sweep keeps that one).
   out.push_back({"grow-deep", growing_config(n_kv, kHeadDim, 256, 16384, dt),
                  small ? std::vector<int>{12000} : std::vector<int>{2100, 4100, 12000}});
   return out;
