@@ -51,7 +51,11 @@ using cuda_detail::RouteLaunch;
 using cuda_detail::SlotInputs;
 using cuda_detail::StreamHandle;
 
-// Pinned host memory (the graph's copy nodes read and write it at replay time).
+// Pinned host memory (the graph's copy nodes and the state fetch read and write it at replay
+// time). HostMapping::mapped also maps it into the device's address space: device_view() is the
+// pointer a kernel reads it through.
+enum class HostMapping { unmapped, mapped };
+
 template <class T>
 class PinnedArray {
  public:
@@ -62,22 +66,36 @@ class PinnedArray {
   void reset() {
     if (p_ != nullptr) cudaFreeHost(p_);
     p_ = nullptr;
+    dev_ = nullptr;
     n_ = 0;
   }
-  Status allocate(std::size_t n, const char* what) {
+  Status allocate(std::size_t n, const char* what, HostMapping mapping = HostMapping::unmapped) {
     reset();
     void* raw = nullptr;
-    LADDER_TRY(cuda_status(cudaMallocHost(&raw, std::max<std::size_t>(n, 1) * sizeof(T)),
+    const unsigned flags = mapping == HostMapping::mapped ? cudaHostAllocMapped : cudaHostAllocDefault;
+    LADDER_TRY(cuda_status(cudaHostAlloc(&raw, std::max<std::size_t>(n, 1) * sizeof(T), flags),
                            fmt::format("allocating pinned host memory for {}", what)));
     p_ = static_cast<T*>(raw);
     n_ = n;
+    if (mapping == HostMapping::mapped) {
+      void* dev = nullptr;
+      const Status mapped = cuda_status(cudaHostGetDevicePointer(&dev, raw, 0),
+                                        fmt::format("mapping pinned host memory for {}", what));
+      if (!mapped.ok()) {
+        reset();
+        return mapped;
+      }
+      dev_ = static_cast<T*>(dev);
+    }
     return {};
   }
   T* get() const { return p_; }
+  const T* device_view() const { return dev_; }
   std::size_t size() const { return n_; }
 
  private:
   T* p_ = nullptr;
+  T* dev_ = nullptr;
   std::size_t n_ = 0;
 };
 
@@ -416,8 +434,8 @@ class CudaBackend final : public DeviceBackend {
     LADDER_TRY(d_out_.allocate(b * q_elems, "out"));
     const std::size_t entries = b * static_cast<std::size_t>(ctx_.g.n_layers);
     steps_offset_ = (b * sizeof(SlotInputs) + kCallStateAlign - 1) / kCallStateAlign * kCallStateAlign;
-    const std::size_t call_bytes = steps_offset_ + entries * sizeof(RouteLaunch);
-    LADDER_TRY(h_call_.allocate(call_bytes, "step state"));
+    const std::size_t call_bytes = fetch_bytes(steps_offset_ + entries * sizeof(RouteLaunch));
+    LADDER_TRY(h_call_.allocate(call_bytes, "step state", HostMapping::mapped));
     LADDER_TRY(d_call_.allocate(call_bytes, "step state"));
     LADDER_TRY(h_counts_.allocate(entries * kInputArrays, "input counts"));
     LADDER_TRY(d_counts_.allocate(entries * kInputArrays, "input counts"));
@@ -444,13 +462,21 @@ class CudaBackend final : public DeviceBackend {
     return BatchSpan{call_layers_ * sizeof(RouteLaunch), bucket};
   }
 
-  // The call state (input pointers, then the packed step state: one copy, ~2 us less than two
-  // in a graph) and, for a host-memory call, the staged activations (q only when attending).
+  // The state fetch moves whole 16-byte words: the call state's buffers are sized up to them.
+  static std::size_t fetch_bytes(std::size_t bytes) {
+    constexpr std::size_t kWord = 16;
+    return (bytes + kWord - 1) / kWord * kWord;
+  }
+
+  // The call state (input pointers, then the packed step state), fetched by a kernel (one node:
+  // a copy node cost 8-10 us of every call, docs/perf.md change 19), and, for a host-memory
+  // call, the staged activations (q only when attending).
   Status copy_in(int bucket, Memory memory, bool with_q) {
     const std::size_t b = static_cast<std::size_t>(bucket);
-    const std::size_t bytes = steps_offset_ + b * call_layers_ * sizeof(RouteLaunch);
-    LADDER_TRY(cuda_status(cudaMemcpyAsync(d_call_.get(), h_call_.get(), bytes, cudaMemcpyHostToDevice, stream()),
-                           "copying the step state"));
+    const std::size_t bytes = fetch_bytes(steps_offset_ + b * call_layers_ * sizeof(RouteLaunch));
+    cuda_detail::clear_stale_error();
+    LADDER_TRY(cuda_status(cuda_detail::launch_fetch_state(h_call_.device_view(), d_call_.get(), bytes, stream()),
+                           "fetching the step state"));
     if (memory == Memory::device) return {};
     if (with_q)
       LADDER_TRY(cuda_status(

@@ -132,6 +132,9 @@ struct InputCount {
   unsigned saturated = 0;
   unsigned nonfinite = 0;
 };
+// An engine call's step state, `bytes` (a multiple of 16) from device-mapped pinned host memory
+// (`host`: the device's pointer to it) into device memory `dev` (fetch_state.cu).
+cudaError_t launch_fetch_state(const void* host, void* dev, std::size_t bytes, cudaStream_t stream);
 cudaError_t launch_count_inputs(const SlotInputs* slots, int count, int n_layers, int q_layer, int kv_layer,
                                 float range_max, InputCount* out, cudaStream_t stream);
 
