@@ -59,6 +59,26 @@ int heads_per_warp_for(int heads_per_kv, int requested) {
   return g;
 }
 
+long long resident_ctas(const void* kernel, int threads, std::size_t smem, ResidentCache& cache) {
+  constexpr long long kUnknown = -1;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const bool cached = device >= 0 && device < ResidentCache::kDevices;
+  long long resident = cached ? cache.per_device[device].load(std::memory_order_relaxed) : 0;
+  if (resident == 0) {
+    int sms = 0, per_sm = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    resident = e == cudaSuccess ? static_cast<long long>(sms) * per_sm : kUnknown;
+    if (cached) cache.per_device[device].store(resident, std::memory_order_relaxed);
+  }
+  return resident > 0 ? resident : 0;
+}
+
 Schedule ProducerChoice::schedule(int visible, const HeadShape& shape) const {
   if (!tensor_core) return pinned_schedule(visible);
   return tc_schedule(visible, fused_groups(shape));

@@ -8,6 +8,10 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
+#include <cstddef>
+
 #include "ladder/heuristics.hpp"
 #include "ladder/kernel_params.hpp"
 #include "ladder/ladder.hpp"
@@ -132,6 +136,15 @@ struct InputCount {
   unsigned saturated = 0;
   unsigned nonfinite = 0;
 };
+// CTAs of `kernel` (`threads` threads, `smem` bytes of dynamic shared memory) the current
+// device holds at once: SMs x occupancy, asked once per device (a process may drive several
+// GPUs of different sizes) and kept in `cache`, one per kernel; 0 when unknown.
+struct ResidentCache {
+  static constexpr int kDevices = 64;
+  std::array<std::atomic<long long>, kDevices> per_device{};  // 0: not asked yet; -1: unknown
+};
+long long resident_ctas(const void* kernel, int threads, std::size_t smem, ResidentCache& cache);
+
 // An engine call's step state, `bytes` (a multiple of 16) from device-mapped pinned host memory
 // (`host`: the device's pointer to it) into device memory `dev` (fetch_state.cu).
 cudaError_t launch_fetch_state(const void* host, void* dev, std::size_t bytes, cudaStream_t stream);

@@ -58,9 +58,6 @@
 // own: the walk is a launch shape, never an input to the arithmetic (P4 holds).
 #pragma once
 
-#include <array>
-#include <atomic>
-
 #include "cuda/common.cuh"
 #include "cuda/reduce.cuh"
 #include "ladder/heuristics.hpp"
@@ -831,41 +828,13 @@ __global__ void __launch_bounds__(kTcThreads) producer_tc_grid_kernel_indirect(c
 enum class TcKernel { walk, grid };
 
 // CTAs of a family's batched (walk) or grid kernel the current device holds at once (occupancy
-// x SMs), asked once per device (a process may drive several GPUs of different sizes); 0 when
-// unknown (one CTA per slot; no grid form).
+// x SMs, resident_ctas); 0 when unknown (one CTA per slot; no grid form).
 template <class Family, TcKernel Which>
 long long tc_resident_ctas() {
-  constexpr int kCachedDevices = 64;
-  constexpr long long kUnknown = -1;
-  static std::array<std::atomic<long long>, kCachedDevices> cache{};  // 0: not asked yet
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  const auto ask = [device] {
-    int sms = 0, per_sm = 0;
-    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (e == cudaSuccess) {
-      if constexpr (Which == TcKernel::grid)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, producer_tc_grid_kernel_indirect<Family>,
-                                                          kTcThreads, kTcSmemBytes);
-      else
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, producer_tc_kernel_indirect<Family>, kTcThreads,
-                                                          kTcSmemBytes);
-    }
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      return kUnknown;
-    }
-    return static_cast<long long>(sms) * per_sm;
-  };
-  long long resident = device >= 0 && device < kCachedDevices ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (resident == 0) {
-    resident = ask();
-    if (device >= 0 && device < kCachedDevices) cache[device].store(resident, std::memory_order_relaxed);
-  }
-  return resident > 0 ? resident : 0;
+  static ResidentCache cache;
+  const void* kernel = Which == TcKernel::grid ? reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>)
+                                               : reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family>);
+  return resident_ctas(kernel, kTcThreads, kTcSmemBytes, cache);
 }
 
 // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel: both forms (direct

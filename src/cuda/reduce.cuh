@@ -29,7 +29,17 @@ inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
 // M), S = fmaf chain from 0) exactly as a producer that merges would have; the o chains below
 // are the same fmaf chains in the same order as the CPU twin's (parts = 1) or the merging
 // producer's (parts > 1), dim by dim, so which thread holds a dim never changes a bit.
-__device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
+//
+// The o loads come in passes of kLoads values per thread (kLoads / kParts workgroups each, p.parts
+// <= kParts), every load of a pass issued before any is used; the chains run on across passes in
+// workgroup order, so the pass size never changes a bit either. kLoads = 128 with kParts = 4 is
+// one round trip for every schedule (reduce_head); fewer loads per pass hold fewer registers, so
+// more CTAs fit an SM (reduce_head_lean).
+template <int kParts, int kLoads>
+__device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int head) {
+  static_assert(kParts >= 1 && kParts <= kMaxWarpsPerWorkgroup, "parts per workgroup");
+  constexpr int kWgPerPass = kLoads / kParts < kMaxWorkgroups ? kLoads / kParts : kMaxWorkgroups;
+  static_assert(kMaxWorkgroups % kWgPerPass == 0, "passes tile the workgroups");
   if (head >= p.shape.n_heads || p.nwg <= 0) return;
   const int d = static_cast<int>(threadIdx.x);
   const int lane = d % kWarpSize;
@@ -39,25 +49,29 @@ __device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
   const float* base = p.partials + static_cast<std::int64_t>(head) * nwg * parts * stride;
   static_assert(kMaxWorkgroups <= kWarpSize, "one lane per workgroup partial");
 
-  // Loads. Lane w: workgroup w's (m, s) per part; thread d: dim d of every partial.
+  // Lane w: workgroup w's (m, s) per part; thread d: dim d of the first pass's partials. Both
+  // are issued before any value is used: with one pass, the kernel's only round trip.
   const bool has = lane < nwg;
   const float* wg_base = base + static_cast<std::int64_t>(has ? lane : 0) * parts * stride;
-  float part_m[kMaxWarpsPerWorkgroup], part_s[kMaxWarpsPerWorkgroup];
+  float part_m[kParts], part_s[kParts];
 #pragma unroll
-  for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
+  for (int g = 0; g < kParts; ++g) {
     const bool live = has && g < parts;
     part_m[g] = live ? __ldcg(wg_base + g * stride) : neg_inf_f32();
     part_s[g] = live ? __ldcg(wg_base + g * stride + 1) : 0.0f;
   }
-  float v[kMaxWorkgroups][kMaxWarpsPerWorkgroup];
+  float v[kWgPerPass][kParts];
+  const auto load_pass = [&](int w0) {
 #pragma unroll
-  for (int w = 0; w < kMaxWorkgroups; ++w)
+    for (int w = 0; w < kWgPerPass; ++w)
 #pragma unroll
-    for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g)
-      v[w][g] = (w < nwg && g < parts) ? __ldcg(base + (w * parts + g) * stride + 2 + d) : 0.0f;
+      for (int g = 0; g < kParts; ++g)
+        v[w][g] = (w0 + w < nwg && g < parts) ? __ldcg(base + ((w0 + w) * parts + g) * stride + 2 + d) : 0.0f;
+  };
+  load_pass(0);
 
   // Step 4 per workgroup (lane w), then the workgroups' maximum.
-  float part_c[kMaxWarpsPerWorkgroup] = {};
+  float part_c[kParts] = {};
   float my_m = neg_inf_f32();
   float my_s = 0.0f;
   if (has) {
@@ -68,7 +82,7 @@ __device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
       my_m = part_m[0];
       for (int g = 1; g < parts; ++g) my_m = score_max(my_m, part_m[g]);
 #pragma unroll
-      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
+      for (int g = 0; g < kParts; ++g) {
         part_c[g] = g < parts ? rescale_factor(part_m[g], my_m) : 0.0f;
         if (g < parts) my_s = fmaf(part_s[g], part_c[g], my_s);
       }
@@ -78,28 +92,55 @@ __device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
   for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = score_max(m_all, __shfl_xor_sync(kFullMask, m_all, off));
   const float my_c = rescale_factor(my_m, m_all);
 
-  // Step 5: the workgroups in order, one fmaf chain for s and one per dim for o.
+  // Step 5: the workgroups in order, one fmaf chain for s and one per dim for o. One pass covers
+  // every workgroup when kWgPerPass is the cap: a constant trip count, so that form compiles to
+  // straight-line code (a loop on nwg there took 217 registers instead of ~170).
   float s_all = 0.0f;
   float o_all = 0.0f;
+  constexpr bool kOnePass = kWgPerPass == kMaxWorkgroups;
+  const int passes = kOnePass ? 1 : (nwg + kWgPerPass - 1) / kWgPerPass;
+  for (int pass = 0; pass < passes; ++pass) {
+    const int w0 = pass * kWgPerPass;
+    if (pass > 0) load_pass(w0);
 #pragma unroll
-  for (int w = 0; w < kMaxWorkgroups; ++w) {
-    const float cw = __shfl_sync(kFullMask, my_c, w);
-    const float sw = __shfl_sync(kFullMask, my_s, w);
-    float o_w = v[w][0];
-    if (parts > 1) {
-      o_w = 0.0f;
+    for (int w = 0; w < kWgPerPass; ++w) {
+      const int wg = w0 + w;
+      const float cw = __shfl_sync(kFullMask, my_c, wg);
+      const float sw = __shfl_sync(kFullMask, my_s, wg);
+      float o_w = v[w][0];
+      if (parts > 1) {
+        o_w = 0.0f;
 #pragma unroll
-      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
-        const float cg = __shfl_sync(kFullMask, part_c[g], w);
-        if (g < parts) o_w = fmaf(v[w][g], cg, o_w);
+        for (int g = 0; g < kParts; ++g) {
+          const float cg = __shfl_sync(kFullMask, part_c[g], wg);
+          if (g < parts) o_w = fmaf(v[w][g], cg, o_w);
+        }
       }
-    }
-    if (w < nwg) {
-      s_all = fmaf(sw, cw, s_all);
-      o_all = fmaf(o_w, cw, o_all);
+      if (wg < nwg) {
+        s_all = fmaf(sw, cw, s_all);
+        o_all = fmaf(o_w, cw, o_all);
+      }
     }
   }
   p.out[head * kHeadDim + d] = o_all / s_all;
+}
+
+// Every load in one round trip (168 registers: three 128-thread CTAs per SM).
+__device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
+  reduce_head_passes<kMaxWarpsPerWorkgroup, kMaxWorkgroups * kMaxWarpsPerWorkgroup>(p, head);
+}
+
+// Half the loads per pass, instantiated for the entry's parts: one round trip for nsg 1 and 2,
+// two for nsg 4, and registers for more CTAs per SM. For launches with more heads than the
+// one-pass kernel holds at once (batched), docs/perf.md change 20.
+inline constexpr int kLeanLoads = kMaxWorkgroups * kMaxWarpsPerWorkgroup / 2;
+__device__ __forceinline__ void reduce_head_lean(const ReduceParams& p, int head) {
+  if (p.parts <= 1)
+    reduce_head_passes<1, kLeanLoads>(p, head);
+  else if (p.parts == 2)
+    reduce_head_passes<2, kLeanLoads>(p, head);
+  else
+    reduce_head_passes<kMaxWarpsPerWorkgroup, kLeanLoads>(p, head);
 }
 
 }  // namespace ladder::cuda_detail
