@@ -94,6 +94,7 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.programmatic = c.fusion != GpuFusion::separate && t.programmatic;
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
   c.tc_slots_per_cta = t.tc_slots_per_cta;
+  c.reduce_form = t.reduce_form;
   return c;
 }
 
@@ -348,7 +349,7 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   // families need it, it also merges those entries again, to the same bits).
   const bool others = (k.bits & (LayerKernels::splitk | LayerKernels::vec | LayerKernels::interleaved)) != 0;
   if ((k.bits & LayerKernels::reduce) && (others || !all_merged))
-    LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch), "reduce"));
+    LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch, producer.reduce_form), "reduce"));
   return {};
 }
 

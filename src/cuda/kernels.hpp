@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 
+#include "ladder/cuda/cuda_backend.hpp"
 #include "ladder/heuristics.hpp"
 #include "ladder/kernel_params.hpp"
 #include "ladder/ladder.hpp"
@@ -36,6 +37,7 @@ struct ProducerChoice {
   bool programmatic = false;
   const unsigned* arrival_delay_ns = nullptr;  // FusedTail::delay_ns
   int tc_slots_per_cta = 0;                    // LaunchTuning::tc_slots_per_cta
+  cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic;  // LaunchTuning::reduce_form
 
   // Whether route r's producer stores the current row itself, taking it from the activations
   // (splitk and vec in either fused form): no store launch.
@@ -118,7 +120,9 @@ int fused_groups(const HeadShape& shape);
 cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
                                      const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
                                      const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch = {});
-cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {});
+// form: how a batched launch loads the partials (a direct launch is always one pass).
+cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {},
+                          cuda::ReduceForm form = cuda::ReduceForm::automatic);
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
 cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);
 

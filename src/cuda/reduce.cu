@@ -35,18 +35,23 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect_lean(co
 // A batched launch runs the lean form (two round trips at nsg 4, but ~100 registers instead of
 // 168) when it has more CTAs than the one-pass kernel holds at once: 512 heads of 16 sequences
 // against 396 on the H200 ran in two waves (docs/perf.md, change 20). The bits are the same.
-cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch) {
+cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch,
+                          cuda::ReduceForm form) {
   const unsigned heads = static_cast<unsigned>(p.shape.n_heads);
   if (dp == nullptr) {
     reduce_kernel<<<heads, kReduceThreads, 0, stream>>>(p);
     return cudaGetLastError();
   }
-  static ResidentCache one_pass;
-  const long long ctas = static_cast<long long>(heads) * batch.count;
-  const long long resident = resident_ctas(reinterpret_cast<const void*>(reduce_kernel_indirect), kReduceThreads, 0,
-                                           one_pass);
+  bool lean = form == cuda::ReduceForm::lean;
+  if (form == cuda::ReduceForm::automatic) {
+    static ResidentCache one_pass;
+    const long long ctas = static_cast<long long>(heads) * batch.count;
+    const long long resident =
+        resident_ctas(reinterpret_cast<const void*>(reduce_kernel_indirect), kReduceThreads, 0, one_pass);
+    lean = resident > 0 && ctas > resident;
+  }
   const dim3 grid(heads, 1, static_cast<unsigned>(batch.count));
-  if (resident > 0 && ctas > resident)
+  if (lean)
     reduce_kernel_indirect_lean<<<grid, kReduceThreads, 0, stream>>>(dp, batch.stride);
   else
     reduce_kernel_indirect<<<grid, kReduceThreads, 0, stream>>>(dp, batch.stride);

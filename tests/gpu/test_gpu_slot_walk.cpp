@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "cpu/batch_sweep.hpp"
@@ -48,7 +49,8 @@ struct WalkRun {
 
 // Fills sequence i to depths[i], then decodes `calls` tokens of every sequence in one call each.
 WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, const Switches& switches,
-                 cuda::GpuFusion fusion = cuda::GpuFusion::automatic) {
+                 cuda::GpuFusion fusion = cuda::GpuFusion::automatic,
+                 cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic) {
   const Geometry g = walk_geometry();
   EngineOptions opt;
   opt.device = Device::cuda;
@@ -57,6 +59,7 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
   cuda::CudaEngineOptions copt;
   copt.tuning.tc_slots_per_cta = slots_per_cta;
   copt.tuning.fusion = fusion;
+  copt.tuning.reduce_form = reduce_form;
   Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, opt, copt);
   EXPECT_TRUE(made.ok()) << made.status().to_string();
   WalkRun run;
@@ -117,16 +120,19 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
   return run;
 }
 
-// `other` (run with `walk` slots per CTA) holds P3 and gives `base`'s bits, call by call and
-// sequence by sequence.
-void expect_same_bits(const WalkRun& base, const WalkRun& other, const std::vector<int>& depths, int walk) {
-  ASSERT_EQ(other.out.size(), base.out.size()) << walk << " slots per CTA";
-  EXPECT_LE(other.worst_error, test::kBatchRelTol) << walk << " slots per CTA";
+// `other` (run as `what` says) holds P3 and gives `base`'s bits, call by call and sequence by
+// sequence.
+void expect_same_bits(const WalkRun& base, const WalkRun& other, const std::vector<int>& depths,
+                      const std::string& what) {
+  ASSERT_EQ(other.out.size(), base.out.size()) << what;
+  EXPECT_LE(other.worst_error, test::kBatchRelTol) << what;
   for (std::size_t c = 0; c < base.out.size(); ++c)
     for (std::size_t i = 0; i < depths.size(); ++i)
       EXPECT_EQ(test::max_ulp(base.out[c][i], other.out[c][i]), 0)
-          << walk << " slots per CTA, call " << c << ", sequence at depth " << depths[i];
+          << what << ", call " << c << ", sequence at depth " << depths[i];
 }
+
+std::string walk_label(int walk) { return std::to_string(walk) + " slots per CTA"; }
 
 // Every walk gives the one-slot-per-CTA bits; `family` must be among the routes run.
 void expect_walks_keep_bits(const Switches& switches, Route family) {
@@ -149,7 +155,8 @@ void expect_walks_keep_bits(const Switches& switches, Route family) {
     EXPECT_TRUE(one.warps_per_workgroup.count(2) && one.warps_per_workgroup.count(4)) << "and nsg 2 and 4";
     EXPECT_TRUE(one.coarse) << "and a partition coarser than the pinned one";
   }
-  for (const int walk : walks) expect_same_bits(one, run_walk(depths, kCalls, walk, switches), depths, walk);
+  for (const int walk : walks)
+    expect_same_bits(one, run_walk(depths, kCalls, walk, switches), depths, walk_label(walk));
 }
 
 // The default routes: vec, its store fused in.
@@ -183,7 +190,8 @@ TEST(GpuSlotWalk, GridFormGivesTheTwoKernelBitsAtEveryWalk) {
   ASSERT_EQ(two.out.size(), static_cast<std::size_t>(kCalls));
   EXPECT_LE(two.worst_error, test::kBatchRelTol);
   for (const int walk : walks)
-    expect_same_bits(two, run_walk(depths, kCalls, walk, Switches{}, cuda::GpuFusion::grid), depths, walk);
+    expect_same_bits(two, run_walk(depths, kCalls, walk, Switches{}, cuda::GpuFusion::grid), depths,
+                     "the grid form at " + walk_label(walk));
 }
 
 // The rule the launch uses by default: one CTA per slot until the slots outnumber the CTAs the
@@ -195,6 +203,28 @@ TEST(GpuSlotWalk, DefaultRuleLaunchesAboutOneWave) {
   EXPECT_EQ(tc_slots_per_cta(1024, 264), 4);
   EXPECT_EQ(tc_slots_per_cta(4096, 264), 16);
   EXPECT_EQ(tc_slots_per_cta(4096, 0), 1) << "unknown occupancy: one CTA per slot";
+}
+
+// The batched reducer's lean form (its loads in passes: one at nsg 1 and 2, two at nsg 4) gives
+// the one-pass form's bits, forced either way whatever the GPU's size (automatic picks lean
+// only for launches wider than one wave of the one-pass kernel).
+TEST(GpuSlotWalk, ReduceFormsGiveTheSameBits) {
+  LADDER_REQUIRE_GPU();
+  const bool small = test::small_sweep();
+  const std::vector<int> depths =
+      small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 2200, 4200, 3100, 17000};
+  const int kCalls = 2;
+  const WalkRun one_pass =
+      run_walk(depths, kCalls, 0, Switches{}, cuda::GpuFusion::automatic, cuda::ReduceForm::one_pass);
+  ASSERT_EQ(one_pass.out.size(), static_cast<std::size_t>(kCalls));
+  EXPECT_LE(one_pass.worst_error, test::kBatchRelTol);
+  if (!small) {
+    EXPECT_TRUE(one_pass.warps_per_workgroup.count(1) && one_pass.warps_per_workgroup.count(2) &&
+                one_pass.warps_per_workgroup.count(4))
+        << "the depths must reach nsg 1, 2 and 4";
+  }
+  expect_same_bits(one_pass, run_walk(depths, kCalls, 0, Switches{}, cuda::GpuFusion::automatic, cuda::ReduceForm::lean),
+                   depths, "the lean reducer");
 }
 
 }  // namespace

@@ -75,6 +75,9 @@ enum class GpuProducer {
 // forms and the default are stated once, in heuristics.hpp.
 using GpuFusion = ladder::GpuFusion;
 
+// How a batched reduce launch loads a head's partials (LaunchTuning::reduce_form).
+enum class ReduceForm { automatic, one_pass, lean };
+
 // Launch choices. `producer` changes the in-block arithmetic (and so the bits, within the
 // tolerance the tests assert); heads_per_warp never changes a bit (tests prove it).
 struct LaunchTuning {
@@ -95,6 +98,11 @@ struct LaunchTuning {
   // Tensor-core producer, batched launches: warp slots one CTA walks in turn (a launch shape:
   // every value gives the same bits). 0 = the rule of heuristics.hpp (tc_slots_per_cta).
   int tc_slots_per_cta = 0;
+  // Batched reduce launches: the one-pass merge (every load in one round trip, three CTAs per
+  // SM on the H200) or the lean one (loads in passes, four CTAs per SM). A launch shape: both
+  // give the same bits. automatic = lean when the launch has more CTAs than the one-pass kernel
+  // holds at once (docs/perf.md, change 20).
+  ReduceForm reduce_form = ReduceForm::automatic;
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);
