@@ -42,10 +42,9 @@
 // the pinned schedule has only n_kv_heads x nwg workgroups (64 for Muse Glimmer), and a CTA per
 // workgroup left 68 of 132 SMs idle (docs/perf.md, change 5). A CTA holds kTcPairs pairs of
 // warps (docs/perf.md, change 6). Within a pair, half h issues rows 16h..16h+15 of each block
-// and accumulates o for dims 64h..64h+63; it scores rows 16h..16h+15 only and trades its
-// half's maxima, sums and P fragments with the other warp through the pair's exchange area at
-// two named barriers of the pair (change 21; one CTA barrier per block, change 8), so both keep
-// the same (m, s). Two warps per pair halve each warp's share of the copy and of P.V and give every
+// and accumulates o for dims 64h..64h+63; both halves score all 32 tokens, so each holds the
+// block's max, weights and sums itself (one CTA barrier per block, change 8) and both keep the
+// same (m, s). Two warps per pair halve each warp's share of the copy and of P.V and give every
 // scheduler more warps to hide latency (one warp per scheduler issued every 2.8 cycles, ncu).
 // heads_per_kv < 16 pads the tile with zero q rows (computed, never written); > 16 uses several
 // tiles. Blocks stream into shared memory with 16-byte cp.async, kTcStages blocks deep per pair,
@@ -106,24 +105,8 @@ inline constexpr int kTcMergeScaleOffset = kTcPairs * kTcHeads * kTcMergeStride;
 static_assert((kTcMergeScaleOffset + kTcHeads * kTcScaleStride) * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
               "the merge rows and the scale area fit in one stage");
 
-// Where the two warps of a pair hand each other their halves of a block's softmax
-// (tc_fold_block): per warp (half h: tokens 16h..16h+15), the maxima and weight sums of the
-// tile's 16 heads over its 16 tokens, and each lane's P fragments (hi, then lo), which the lane
-// of the same index in the other warp needs for its P.V.
-struct TcPairExchange {
-  float max[kTcWarpsPerSlot][kTcHeads];
-  float sum[kTcWarpsPerSlot][kTcHeads];
-  uint4 p[kTcWarpsPerSlot][2][kWarpSize];  // [half][hi, lo][lane]: an A fragment's 4 registers
-};
-static_assert(kTcWarpsPerSlot == 2, "a pair: each warp's half and the other's");
-
-// A CTA's shared memory: each pair's tiles (104 KB at 3 stages), then each pair's exchange area
-// (2.3 KB): two CTAs per SM.
-inline constexpr std::size_t kTcExchangeOffsetBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
-inline constexpr std::size_t kTcSmemBytes = kTcExchangeOffsetBytes + kTcPairs * sizeof(TcPairExchange);
-static_assert(kTcExchangeOffsetBytes % alignof(TcPairExchange) == 0, "the exchange areas are aligned");
-inline constexpr std::size_t kSmemPerSmBytes = 227 * 1024;  // sm_90's shared memory per SM, usable
-static_assert(2 * kTcSmemBytes <= kSmemPerSmBytes, "two CTAs per SM");
+// A CTA's shared memory: each pair's tiles (104 KB at 3 stages: two CTAs per SM).
+inline constexpr std::size_t kTcSmemBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
 
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -203,36 +186,42 @@ struct TcQ {
   unsigned lo[kHeadDim / 16][4];
 };
 
-// This warp's half of a block's scores, both n-tiles: s[j] = tokens 16 half + 8 j .. +7.
-using TcHalfScores = float[2][4];
+// Scores of both halves of a block, both n-tiles each: s[hb][j] = tokens 16 hb + 8 j .. +7.
+using TcBlockScores = float[kTcWarpsPerSlot][2][4];
 
-// This warp's half of a block's scores: acc[j] += q_hi.K + q_lo.K per 16-dim step. Each
-// accumulator adds in dim order (hi then lo per step), the two accumulators' chains interleaved.
-// (Both warps of a pair scored all 32 tokens until change 21: twice the mmas, the same chains.)
+// A block's scores: acc[hb][j] += q_hi.K + q_lo.K per 16-dim step. Each accumulator adds in dim
+// order (hi then lo per step); the four accumulators' chains are interleaved so that the tensor
+// pipe has four independent mmas to issue between dependent ones (one chain after another left
+// the warp waiting on each mma's latency: docs/perf.md, change 8).
 template <KvDtype D>
-__device__ __forceinline__ void tc_scores(const TcQ& q, const KvWord* ktile, int half, int lane, TcHalfScores& acc) {
+__device__ __forceinline__ void tc_scores(const TcQ& q, const KvWord* ktile, int lane, TcBlockScores& acc) {
   const int mat = lane >> 3;
   const int r = lane & 7;
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
-    unsigned b[2][4];
+    unsigned b[kTcWarpsPerSlot][2][4];
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
-      ldmatrix_x4(smem_u32(ktile + (16 * half + 8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b[j]);
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
 #pragma unroll
-    for (int j = 0; j < 2; ++j) mma16816<D>(acc[j], q.hi[kk], b[j][0], b[j][1]);
+      for (int j = 0; j < 2; ++j)
+        ldmatrix_x4(smem_u32(ktile + (16 * hb + 8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b[hb][j]);
 #pragma unroll
-    for (int j = 0; j < 2; ++j) mma16816<D>(acc[j], q.lo[kk], b[j][0], b[j][1]);
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
 #pragma unroll
-    for (int j = 0; j < 2; ++j) mma16816<D>(acc[j], q.hi[kk + 1], b[j][2], b[j][3]);
+      for (int j = 0; j < 2; ++j) mma16816<D>(acc[hb][j], q.hi[kk], b[hb][j][0], b[hb][j][1]);
 #pragma unroll
-    for (int j = 0; j < 2; ++j) mma16816<D>(acc[j], q.lo[kk + 1], b[j][2], b[j][3]);
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) mma16816<D>(acc[hb][j], q.lo[kk], b[hb][j][0], b[hb][j][1]);
+#pragma unroll
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) mma16816<D>(acc[hb][j], q.hi[kk + 1], b[hb][j][2], b[hb][j][3]);
+#pragma unroll
+    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) mma16816<D>(acc[hb][j], q.lo[kk + 1], b[hb][j][2], b[hb][j][3]);
   }
-}
-
-// The two warps of pair `pair` meet (named barrier 1 + pair of its 64 threads; 0 is the CTA's).
-__device__ __forceinline__ void tc_pair_sync(int pair) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + pair), "n"(kTcPairThreads) : "memory");
 }
 
 // Half h's o (n-tile j = dims 64h + 8j .. +7) += P_hi.V + P_lo.V, per 16-token step. Each
@@ -433,98 +422,84 @@ __device__ __forceinline__ void tc_write_current(const ProducerParams& p, int kv
   }
 }
 
-// One block folded into this thread's (m, s) and o fragment. Warp h of the pair scores tokens
-// 16h..16h+15 only: it computes its half's maxima, then (after the pair's first meeting, with the
-// other half's maxima) the block's new max, its half's weights, sums and P fragments, and hands
-// them over at the second meeting; each warp then accumulates o for its 64 dims from both
-// halves' P. Every value is computed once by the same operations in the same order as when both
-// warps computed all of them (per-half maxima merged half 0 first, per-half sums added half 0
-// first), so the bits are those of that form. The exchange area is reused block after block: the
-// CTA barrier at the top of each block keeps a warp's next writes behind the other's reads.
-// klo/vlo: the split current row's lo tiles, or nullptr.
+// One block folded into this thread's (m, s) and o fragment. Both warps of a pair score all
+// 32 tokens and so compute the same block max, weights, sums and P fragments of both halves
+// (each value by the same operations in the same order in either warp: per-half maxima merged
+// half 0 first, per-half sums added half 0 first); each warp then accumulates o for its 64
+// dims. Exchanging those values through shared memory instead cost two more CTA barriers per
+// block (docs/perf.md, change 8). klo/vlo: the split current row's lo tiles, or nullptr.
 template <KvDtype D>
 __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile, const KvWord* vtile,
                                               const KvWord* klo, const KvWord* vlo, int count, float scale,
-                                              const TcThread& t, TcPairExchange& x, SoftmaxStats (&st)[2],
-                                              float (&o)[kHeadDim / 16][4]) {
-  const int lane = t.lane, quad = t.quad, half = t.half, group = t.group;
-  TcHalfScores acc;
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-  tc_scores<D>(q, ktile, half, lane, acc);
-  if (klo != nullptr) tc_scores<D>(q, klo, half, lane, acc);
-
-  // Scale and mask; this half's max per head (r = 0: head `group`, r = 1: head `group + 8`).
-  float hmax[2] = {neg_inf_f32(), neg_inf_f32()};
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int tok = 16 * half + 8 * j + 2 * quad + (e & 1);
-      acc[j][e] = tok < count ? acc[j][e] * scale : neg_inf_f32();
-      hmax[e >> 1] = score_max(hmax[e >> 1], acc[j][e]);
-    }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    hmax[r] = score_max(hmax[r], __shfl_xor_sync(kFullMask, hmax[r], 1));
-    hmax[r] = score_max(hmax[r], __shfl_xor_sync(kFullMask, hmax[r], 2));
-  }
-  if (quad == 0) {
-    x.max[half][group] = hmax[0];
-    x.max[half][group + 8] = hmax[1];
-  }
-  tc_pair_sync(t.pair);
-  float corr[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-    corr[r] = fold_block_max(st[r], score_max(x.max[0][group + 8 * r], x.max[1][group + 8 * r]));
-
-  // This half's weights, sum (a lane's 4 weights per head in token order, then two quad
-  // shuffles) and A fragment (n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3), handed over.
-  unsigned mine_hi[4], mine_lo[4];
-  float hsum[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      acc[j][e] = tc_weight(acc[j][e] - st[e >> 1].m);
-      hsum[e >> 1] += acc[j][e];
-    }
-    split_pair<D>(acc[j][0], acc[j][1], mine_hi[j * 2], mine_lo[j * 2]);
-    split_pair<D>(acc[j][2], acc[j][3], mine_hi[j * 2 + 1], mine_lo[j * 2 + 1]);
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    hsum[r] = hsum[r] + __shfl_xor_sync(kFullMask, hsum[r], 1);
-    hsum[r] = hsum[r] + __shfl_xor_sync(kFullMask, hsum[r], 2);
-  }
-  if (quad == 0) {
-    x.sum[half][group] = hsum[0];
-    x.sum[half][group + 8] = hsum[1];
-  }
-  x.p[half][0][lane] = make_uint4(mine_hi[0], mine_hi[1], mine_hi[2], mine_hi[3]);
-  x.p[half][1][lane] = make_uint4(mine_lo[0], mine_lo[1], mine_lo[2], mine_lo[3]);
-  tc_pair_sync(t.pair);
-
-  // Both halves' P (16-token step hb = half hb), and the block's sums in half order.
-  unsigned phi[kTcWarpsPerSlot][4], plo[kTcWarpsPerSlot][4];
+                                              const TcThread& t, SoftmaxStats (&st)[2], float (&o)[kHeadDim / 16][4]) {
+  const int lane = t.lane, quad = t.quad;
+  TcBlockScores acc;
 #pragma unroll
   for (int hb = 0; hb < kTcWarpsPerSlot; ++hb) {
-    const uint4 h = x.p[hb][0][lane];
-    const uint4 l = x.p[hb][1][lane];
-    phi[hb][0] = h.x, phi[hb][1] = h.y, phi[hb][2] = h.z, phi[hb][3] = h.w;
-    plo[hb][0] = l.x, plo[hb][1] = l.y, plo[hb][2] = l.z, plo[hb][3] = l.w;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[hb][j][e] = 0.0f;
+  }
+  tc_scores<D>(q, ktile, lane, acc);
+  if (klo != nullptr) tc_scores<D>(q, klo, lane, acc);
+
+  // Scale and mask; each half's max per head (r = 0: head `group`, r = 1: head `group + 8`).
+  float hmax[kTcWarpsPerSlot][2];
+#pragma unroll
+  for (int hb = 0; hb < kTcWarpsPerSlot; ++hb) {
+    hmax[hb][0] = neg_inf_f32();
+    hmax[hb][1] = neg_inf_f32();
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int tok = 16 * hb + 8 * j + 2 * quad + (e & 1);
+        acc[hb][j][e] = tok < count ? acc[hb][j][e] * scale : neg_inf_f32();
+        hmax[hb][e >> 1] = score_max(hmax[hb][e >> 1], acc[hb][j][e]);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      hmax[hb][r] = score_max(hmax[hb][r], __shfl_xor_sync(kFullMask, hmax[hb][r], 1));
+      hmax[hb][r] = score_max(hmax[hb][r], __shfl_xor_sync(kFullMask, hmax[hb][r], 2));
+    }
+  }
+  float corr[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) corr[r] = fold_block_max(st[r], score_max(hmax[0][r], hmax[1][r]));
+
+  // Weights; each half's sum (a lane's 8 weights in token order, then two quad shuffles); the
+  // A fragments of both 16-token steps (n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3).
+  unsigned phi[kTcWarpsPerSlot][4], plo[kTcWarpsPerSlot][4];
+  float hsum[kTcWarpsPerSlot][2];
+#pragma unroll
+  for (int hb = 0; hb < kTcWarpsPerSlot; ++hb) {
+    hsum[hb][0] = 0.0f;
+    hsum[hb][1] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc[hb][j][e] = tc_weight(acc[hb][j][e] - st[e >> 1].m);
+        hsum[hb][e >> 1] += acc[hb][j][e];
+      }
+      split_pair<D>(acc[hb][j][0], acc[hb][j][1], phi[hb][j * 2], plo[hb][j * 2]);
+      split_pair<D>(acc[hb][j][2], acc[hb][j][3], phi[hb][j * 2 + 1], plo[hb][j * 2 + 1]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      hsum[hb][r] = hsum[hb][r] + __shfl_xor_sync(kFullMask, hsum[hb][r], 1);
+      hsum[hb][r] = hsum[hb][r] + __shfl_xor_sync(kFullMask, hsum[hb][r], 2);
+    }
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) st[r].s += x.sum[0][group + 8 * r] + x.sum[1][group + 8 * r];
+  for (int r = 0; r < 2; ++r) st[r].s += hsum[0][r] + hsum[1][r];
 #pragma unroll
   for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-  tc_pv<D>(phi, plo, vtile, half, lane, o);
-  if (vlo != nullptr) tc_pv<D>(phi, plo, vlo, half, lane, o);
+  tc_pv<D>(phi, plo, vtile, t.half, lane, o);
+  if (vlo != nullptr) tc_pv<D>(phi, plo, vlo, t.half, lane, o);
 }
 
 // Warp slot `flat`'s blocks folded into this thread's (m, s) and o fragment (both halves of a
@@ -540,8 +515,6 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
   const int wg = flat / sched.nsg;
   const int slot = flat % sched.nsg;
   KvWord* wsm = smem + pair * kTcSlotHalfs;
-  TcPairExchange& exchange =
-      reinterpret_cast<TcPairExchange*>(reinterpret_cast<unsigned char*>(smem) + kTcExchangeOffsetBytes)[pair];
   const int b0 = sched.first_block(wg, slot);
   const int stride = sched.block_stride();
   // This pair's blocks: the slot's blocks pair, pair + kTcPairs, ...
@@ -587,7 +560,7 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
       // The current row (and lo tiles) are written before either warp of the pair reads them.
       if (i == current_iter) __syncthreads();
     }
-    if (live) tc_fold_block<D>(q, ktile, vtile, klo, vlo, count, p.shape.scale, t, exchange, st, o);
+    if (live) tc_fold_block<D>(q, ktile, vtile, klo, vlo, count, p.shape.scale, t, st, o);
   }
   cp_async_wait<0>();
 }
