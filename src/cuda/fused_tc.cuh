@@ -315,8 +315,8 @@ cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, c
   if (opt_in != cudaSuccess) return opt_in;
   const int tiles = (p.shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
   const unsigned x = static_cast<unsigned>(p.shape.n_kv_heads * tiles);
-  TcLaunchAttrs attrs;
-  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream);
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = tc_launch_config(attr, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));

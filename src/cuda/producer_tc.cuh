@@ -847,31 +847,18 @@ cudaError_t tc_opt_in(Direct* direct, Indirect* indirect) {
   return a != cudaSuccess ? a : b;
 }
 
-// Whether a tensor-core launch must have every CTA resident at once (the grid form's barrier).
-enum class TcResidency { any, cooperative };
-
-// The attributes a tensor-core launch may carry: PDL, and co-residency for the grid form.
-struct TcLaunchAttrs {
-  cudaLaunchAttribute a[2];
-};
-
-// A tensor-core kernel's launch (the producer, the fused kernel, the grid form): kTcThreads
-// threads and kTcSmemBytes of shared memory, with PDL when `programmatic`, launched
-// cooperatively when `residency` asks (never together with PDL: a dependent launch already
-// waits until every CTA of this grid has started). The config points at `attrs`, which must
-// outlive the launch call; the caller sets gridDim.
-inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, bool programmatic, cudaStream_t stream,
-                                           TcResidency residency = TcResidency::any) {
-  attrs.a[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs.a[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
-  attrs.a[1].id = cudaLaunchAttributeCooperative;
-  attrs.a[1].val.cooperative = residency == TcResidency::cooperative && !programmatic ? 1 : 0;
+// A tensor-core kernel's launch (the producer, the fused kernel): kTcThreads threads and
+// kTcSmemBytes of shared memory, with PDL when `programmatic`. The config points at `attr`, which
+// must outlive the launch call; the caller sets gridDim.
+inline cudaLaunchConfig_t tc_launch_config(cudaLaunchAttribute& attr, bool programmatic, cudaStream_t stream) {
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kTcThreads);
   cfg.dynamicSmemBytes = kTcSmemBytes;
   cfg.stream = stream;
-  cfg.attrs = attrs.a;
-  cfg.numAttrs = residency == TcResidency::cooperative ? 2 : 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
   return cfg;
 }
 
@@ -884,8 +871,8 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
   if (opt_in != cudaSuccess) return opt_in;
   const int tiles = (shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
   const unsigned x = static_cast<unsigned>(shape.n_kv_heads * tiles);
-  TcLaunchAttrs attrs;
-  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream);
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = tc_launch_config(attr, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
@@ -928,8 +915,17 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
     while (walk < slots && ctas(walk) > resident) ++walk;
   if (counter == nullptr || slots <= 0 || resident <= 0 || ctas(walk) > resident)
     return launch_producer_tc<Family>(p, dp, p.shape, slots_per_cta, stream, batch, programmatic);
-  TcLaunchAttrs attrs;
-  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream, TcResidency::cooperative);
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = programmatic ? 0 : 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(kTcThreads);
+  cfg.dynamicSmemBytes = kTcSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
   const unsigned ys = static_cast<unsigned>((slots + walk - 1) / walk);
   cfg.gridDim = dim3(static_cast<unsigned>(x), ys, static_cast<unsigned>(entries));
   const cudaError_t e = direct ? cudaLaunchKernelEx(&cfg, producer_tc_grid_kernel<Family>, p, r, counter)
