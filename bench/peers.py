@@ -386,7 +386,7 @@ def main():
             print(line)
     if any(b != 1 for b in batches):
         print("note: ladder's batch > 1 rows are one layer through Engine::encode over the batch, activations "
-              "in device memory, GPU time by CUDA events (launch structs' copy, N1's count kernel, the route's "
+              "in device memory, GPU time by CUDA events (the step-state fetch, N1's count kernel, the route's "
               "kernels); not rotated, so below ~32768 the planes may sit in L2")
     for peer, reason in unavailable.items():
         print("note: %s not measured: %s" % (peer, reason))

@@ -161,7 +161,7 @@ using MakeEngine = std::function<Result<std::unique_ptr<Engine>>(const Geometry&
 // One layer of class `cls` over `b` sequences at `depth` visible tokens: an engine of a one-layer
 // geometry (a ring of window = capacity = depth, like the single-layer rows, or a growing
 // plane), every sequence filled to the depth, then timed calls of all b. The row's median is the
-// device's own time per call (CUDA events: the launch structs' copy, N1's count kernel and the
+// device's own time per call (CUDA events: the step-state fetch, N1's count kernel and the
 // route's kernels over every sequence) and its note gives the host clock's; the activations stay
 // in device memory. Comparable with a peer's batched single-layer call at L >= 32768, where the
 // b planes exceed the L2 (the rows are not rotated).

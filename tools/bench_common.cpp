@@ -172,7 +172,7 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
     row.device_median_us = t.median_us;
     row.device_min_us = t.min_us;
     row.device_max_us = t.max_us;
-    row.note += fmt::format("; GPU time per call {:.1f} us (median, CUDA events: copies and kernels)",
+    row.note += fmt::format("; GPU time per call {:.1f} us (median, CUDA events: the step graph's kernels and copies)",
                             row.device_median_us);
   }
   // What a recapture per call would cost: the first call of a new shape captures its step graph.
