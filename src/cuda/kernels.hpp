@@ -54,7 +54,6 @@ struct ProducerChoice {
   Schedule schedule(int visible, const HeadShape& shape) const;
 };
 
-
 // What the fused one-kernel-per-layer route (fused_tc.cuh) needs beyond ProducerParams: where
 // it writes, its arrival counters (a workspace's `arrivals`, all zero between launches) and a
 // test hook.

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect_lean(co
 
 }  // namespace
 
-// A batched launch runs the lean form (two round trips at nsg 4, but ~100 registers instead of
+// A batched launch runs the lean form (two round trips at nsg 4, but 128 registers instead of
 // 168) when it has more CTAs than the one-pass kernel holds at once: 512 heads of 16 sequences
 // against 396 on the H200 ran in two waves (docs/perf.md, change 20). The bits are the same.
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch,
