@@ -119,6 +119,9 @@ class DeviceBackend {
   // call in an unknown state (the engine then refuses them until they are removed).
   virtual Status run(std::span<DeviceSequence* const> sequences, std::span<const SequenceStep> steps) = 0;
   virtual DeviceStats stats() const { return {}; }
+  // The block partition this device's producer folds a layer of `visible` tokens by (what the
+  // engine's trace records): the pinned schedule unless the device's producer has its own.
+  virtual Schedule schedule(int visible) const { return pinned_schedule(visible); }
 
   // Whether the device reads activations in `m` (TokenIO::memory).
   virtual bool accepts(Memory m) const { return m == Memory::host; }

@@ -48,6 +48,14 @@ struct HeadShape {
 };
 LADDER_HD int partial_stride(int head_dim) { return 2 + head_dim; }
 
+// The GPU tensor-core producer's M tile (mma.m16n8k16): the sibling query heads of one KV head
+// that one CTA carries. heads_per_kv < 16 pads the tile with zero rows; more uses several tiles.
+inline constexpr int kTcHeads = 16;
+LADDER_HD int tc_tiles(int heads_per_kv) { return (heads_per_kv + kTcHeads - 1) / kTcHeads; }
+// The CTAs that fold one warp slot of the tensor-core kernels (their grid's x): KV heads x tiles.
+// tc_schedule's ctas_per_slot, and the fused kernel's arrival-counter groups.
+LADDER_HD int tc_groups(const HeadShape& shape) { return shape.n_kv_heads * tc_tiles(shape.heads_per_kv()); }
+
 // How a producer finds the t-th visible token (t in [0, visible)) of the window. Every route
 // visits the window in logical order (t = 0 is the oldest visible token), so routes that read
 // the same rows give the same bits (P6, P7); only where row t lives differs.

@@ -76,6 +76,9 @@ struct TraceEntry {
   RouteDecision decision;
   PlaneState state;
   int visible = 0;
+  // The block partition the layer's producer folds by: in an engine's trace, the device's
+  // (DeviceBackend::schedule; the CUDA tensor-core producer's tc_schedule); in a trace made
+  // without a device (`ladder routes`, the Python module's route_trace), the pinned one.
   Schedule schedule;
 };
 std::string format_trace_header();

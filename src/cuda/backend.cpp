@@ -290,6 +290,7 @@ class CudaBackend final : public DeviceBackend {
                        ctx_.producer.tensor_core ? "tensor-core" : "exact-DAG");
   }
   DeviceStats stats() const override { return stats_; }
+  Schedule schedule(int visible) const override { return ctx_.producer.schedule(visible, ctx_.shape); }
 
   Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& cfgs) override {
     auto s = std::make_unique<CudaSequence>();

@@ -81,7 +81,7 @@ long long resident_ctas(const void* kernel, int threads, std::size_t smem, Resid
 
 Schedule ProducerChoice::schedule(int visible, const HeadShape& shape) const {
   if (!tensor_core) return pinned_schedule(visible);
-  return tc_schedule(visible, fused_groups(shape));
+  return tc_schedule(visible, tc_groups(shape));
 }
 
 ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::LaunchTuning& t) {
@@ -156,7 +156,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   const bool merges_itself = producer.merges_in_producer(r);
   // The fused kernel's counters from the front of the workspace's array; the grid form's barrier
   // word is its last one, clear of them for any shape the workspace serves.
-  const std::int64_t fused_arrivals = static_cast<std::int64_t>(fused_groups(shape)) * kFusedArrivalsPerGroup;
+  const std::int64_t fused_arrivals = static_cast<std::int64_t>(tc_groups(shape)) * kFusedArrivalsPerGroup;
   const bool grid = fused && producer.fusion == GpuFusion::grid;
   if (merges_itself || grid) {
     const std::int64_t need_arrivals = fused_arrivals + (grid ? kGridBarrierWords : 0);

@@ -59,10 +59,6 @@ cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, con
 
 }  // namespace
 
-int fused_groups(const HeadShape& shape) {
-  return shape.n_kv_heads * ((shape.heads_per_kv() + kTcHeads - 1) / kTcHeads);
-}
-
 cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
                                      const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
                                      const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch) {

@@ -313,10 +313,9 @@ cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, c
                             const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
   static const cudaError_t opt_in = tc_opt_in(fused_tc_kernel<Family>, fused_tc_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
-  const int tiles = (p.shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
-  const unsigned x = static_cast<unsigned>(p.shape.n_kv_heads * tiles);
-  cudaLaunchAttribute attr;
-  cudaLaunchConfig_t cfg = tc_launch_config(attr, programmatic, stream);
+  const auto x = static_cast<unsigned>(tc_groups(p.shape));
+  TcLaunchAttrs attrs;
+  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));

@@ -101,8 +101,6 @@ cudaError_t launch_vec(const ProducerParams& p, const ProducerParams* dp, const 
                        cudaStream_t stream, BatchSpan batch = {});
 cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream, BatchSpan batch = {});
-// Groups (KV head x 16-head tile: one arrival counter set each) of the fused kernel.
-int fused_groups(const HeadShape& shape);
 // Route r (splitk or vec, pad included) with the store inside its tensor-core producer, in the
 // form c.fusion says (c.fuses_store(r) must hold; else cudaErrorInvalidValue):
 //  * fused: store + producer + reduce as one kernel, the last CTA merging (fused_tc.cuh); it

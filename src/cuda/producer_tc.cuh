@@ -58,6 +58,8 @@
 // own: the walk is a launch shape, never an input to the arithmetic (P4 holds).
 #pragma once
 
+#include <array>
+
 #include "cuda/common.cuh"
 #include "cuda/reduce.cuh"
 #include "ladder/heuristics.hpp"
@@ -66,8 +68,6 @@
 
 namespace ladder::cuda_detail {
 
-// M of mma.m16n8k16: the sibling query heads one tile carries.
-inline constexpr int kTcHeads = 16;
 // Row pitch in shared memory: 128 halfs + 8 halfs of padding (272 B). 272 / 16 = 17 is odd, so the
 // 8 row addresses of one ldmatrix 8x8 matrix fall into 8 different 16-byte bank groups.
 inline constexpr int kTcRowHalfs = kHeadDim + 8;
@@ -333,7 +333,7 @@ __device__ __forceinline__ TcThread tc_thread(const HeadShape& shape) {
   t.pair = static_cast<int>(threadIdx.x) / kTcPairThreads;
   t.half = (static_cast<int>(threadIdx.x) / kWarpSize) % kTcWarpsPerSlot;
   t.hpk = shape.heads_per_kv();
-  const int tiles = (t.hpk + kTcHeads - 1) / kTcHeads;
+  const int tiles = tc_tiles(t.hpk);
   t.kvh = static_cast<int>(blockIdx.x) / tiles;
   t.tile = static_cast<int>(blockIdx.x) % tiles;
   t.group = t.lane >> 2;
@@ -847,18 +847,30 @@ cudaError_t tc_opt_in(Direct* direct, Indirect* indirect) {
   return a != cudaSuccess ? a : b;
 }
 
-// A tensor-core kernel's launch (the producer, the fused kernel): kTcThreads threads and
-// kTcSmemBytes of shared memory, with PDL when `programmatic`. The config points at `attr`, which
-// must outlive the launch call; the caller sets gridDim.
-inline cudaLaunchConfig_t tc_launch_config(cudaLaunchAttribute& attr, bool programmatic, cudaStream_t stream) {
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+// How a tensor-core kernel's CTAs are launched: ordinary (the producer, the fused kernel), or
+// cooperative (the grid form without PDL: the driver refuses a grid whose CTAs cannot all be
+// resident at once, where an ordinary launch would hang at the grid barrier).
+enum class TcGridKind { ordinary, cooperative };
+
+// The attributes one launch carries; they must outlive the launch call.
+struct TcLaunchAttrs {
+  std::array<cudaLaunchAttribute, 2> a{};
+};
+
+// A tensor-core kernel's launch: kTcThreads threads and kTcSmemBytes of shared memory, with PDL
+// when `programmatic`. The config points into `attrs`; the caller sets gridDim.
+inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, bool programmatic, cudaStream_t stream,
+                                           TcGridKind kind = TcGridKind::ordinary) {
+  attrs.a[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs.a[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  attrs.a[1].id = cudaLaunchAttributeCooperative;
+  attrs.a[1].val.cooperative = kind == TcGridKind::cooperative ? 1 : 0;
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kTcThreads);
   cfg.dynamicSmemBytes = kTcSmemBytes;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = attrs.a.data();
+  cfg.numAttrs = kind == TcGridKind::cooperative ? 2 : 1;
   return cfg;
 }
 
@@ -869,10 +881,9 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
                                int slots_per_cta, cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
   static const cudaError_t opt_in = tc_opt_in(producer_tc_kernel<Family>, producer_tc_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
-  const int tiles = (shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
-  const unsigned x = static_cast<unsigned>(shape.n_kv_heads * tiles);
-  cudaLaunchAttribute attr;
-  cudaLaunchConfig_t cfg = tc_launch_config(attr, programmatic, stream);
+  const auto x = static_cast<unsigned>(tc_groups(shape));
+  TcLaunchAttrs attrs;
+  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
@@ -903,8 +914,7 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
   static const cudaError_t opt_in =
       tc_opt_in(producer_tc_grid_kernel<Family>, producer_tc_grid_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
-  const int tiles = (p.shape.heads_per_kv() + kTcHeads - 1) / kTcHeads;
-  const long long x = static_cast<long long>(p.shape.n_kv_heads) * tiles;
+  const long long x = tc_groups(p.shape);
   const bool direct = dp == nullptr;
   const long long slots = direct ? p.sched.slots() : indirect_slots(batch);
   const long long entries = direct ? 1 : batch.count;
@@ -915,17 +925,9 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
     while (walk < slots && ctas(walk) > resident) ++walk;
   if (counter == nullptr || slots <= 0 || resident <= 0 || ctas(walk) > resident)
     return launch_producer_tc<Family>(p, dp, p.shape, slots_per_cta, stream, batch, programmatic);
-  cudaLaunchAttribute attrs[2];
-  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
-  attrs[1].id = cudaLaunchAttributeCooperative;
-  attrs[1].val.cooperative = programmatic ? 0 : 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.blockDim = dim3(kTcThreads);
-  cfg.dynamicSmemBytes = kTcSmemBytes;
-  cfg.stream = stream;
-  cfg.attrs = attrs;
-  cfg.numAttrs = 2;
+  TcLaunchAttrs attrs;
+  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream,
+                                            programmatic ? TcGridKind::ordinary : TcGridKind::cooperative);
   const unsigned ys = static_cast<unsigned>((slots + walk - 1) / walk);
   cfg.gridDim = dim3(static_cast<unsigned>(x), ys, static_cast<unsigned>(entries));
   const cudaError_t e = direct ? cudaLaunchKernelEx(&cfg, producer_tc_grid_kernel<Family>, p, r, counter)

@@ -350,7 +350,7 @@ class DecodeEngine final : public Engine {
       e.decision = decisions[i];
       e.state = st.layers[i].next;
       e.visible = g_.visible(e.cls, st.position);
-      e.schedule = pinned_schedule(e.visible);
+      e.schedule = dev_->schedule(e.visible);
       trace_.push_back(e);
     }
     if (dev_->counts_inputs()) return;  // the device counted what it read (step() adds it)

@@ -102,11 +102,9 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
     if (!s.ok()) return run;
     for (const TraceEntry& t : e.trace()) {
       if (t.cls == LayerClass::nope) {
-        // The trace records the pinned schedule; the tensor-core producer folds by its own
-        // (CTAs per slot: KV heads x one tile of 16 sibling heads).
-        const Schedule tc = tc_schedule(t.visible, g.n_kv_heads);
-        run.warps_per_workgroup.insert(tc.nsg);
-        if (tc.slots() < t.schedule.slots()) run.coarse = true;
+        // The trace records the partition the device's producer folds by (the tensor-core one).
+        run.warps_per_workgroup.insert(t.schedule.nsg);
+        if (t.schedule.slots() < pinned_schedule(t.visible).slots()) run.coarse = true;
       }
       run.routes.insert(t.decision.route);
       const double err = test::batch_reference_error(g, static_cast<std::uint64_t>(t.sequence), t.position, t.layer,
