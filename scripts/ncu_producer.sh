@@ -14,6 +14,13 @@
 #                         indirect kernel in the `layer-batch` rows (one layer over 16 sequences
 #                         through the engine, each sequence at DEPTH); ROUTE then only names the
 #                         output file (the engine picks each layer class's route).
+#   LADDER_NCU_SOURCE=1   also imports the CUDA sources into the report and writes the source
+#                         page per CUDA line ($OUT/src_cuda_<route>_<depth>.csv.gz) and per SASS line with its CUDA
+#                         line (src_cuda_sass_<route>_<depth>.csv.gz): the binary
+#                         must be built with -lineinfo (CMAKE_CUDA_FLAGS=-lineinfo; the code is
+#                         the same), and its sources must sit at the paths it was built from
+#                         (the script links the build machine's /work/main to this tree if that
+#                         path is free).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 depth=${1:?usage: scripts/ncu_producer.sh DEPTH ROUTE...}
@@ -22,17 +29,22 @@ shift
 mkdir -p "$OUT"
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 BIN=${LADDER_BIN:-.carry/bench/bin/ladder}
+IMPORT=no
+if [ -n "${LADDER_NCU_SOURCE:-}" ]; then
+  IMPORT=yes
+  [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+fi
 for route in "$@"; do
   tag=$(echo "$route" | tr '/' '_')_$depth
   rep=/tmp/ncu_$tag
   if [ -n "${LADDER_NCU_BATCH:-}" ]; then
     tag=${tag}_batch${LADDER_NCU_BATCH}
     rep=/tmp/ncu_$tag
-    "$NCU" --set full --import-source no -k regex:producer_tc_kernel_indirect --launch-count 1 -f -o "$rep" \
+    "$NCU" --set full --import-source "$IMPORT" -k regex:producer_tc_kernel_indirect --launch-count 1 -f -o "$rep" \
       "$BIN" bench --device cuda --depths "$depth" --routes "$route" --step-depths none --batch "$LADDER_NCU_BATCH" \
       --batch-max-depth 0 --no-engine --reps 3 --quiet >"/tmp/ncu_run_$tag.txt" 2>&1
   else
-    "$NCU" --set full --import-source no -k regex:producer_tc --launch-count 1 -f -o "$rep" \
+    "$NCU" --set full --import-source "$IMPORT" -k regex:producer_tc --launch-count 1 -f -o "$rep" \
       "$BIN" bench --device cuda --depths "$depth" --routes "$route" --step-depths none --no-engine --reps 3 --quiet \
       >"/tmp/ncu_run_$tag.txt" 2>&1
   fi
@@ -86,4 +98,8 @@ PY
     tail -3 "/tmp/ncu_run_$tag.txt"
   } >"$OUT/ncu_$tag.txt" 2>&1
   gzip -c "/tmp/src_$tag.csv" >"$OUT/src_$tag.csv.gz"
+  if [ "$IMPORT" = yes ]; then
+    "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda 2>&1 | gzip -c >"$OUT/src_cuda_$tag.csv.gz"
+    "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda,sass 2>&1 | gzip -c >"$OUT/src_cuda_sass_$tag.csv.gz"
+  fi
 done
