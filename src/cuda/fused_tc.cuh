@@ -46,7 +46,7 @@ inline constexpr int kMergeHeadsPerWarp = kTcHeads / (kTcThreads / kWarpSize);
 static_assert(kMergeHeadsPerWarp * (kTcThreads / kWarpSize) == kTcHeads, "merge: warps x heads per warp = tile");
 static_assert(kTcHeads * kMaxWorkgroups % kTcThreads == 0, "merge: (head, workgroup) items per thread");
 static_assert(kMaxWorkgroups == kWarpSize, "merge: one lane per workgroup");
-static_assert((3 * kMaxWorkgroups + 1) * kTcHeads <= kTcPairs * kTcHeads * kTcMergeStride,
+static_assert((3 * kMaxWorkgroups + 1) * kTcHeads <= kTcMergeAreaFloats,
               "merge statistics fit in the pair merge area");
 
 
@@ -113,8 +113,6 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   __syncthreads();  // every pair is done with its tiles: the merge area reuses them
 
   float* merge = reinterpret_cast<float*>(smem);
-  tc_stash_pair_state(t, st, o, merge);
-  __syncthreads();
 
   // The slot's partial: the pairs merged in pair order (producer_tc.cuh's rule), to its slot.
   const int nwg = sched.nwg;
@@ -126,11 +124,11 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const std::int64_t slots = static_cast<std::int64_t>(nwg) * nsg;
   float* const o_rows = p.partials;
   float* const ms_pairs = p.partials + static_cast<std::int64_t>(p.shape.n_heads) * slots * kHeadDim;
-  tc_merge_pairs(t, merge, [&](int h, int c, float m_all, float s_all, const float (&o4)[kDimsPerLane]) {
+  tc_merge_pairs(t, st, o, merge, [&](int h, int d, float m_all, float s_all, float o_d, float o_d1) {
     const int head = kvh * hpk + tile * kTcHeads + h;
     const std::int64_t idx = head * slots + flat;
-    if (c == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx) = make_float2(m_all, s_all);
-    *reinterpret_cast<float4*>(o_rows + idx * kHeadDim + c) = make_float4(o4[0], o4[1], o4[2], o4[3]);
+    if (d == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx) = make_float2(m_all, s_all);
+    *reinterpret_cast<float2*>(o_rows + idx * kHeadDim + d) = make_float2(o_d, o_d1);
   });
 
   if (tail.delay_ns != nullptr) {
@@ -287,7 +285,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
 }
 
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) fused_tc_kernel(ProducerParams p, FusedTail tail) {
+__global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) fused_tc_kernel(ProducerParams p, FusedTail tail) {
   extern __shared__ __align__(16) KvWord fused_smem[];
   __shared__ unsigned flag;
   produce_fused<Family>(p, tail, fused_smem, &flag);
@@ -296,7 +294,7 @@ __global__ void __launch_bounds__(kTcThreads) fused_tc_kernel(ProducerParams p, 
 // Graph form: the per-token structs come from device memory (copied before the first kernel of
 // the step, so reading them before the PDL wait is safe).
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) fused_tc_kernel_indirect(const ProducerParams* pp, const FusedTail* tp,
+__global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) fused_tc_kernel_indirect(const ProducerParams* pp, const FusedTail* tp,
                                                                       std::size_t stride) {
   extern __shared__ __align__(16) KvWord fused_smem[];
   __shared__ unsigned flag;

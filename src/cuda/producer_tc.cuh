@@ -83,11 +83,11 @@ inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
 // active warp per scheduler, eligible 28 % of cycles (docs/perf.md, change 6).
 inline constexpr int kTcPairs = 2;
 inline constexpr int kTcThreads = kTcPairs * kTcPairThreads;
-// The pair merge area (per pair: 16 heads x [m, s, o[128]]) reuses pair 0's last stage: the
-// next slot's prologue fills stages 0 .. kTcStages-2 while the merge runs, and its first
-// iteration issues into the last stage only after a CTA barrier.
-inline constexpr int kTcMergeStride = 2 + kHeadDim;
+// The pair merge area (tc_merge_pairs' hand-off) reuses pair 0's last stage: the next slot's
+// prologue fills stages 0 .. kTcStages-2 while the merge runs, and its first iteration issues
+// into the last stage only after a CTA barrier.
 inline constexpr int kTcMergeOffsetHalfs = (kTcStages - 1) * kTcStageHalfs;
+inline constexpr int kTcMergeAreaFloats = static_cast<int>(kTcStageHalfs * sizeof(KvWord) / sizeof(float));
 static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the pair's last block");
 // The q staging (hi rows 0-15, lo rows 16-31 of one tile) is pair 1's last stage: no prologue
 // fills it, and the fold's first iteration issues into it only after a CTA barrier.
@@ -95,18 +95,20 @@ inline constexpr int kTcQOffsetHalfs = kTcSlotHalfs + (kTcStages - 1) * kTcStage
 static_assert(kTcPairs >= 2, "the q staging is pair 1's last stage");
 static_assert(2 * kTcHeads <= kBlockTokens, "q's hi and lo rows fit in one tile");
 
-static_assert(kTcPairs * kTcHeads * kTcMergeStride * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
-              "the merge area must fit in one stage");
-
-// Behind the pairs' rows in the merge area: per head, the pairs' rescale factors, then the
-// merged m and s (tc_merge_pairs).
-inline constexpr int kTcScaleStride = kTcPairs + 2;
-inline constexpr int kTcMergeScaleOffset = kTcPairs * kTcHeads * kTcMergeStride;
-static_assert((kTcMergeScaleOffset + kTcHeads * kTcScaleStride) * sizeof(float) <= kTcStageHalfs * sizeof(KvWord),
-              "the merge rows and the scale area fit in one stage");
+// What one thread hands the other pair at a slot's end (tc_merge_pairs): the o values of one
+// fragment row (two per n-tile of its half's 64 dims), then that row's m and s.
+inline constexpr int kTcHandoffValues = 2 * (kHeadDim / 16) + 2;
+static_assert(kTcPairs * kTcHandoffValues * kTcPairThreads <= kTcMergeAreaFloats, "the hand-off fits in one stage");
 
 // A CTA's shared memory: each pair's tiles (104 KB at 3 stages: two CTAs per SM).
 inline constexpr std::size_t kTcSmemBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
+// CTAs per SM that shared memory allows, declared to ptxas as every tensor-core kernel's minimum
+// (__launch_bounds__): without it, a kernel whose registers came out a little above 168 was
+// squeezed to 168 with spills for a third CTA per SM that shared memory never admits (change 23).
+inline constexpr int kTcCtasPerSm = 2;
+inline constexpr std::size_t kSmemPerSmBytes = 228 * 1024;  // H100/H200, 1 KB of it reserved per CTA
+static_assert(kTcCtasPerSm * (kTcSmemBytes + 1024) <= kSmemPerSmBytes, "two CTAs' tiles fit an SM");
+static_assert((kTcCtasPerSm + 1) * (kTcSmemBytes + 1024) > kSmemPerSmBytes, "and no third");
 
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -565,83 +567,67 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
   cp_async_wait<0>();
 }
 
-// This thread's pair end state into the merge area: [pair][head of tile][m, s, o[128]]. Half h
-// holds o dims 64h..64h+63 of heads `group` (r = 0) and `group + 8` (r = 1); both halves hold the
-// same (m, s). The caller orders it before any read with a CTA barrier.
-__device__ __forceinline__ void tc_stash_pair_state(const TcThread& t, const SoftmaxStats (&st)[2],
-                                                    const float (&o)[kHeadDim / 16][4], float* merge) {
-  float* mine = merge + t.pair * kTcHeads * kTcMergeStride;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float* row = mine + (t.group + 8 * r) * kTcMergeStride;
-    if (t.quad == 0 && t.half == 0) {
-      row[0] = st[r].m;
-      row[1] = st[r].s;
-    }
-#pragma unroll
-    for (int j = 0; j < kHeadDim / 16; ++j) {
-      row[2 + 64 * t.half + 8 * j + 2 * t.quad] = o[j][2 * r];
-      row[2 + 64 * t.half + 8 * j + 2 * t.quad + 1] = o[j][2 * r + 1];
-    }
-  }
-}
-
-// The pairs' end states in the merge area ([pair][head of tile][m, s, o[128]]) merged in pair
-// order by softmax.hpp's rule (an empty pair has m = -inf and contributes exactly 0), handed to
-// store(h, c, m_all, s_all, o[c .. c+3]) once per (head h of the tile, 4-dim chunk c) for the
-// tile's real heads. Thread h < kTcHeads first computes head h's maximum, rescale factors and s
-// (once per head: one warp per scheduler ran two exp chains per (head, chunk) item, each trip's
-// loads behind them, ~1,000 cycles per slot: docs/perf.md, change 14) into the scale area behind
-// the rows; after a barrier each thread loads every o value of its items, then runs the fmaf
-// chains. The values and their order are those of a merge done item by item, so the bits are too.
-// Every thread of the CTA calls it; a later write to the merge area must follow a CTA barrier.
+// The pairs' end states merged in pair order by softmax.hpp's rule (an empty pair has m = -inf
+// and contributes exactly 0), in the mma fragment layout: with two pairs, pair p merges fragment
+// row r = p of every thread position (head `group` for pair 0, `group + 8` for pair 1), so each
+// thread first hands the thread at its place in the other pair the o values, m and s of the row
+// that pair merges, through `area` laid out [source pair][value][thread of the pair] (consecutive
+// threads write consecutive words: no bank conflicts). After one CTA barrier each thread reads
+// its counterpart's values, computes its row's maximum, rescale factors and s, and hands
+// store(h, d, m_all, s_all, o_d, o_d1) dims d, d + 1 of head h of the tile (d = 0 once per head)
+// for the tile's real heads. The values and their order are those of the merge done per head in
+// shared memory that this replaced (docs/perf.md, change 23), so the bits are too: m_all =
+// score_max(m0, m1), c_g = rescale_factor(m_g, m_all), s_all = fmaf(s1, c1, fmaf(s0, c0, 0)),
+// o_all = fmaf(o1, c1, fmaf(o0, c0, 0)). Every thread of the CTA calls it after a CTA barrier that
+// ends every read of `area`'s stage; a later write to `area` must follow a CTA barrier.
 template <class Store>
-__device__ __forceinline__ void tc_merge_pairs(const TcThread& t, float* merge, Store&& store) {
-  float* scale = merge + kTcMergeScaleOffset;  // [kTcHeads][kTcPairs factors, then m_all, s_all]
-  const int tid = static_cast<int>(threadIdx.x);
-  if (tid < kTcHeads) {
-    const int h = tid;
-    float m_all = merge[h * kTcMergeStride];
-    for (int g = 1; g < kTcPairs; ++g) m_all = score_max(m_all, merge[(g * kTcHeads + h) * kTcMergeStride]);
-    float s_all = 0.0f;
+__device__ __forceinline__ void tc_merge_pairs(const TcThread& t, const SoftmaxStats (&st)[2],
+                                               const float (&o)[kHeadDim / 16][4], float* area, Store&& store) {
+  static_assert(kTcPairs == 2, "pair p merges fragment row r = p");
+  constexpr int kJ = kHeadDim / 16;
+  const int mine = static_cast<int>(threadIdx.x) % kTcPairThreads;
+  const int other = 1 - t.pair;
+  // Row r of the fragment is o[j][2r], o[j][2r + 1] and st[r]; the row is picked by selects, not
+  // by a runtime index (which would put o and st in local memory).
+  const bool first = t.pair == 0;  // this pair merges row 0 and hands over row 1
+  float* give = area + t.pair * kTcHandoffValues * kTcPairThreads + mine;
 #pragma unroll
-    for (int g = 0; g < kTcPairs; ++g) {
-      const float* row = merge + (g * kTcHeads + h) * kTcMergeStride;
-      const float cg = rescale_factor(row[0], m_all);
-      s_all = fmaf(row[1], cg, s_all);
-      scale[h * kTcScaleStride + g] = cg;
-    }
-    scale[h * kTcScaleStride + kTcPairs] = m_all;
-    scale[h * kTcScaleStride + kTcPairs + 1] = s_all;
+  for (int j = 0; j < kJ; ++j) {
+    give[(2 * j) * kTcPairThreads] = first ? o[j][2] : o[j][0];
+    give[(2 * j + 1) * kTcPairThreads] = first ? o[j][3] : o[j][1];
   }
+  give[(2 * kJ) * kTcPairThreads] = first ? st[1].m : st[0].m;
+  give[(2 * kJ + 1) * kTcPairThreads] = first ? st[1].s : st[0].s;
   __syncthreads();
-  constexpr int kItems = kTcHeads * kWarpSize / kTcThreads;  // (head, 4-dim chunk) items per thread
-  static_assert(kTcHeads * kWarpSize % kTcThreads == 0, "every thread merges the same number of items");
-  float v[kItems][kTcPairs][kDimsPerLane];
+
+  const float* got = area + other * kTcHandoffValues * kTcPairThreads + mine;
+  float theirs[2 * kJ + 2];
 #pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const int it = tid + k * kTcThreads;
-    const int h = it / kWarpSize;
-    const int c = (it % kWarpSize) * kDimsPerLane;
+  for (int v = 0; v < 2 * kJ + 2; ++v) theirs[v] = got[v * kTcPairThreads];
+  const int h = t.group + 8 * t.pair;
+  if (t.tile * kTcHeads + h >= t.hpk) return;  // a padding row of the tile: never written
+  // Pair 0's state first: this thread's own row is row 0 in pair 0, row 1 in pair 1.
+  const float my_m = first ? st[0].m : st[1].m;
+  const float my_s = first ? st[0].s : st[1].s;
+  const float m0 = first ? my_m : theirs[2 * kJ];
+  const float m1 = first ? theirs[2 * kJ] : my_m;
+  const float s0 = first ? my_s : theirs[2 * kJ + 1];
+  const float s1 = first ? theirs[2 * kJ + 1] : my_s;
+  const float m_all = score_max(m0, m1);
+  const float c0 = rescale_factor(m0, m_all);
+  const float c1 = rescale_factor(m1, m_all);
+  const float s_all = fmaf(s1, c1, fmaf(s0, c0, 0.0f));
 #pragma unroll
-    for (int g = 0; g < kTcPairs; ++g)
+  for (int j = 0; j < kJ; ++j) {
+    float v[2];
 #pragma unroll
-      for (int jj = 0; jj < kDimsPerLane; ++jj) v[k][g][jj] = merge[(g * kTcHeads + h) * kTcMergeStride + 2 + c + jj];
-  }
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const int it = tid + k * kTcThreads;
-    const int h = it / kWarpSize;
-    const int c = (it % kWarpSize) * kDimsPerLane;
-    if (t.tile * kTcHeads + h >= t.hpk) continue;  // padding rows of the tile: never written
-    float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int g = 0; g < kTcPairs; ++g) {
-      const float cg = scale[h * kTcScaleStride + g];
-#pragma unroll
-      for (int jj = 0; jj < kDimsPerLane; ++jj) o_all[jj] = fmaf(v[k][g][jj], cg, o_all[jj]);
+    for (int e = 0; e < 2; ++e) {
+      const float my_o = first ? o[j][e] : o[j][2 + e];
+      const float o0 = first ? my_o : theirs[2 * j + e];
+      const float o1 = first ? theirs[2 * j + e] : my_o;
+      v[e] = fmaf(o1, c1, fmaf(o0, c0, 0.0f));
     }
-    store(h, c, scale[h * kTcScaleStride + kTcPairs], scale[h * kTcScaleStride + kTcPairs + 1], o_all);
+    store(h, 64 * t.half + 8 * j + 2 * t.quad, m_all, s_all, v[0], v[1]);
   }
 }
 
@@ -650,18 +636,14 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
                                                  const TcThread& t, const SoftmaxStats (&st)[2],
                                                  const float (&o)[kHeadDim / 16][4], float* merge) {
   const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
-  tc_stash_pair_state(t, st, o, merge);
-  __syncthreads();
-
   // The slot's partial, written unmerged with the other slots at partials[((head * nwg + w) * nsg
   // + g) * 130] (the reducer merges the slots of a workgroup in slot order).
   const int pstride = partial_stride(kHeadDim);
-  tc_merge_pairs(t, merge, [&](int h, int c, float m_all, float s_all, const float (&o4)[kDimsPerLane]) {
+  tc_merge_pairs(t, st, o, merge, [&](int h, int d, float m_all, float s_all, float o_d, float o_d1) {
     const int head = kvh * hpk + tile * kTcHeads + h;
     float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg * sched.nsg + flat) * pstride;
-    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
-    *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o4[0], o4[1]);
-    *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o4[2], o4[3]);
+    if (d == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
+    *reinterpret_cast<float2*>(dst + 2 + d) = make_float2(o_d, o_d1);
   });
 }
 
@@ -713,14 +695,14 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
 
 
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel(ProducerParams p) {
+__global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(ProducerParams p) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
 // Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride) {
+__global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry(pp, stride);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
@@ -783,7 +765,7 @@ __device__ __forceinline__ unsigned cta_count() { return gridDim.x * gridDim.y *
 static_assert(kTcThreads == kReduceThreads, "a producer CTA runs the reducer's per-head merge");
 
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) producer_tc_grid_kernel(ProducerParams p, ReduceParams r,
+__global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_kernel(ProducerParams p, ReduceParams r,
                                                                       unsigned* counter) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   __shared__ unsigned seen;
@@ -801,7 +783,7 @@ __global__ void __launch_bounds__(kTcThreads) producer_tc_grid_kernel(ProducerPa
 // Batched: grid z = entry. Entries of another family take part in the barrier (every CTA of the
 // launch must arrive) but are neither produced nor merged here.
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads) producer_tc_grid_kernel_indirect(const ProducerParams* pp,
+__global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_kernel_indirect(const ProducerParams* pp,
                                                                                const ReduceParams* rp,
                                                                                std::size_t stride, unsigned* counter) {
   extern __shared__ __align__(16) KvWord tc_smem[];
