@@ -106,9 +106,10 @@ inline constexpr std::size_t kTcSmemBytes = kTcPairs * kTcSlotHalfs * sizeof(KvW
 // (__launch_bounds__): without it, a kernel whose registers came out a little above 168 was
 // squeezed to 168 with spills for a third CTA per SM that shared memory never admits (change 23).
 inline constexpr int kTcCtasPerSm = 2;
-inline constexpr std::size_t kSmemPerSmBytes = 228 * 1024;  // H100/H200, 1 KB of it reserved per CTA
-static_assert(kTcCtasPerSm * (kTcSmemBytes + 1024) <= kSmemPerSmBytes, "two CTAs' tiles fit an SM");
-static_assert((kTcCtasPerSm + 1) * (kTcSmemBytes + 1024) > kSmemPerSmBytes, "and no third");
+inline constexpr std::size_t kSmemPerSmBytes = 228 * 1024;   // H100 / H200 shared memory per SM
+inline constexpr std::size_t kSmemReservedPerCta = 1024;      // of it, what the system keeps per CTA
+static_assert(kTcCtasPerSm * (kTcSmemBytes + kSmemReservedPerCta) <= kSmemPerSmBytes, "two CTAs' tiles fit an SM");
+static_assert((kTcCtasPerSm + 1) * (kTcSmemBytes + kSmemReservedPerCta) > kSmemPerSmBytes, "and no third");
 
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
