@@ -14,13 +14,13 @@
 #                         indirect kernel in the `layer-batch` rows (one layer over 16 sequences
 #                         through the engine, each sequence at DEPTH); ROUTE then only names the
 #                         output file (the engine picks each layer class's route).
-#   LADDER_NCU_SOURCE=1   also imports the CUDA sources into the report and writes the source
-#                         page per CUDA line ($OUT/src_cuda_<route>_<depth>.csv.gz) and per SASS line with its CUDA
-#                         line (src_cuda_sass_<route>_<depth>.csv.gz): the binary
-#                         must be built with -lineinfo (CMAKE_CUDA_FLAGS=-lineinfo; the code is
-#                         the same), and its sources must sit at the paths it was built from
-#                         (the script links the build machine's /work/main to this tree if that
-#                         path is free).
+#   LADDER_NCU_SOURCE=1   also imports the CUDA sources into the report and writes its source
+#                         page per CUDA line ($OUT/src_cuda_<route>_<depth>.csv.gz) and per SASS
+#                         line with its CUDA line (src_cuda_sass_<route>_<depth>.csv.gz, what
+#                         scripts/ncu_regions.py sums by region). The binary must be built with
+#                         -lineinfo (CMAKE_CUDA_FLAGS=-lineinfo; the code is the same) and its
+#                         sources must sit at the paths it was built from (the script links the
+#                         build machine's /work/main to this tree if that path is free).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 depth=${1:?usage: scripts/ncu_producer.sh DEPTH ROUTE...}
