@@ -4,13 +4,14 @@
 # installed once under $LADDER_SASS_TOOLS (default ~/.cache/ladder-sass).
 #
 #   scripts/sass.sh BINARY_OR_OBJECT PATTERN [ARCH]
-#   e.g. scripts/sass.sh build-cuda/ladder 'producer_tc_kernel_indirect.*FusedRows.*KernelFamilyE4.*KvDtypeE0'
+#   e.g. scripts/sass.sh build-cuda/ladder \
+#          'producer_tc_kernel_indirect.*FusedRows.*KernelFamilyE4.*KvDtypeE0'
 #
 # For every function whose mangled name matches PATTERN (an extended regex) in the ARCH cubin
 # (default sm_90a) it prints the name, the instruction count, the opcodes by count, and writes
 # the function's SASS to $OUT/<n>.sass (default ./sass-out).
 set -euo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,10p' "$0" >&2; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,11p' "$0" >&2; exit 2; }
 bin=$1 pattern=$2 arch=${3:-sm_90a}
 [[ -f $bin ]] || { echo "sass.sh: no file $bin" >&2; exit 2; }
 tools=${LADDER_SASS_TOOLS:-$HOME/.cache/ladder-sass}
@@ -21,7 +22,10 @@ if [[ -z $(find_tool cuobjdump) || -z $(find_tool nvdisasm) ]]; then
 fi
 cuobjdump=$(find_tool cuobjdump)
 nvdisasm=$(find_tool nvdisasm)
-[[ -n $cuobjdump && -n $nvdisasm ]] || { echo "sass.sh: cuobjdump or nvdisasm missing under $tools" >&2; exit 1; }
+if [[ -z $cuobjdump || -z $nvdisasm ]]; then
+  echo "sass.sh: cuobjdump or nvdisasm missing under $tools" >&2
+  exit 1
+fi
 : "${OUT:=$PWD/sass-out}"
 mkdir -p "$OUT"
 dump=$(mktemp)
