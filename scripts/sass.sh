@@ -11,7 +11,7 @@
 # (default sm_90a) it prints the name, the instruction count, the opcodes by count, and writes
 # the function's SASS to $OUT/<n>.sass (default ./sass-out).
 set -euo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,11p' "$0" >&2; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,12p' "$0" >&2; exit 2; }
 bin=$1 pattern=$2 arch=${3:-sm_90a}
 [[ -f $bin ]] || { echo "sass.sh: no file $bin" >&2; exit 2; }
 tools=${LADDER_SASS_TOOLS:-$HOME/.cache/ladder-sass}
