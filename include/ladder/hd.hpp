@@ -6,3 +6,11 @@
 #else
 #define LADDER_HD inline
 #endif
+
+// A loop a device caller needs fully unrolled (its operands live in registers, and a runtime
+// index would put them in local memory); host compilers decide for themselves.
+#if defined(__CUDA_ARCH__)
+#define LADDER_UNROLL _Pragma("unroll")
+#else
+#define LADDER_UNROLL
+#endif

@@ -112,6 +112,41 @@ LADDER_HD float fold_block_max(SoftmaxStats& st, float block_max) {
   st.m = next;
   return corr;
 }
+// The merge of parts 0 .. count-1 in index order, written once for every merger (the CPU
+// producer's and reducer's, the GPU producers' slot and pair merges, the reducers' and the
+// fused kernel's, SoftmaxState::merge), so that none can drift from the rule above:
+// M = max m_i, c_i = rescale_factor(m_i, M), S = s_i c_i summed by fmaf from 0 in index order.
+// It returns (M, S) and hands each part's factor to `factor(i, c_i)`, in index order; the caller
+// then weights the parts' o values with merge_add in the same order. `m(i)` and `s(i)` read part
+// i. kMaxParts > 0 bounds count at compile time, for device callers whose parts live in
+// registers (the loops unroll to constant indices); 0 leaves it unbounded.
+template <int kMaxParts = 0, class PartM, class PartS, class Factor>
+LADDER_HD SoftmaxStats merge_stats(int count, PartM&& m, PartS&& s, Factor&& factor) {
+  SoftmaxStats all;
+  if constexpr (kMaxParts > 0) {
+    LADDER_UNROLL
+    for (int i = 0; i < kMaxParts; ++i)
+      if (i < count) all.m = score_max(all.m, m(i));
+    LADDER_UNROLL
+    for (int i = 0; i < kMaxParts; ++i) {
+      if (i >= count) continue;
+      const float c = rescale_factor(m(i), all.m);
+      factor(i, c);
+      all.s = fmaf(s(i), c, all.s);
+    }
+  } else {
+    for (int i = 0; i < count; ++i) all.m = score_max(all.m, m(i));
+    for (int i = 0; i < count; ++i) {
+      const float c = rescale_factor(m(i), all.m);
+      factor(i, c);
+      all.s = fmaf(s(i), c, all.s);
+    }
+  }
+  return all;
+}
+// One step of a merged value's chain: acc + x c_i, the parts in index order from acc = 0.
+LADDER_HD float merge_add(float acc, float x, float c) { return fmaf(x, c, acc); }
+
 // Weight of one score under the current max; the caller adds it to s and w*v to o (fmaf).
 LADDER_HD float score_weight(const SoftmaxStats& st, float score) { return softmax_exp(score - st.m); }
 

@@ -12,14 +12,11 @@ void SoftmaxState::fold(float score, const float* v) {
 
 SoftmaxState SoftmaxState::merge(const SoftmaxState* parts, int count) {
   SoftmaxState out(count > 0 ? static_cast<int>(parts[0].o.size()) : 0);
-  float m = neg_inf_f32();
-  for (int i = 0; i < count; ++i) m = score_max(m, parts[i].st.m);
-  out.st.m = m;
-  for (int i = 0; i < count; ++i) {
-    const float c = rescale_factor(parts[i].st.m, m);
-    out.st.s = fmaf(parts[i].st.s, c, out.st.s);
-    for (std::size_t d = 0; d < out.o.size(); ++d) out.o[d] = fmaf(parts[i].o[d], c, out.o[d]);
-  }
+  out.st = merge_stats(
+      count, [&](int i) { return parts[i].st.m; }, [&](int i) { return parts[i].st.s; },
+      [&](int i, float c) {
+        for (std::size_t d = 0; d < out.o.size(); ++d) out.o[d] = merge_add(out.o[d], parts[i].o[d], c);
+      });
   return out;
 }
 

@@ -189,7 +189,7 @@ void fma_into(float* out, const float* x, float c, int n) {
   for (; d + kLaneGroup <= n; d += kLaneGroup)
     _mm256_storeu_ps(out + d, _mm256_fmadd_ps(_mm256_loadu_ps(x + d), cv, _mm256_loadu_ps(out + d)));
 #endif
-  for (; d < n; ++d) out[d] = fmaf(x[d], c, out[d]);
+  for (; d < n; ++d) out[d] = merge_add(out[d], x[d], c);
 }
 
 // One row of one KV head: plane elements from a plane or scratch, or f32 from the current token.
@@ -332,19 +332,14 @@ class Producer final : public ProducerTasks {
     for (int h = 0; h < hpk_; ++h) {
       const int head = kv_head * hpk_ + h;
       float* part = p_.partials + (static_cast<std::size_t>(head) * p_.sched.nwg + workgroup) * (2 + hd);
-      float m = neg_inf_f32();
-      for (int g = 0; g < nsg; ++g) m = score_max(m, sc.stats[static_cast<std::size_t>(g) * hpk_ + h].m);
-      float s = 0.0f;
+      const auto warp = [&](int g) { return static_cast<std::size_t>(g) * hpk_ + h; };
       float* out_o = part + 2;
       std::fill(out_o, out_o + hd, 0.0f);
-      for (int g = 0; g < nsg; ++g) {
-        const SoftmaxStats& st = sc.stats[static_cast<std::size_t>(g) * hpk_ + h];
-        const float c = rescale_factor(st.m, m);
-        s = fmaf(st.s, c, s);
-        fma_into(out_o, sc.o.data() + (static_cast<std::size_t>(g) * hpk_ + h) * hd, c, hd_);
-      }
-      part[0] = m;
-      part[1] = s;
+      const SoftmaxStats all = merge_stats(
+          nsg, [&](int g) { return sc.stats[warp(g)].m; }, [&](int g) { return sc.stats[warp(g)].s; },
+          [&](int g, float c) { fma_into(out_o, sc.o.data() + warp(g) * hd, c, hd_); });
+      part[0] = all.m;
+      part[1] = all.s;
     }
   }
 
@@ -368,20 +363,14 @@ void reduce_head(const ReduceParams& p, int head) {
   const int hd = p.shape.head_dim;
   const std::size_t stride = static_cast<std::size_t>(partial_stride(hd));
   const float* parts = p.partials + static_cast<std::size_t>(head) * p.nwg * stride;
-  float m = neg_inf_f32();
-  for (int w = 0; w < p.nwg; ++w) m = score_max(m, parts[w * stride]);
   thread_local std::vector<float> acc;
   fit(acc, static_cast<std::size_t>(hd));
   std::fill(acc.begin(), acc.begin() + hd, 0.0f);
-  float s = 0.0f;
-  for (int w = 0; w < p.nwg; ++w) {
-    const float* part = parts + w * stride;
-    const float c = rescale_factor(part[0], m);
-    s = fmaf(part[1], c, s);
-    fma_into(acc.data(), part + 2, c, hd);
-  }
+  const SoftmaxStats all = merge_stats(
+      p.nwg, [&](int w) { return parts[w * stride]; }, [&](int w) { return parts[w * stride + 1]; },
+      [&](int w, float c) { fma_into(acc.data(), parts + w * stride + 2, c, hd); });
   float* out = p.out + static_cast<std::size_t>(head) * hd;
-  for (int d = 0; d < hd; ++d) out[d] = acc[static_cast<std::size_t>(d)] / s;
+  for (int d = 0; d < hd; ++d) out[d] = acc[static_cast<std::size_t>(d)] / all.s;
 }
 
 bool reduce_in_one_task(const ReduceParams& p) {

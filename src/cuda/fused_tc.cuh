@@ -176,24 +176,17 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     float my_m[kMergeHeadsPerWarp], my_s[kMergeHeadsPerWarp], o_w[kMergeHeadsPerWarp][kDimsPerLane];
 #pragma unroll
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
-      float m = pm[k][0];
-#pragma unroll
-      for (int g = 1; g < kMaxWarpsPerWorkgroup; ++g)
-        if (g < nsg) m = score_max(m, pm[k][g]);
-      float s = 0.0f;
       float o4[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
-        if (g >= nsg) continue;
-        const float cg = rescale_factor(pm[k][g], m);
-        s = fmaf(ps[k][g], cg, s);
-        o4[0] = fmaf(v[k][g].x, cg, o4[0]);
-        o4[1] = fmaf(v[k][g].y, cg, o4[1]);
-        o4[2] = fmaf(v[k][g].z, cg, o4[2]);
-        o4[3] = fmaf(v[k][g].w, cg, o4[3]);
-      }
-      my_m[k] = m;
-      my_s[k] = s;
+      const SoftmaxStats all = merge_stats<kMaxWarpsPerWorkgroup>(
+          nsg, [&](int g) { return pm[k][g]; }, [&](int g) { return ps[k][g]; },
+          [&](int g, float cg) {
+            o4[0] = merge_add(o4[0], v[k][g].x, cg);
+            o4[1] = merge_add(o4[1], v[k][g].y, cg);
+            o4[2] = merge_add(o4[2], v[k][g].z, cg);
+            o4[3] = merge_add(o4[3], v[k][g].w, cg);
+          });
+      my_m[k] = all.m;
+      my_s[k] = all.s;
 #pragma unroll
       for (int jj = 0; jj < kDimsPerLane; ++jj) o_w[k][jj] = o4[jj];
     }
@@ -252,7 +245,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
       float s_all = 0.0f;
 #pragma unroll
       for (int w = 0; w < kMaxWorkgroups; ++w)
-        if (w < nwg) s_all = fmaf(sm_s[h * kMaxWorkgroups + w], sm_c[h * kMaxWorkgroups + w], s_all);
+        if (w < nwg) s_all = merge_add(s_all, sm_s[h * kMaxWorkgroups + w], sm_c[h * kMaxWorkgroups + w]);
       sm_sall[h] = s_all;
     }
   }
@@ -273,10 +266,10 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     for (int w = 0; w < kMaxWorkgroups; ++w) {
       if (w >= nwg) continue;
       const float cw = sm_c[h * kMaxWorkgroups + w];
-      o_all[0] = fmaf(v[w].x, cw, o_all[0]);
-      o_all[1] = fmaf(v[w].y, cw, o_all[1]);
-      o_all[2] = fmaf(v[w].z, cw, o_all[2]);
-      o_all[3] = fmaf(v[w].w, cw, o_all[3]);
+      o_all[0] = merge_add(o_all[0], v[w].x, cw);
+      o_all[1] = merge_add(o_all[1], v[w].y, cw);
+      o_all[2] = merge_add(o_all[2], v[w].z, cw);
+      o_all[3] = merge_add(o_all[3], v[w].w, cw);
     }
     const float s_all = sm_sall[h];
     const float4 res = make_float4(o_all[0] / s_all, o_all[1] / s_all, o_all[2] / s_all, o_all[3] / s_all);

@@ -190,19 +190,16 @@ __device__ __forceinline__ void produce(const ProducerParams& p) {
   for (int i = static_cast<int>(threadIdx.x); i < G * kWarpSize; i += static_cast<int>(blockDim.x)) {
     const int h = i / kWarpSize;
     const int c = (i % kWarpSize) * kDimsPerLane;
-    float m_all = sh_m[0][h];
-    for (int g = 1; g < sched.nsg; ++g) m_all = score_max(m_all, sh_m[g][h]);
-    float s_all = 0.0f;
     float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int g = 0; g < sched.nsg; ++g) {
-      const float cg = rescale_factor(sh_m[g][h], m_all);
-      s_all = fmaf(sh_s[g][h], cg, s_all);
+    const SoftmaxStats all = merge_stats(
+        sched.nsg, [&](int g) { return sh_m[g][h]; }, [&](int g) { return sh_s[g][h]; },
+        [&](int g, float cg) {
 #pragma unroll
-      for (int j = 0; j < kDimsPerLane; ++j) o_all[j] = fmaf(sh_o[g][h][c + j], cg, o_all[j]);
-    }
+          for (int j = 0; j < kDimsPerLane; ++j) o_all[j] = merge_add(o_all[j], sh_o[g][h][c + j], cg);
+        });
     // A partial is 2 + 128 floats, so only 8-byte alignment holds for its o part.
     float* dst = p.partials + (static_cast<std::int64_t>(head0 + h) * sched.nwg + wg) * stride;
-    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
+    if (c == 0) *reinterpret_cast<float2*>(dst) = make_float2(all.m, all.s);
     *reinterpret_cast<float2*>(dst + 2 + c) = make_float2(o_all[0], o_all[1]);
     *reinterpret_cast<float2*>(dst + 2 + c + 2) = make_float2(o_all[2], o_all[3]);
   }

@@ -574,13 +574,11 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
 // thread first hands the thread at its place in the other pair the o values, m and s of the row
 // that pair merges, through `area` laid out [source pair][value][thread of the pair] (consecutive
 // threads write consecutive words: no bank conflicts). After one CTA barrier each thread reads
-// its counterpart's values, computes its row's maximum, rescale factors and s, and hands
-// store(h, d, m_all, s_all, o_d, o_d1) dims d, d + 1 of head h of the tile (d = 0 once per head)
-// for the tile's real heads. The values and their order are those of the merge done per head in
-// shared memory that this replaced (docs/perf.md, change 23), so the bits are too: m_all =
-// score_max(m0, m1), c_g = rescale_factor(m_g, m_all), s_all = fmaf(s1, c1, fmaf(s0, c0, 0)),
-// o_all = fmaf(o1, c1, fmaf(o0, c0, 0)). Every thread of the CTA calls it after a CTA barrier that
-// ends every read of `area`'s stage; a later write to `area` must follow a CTA barrier.
+// its counterpart's values, merges its row by softmax.hpp's merge_stats and merge_add (pair 0
+// first), and hands store(h, d, m_all, s_all, o_d, o_d1) dims d, d + 1 of head h of the tile (d =
+// 0 once per head) for the tile's real heads. Every thread of the CTA calls it after a CTA
+// barrier that ends every read of `area`'s stage; a later write to `area` must follow a CTA
+// barrier.
 template <class Store>
 __device__ __forceinline__ void tc_merge_pairs(const TcThread& t, const SoftmaxStats (&st)[2],
                                                const float (&o)[kHeadDim / 16][4], float* area, Store&& store) {
@@ -614,10 +612,11 @@ __device__ __forceinline__ void tc_merge_pairs(const TcThread& t, const SoftmaxS
   const float m1 = first ? theirs[2 * kJ] : my_m;
   const float s0 = first ? my_s : theirs[2 * kJ + 1];
   const float s1 = first ? theirs[2 * kJ + 1] : my_s;
-  const float m_all = score_max(m0, m1);
-  const float c0 = rescale_factor(m0, m_all);
-  const float c1 = rescale_factor(m1, m_all);
-  const float s_all = fmaf(s1, c1, fmaf(s0, c0, 0.0f));
+  const float pm[kTcPairs] = {m0, m1};
+  const float ps[kTcPairs] = {s0, s1};
+  float c[kTcPairs];
+  const SoftmaxStats all = merge_stats<kTcPairs>(
+      kTcPairs, [&](int g) { return pm[g]; }, [&](int g) { return ps[g]; }, [&](int g, float cg) { c[g] = cg; });
 #pragma unroll
   for (int j = 0; j < kJ; ++j) {
     float v[2];
@@ -626,9 +625,9 @@ __device__ __forceinline__ void tc_merge_pairs(const TcThread& t, const SoftmaxS
       const float my_o = first ? o[j][e] : o[j][2 + e];
       const float o0 = first ? my_o : theirs[2 * j + e];
       const float o1 = first ? theirs[2 * j + e] : my_o;
-      v[e] = fmaf(o1, c1, fmaf(o0, c0, 0.0f));
+      v[e] = merge_add(merge_add(0.0f, o0, c[0]), o1, c[1]);
     }
-    store(h, 64 * t.half + 8 * j + 2 * t.quad, m_all, s_all, v[0], v[1]);
+    store(h, 64 * t.half + 8 * j + 2 * t.quad, all.m, all.s, v[0], v[1]);
   }
 }
 

@@ -79,13 +79,11 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
       my_m = part_m[0];
       my_s = part_s[0];
     } else {
-      my_m = part_m[0];
-      for (int g = 1; g < parts; ++g) my_m = score_max(my_m, part_m[g]);
-#pragma unroll
-      for (int g = 0; g < kParts; ++g) {
-        part_c[g] = g < parts ? rescale_factor(part_m[g], my_m) : 0.0f;
-        if (g < parts) my_s = fmaf(part_s[g], part_c[g], my_s);
-      }
+      const SoftmaxStats wg = merge_stats<kParts>(
+          parts, [&](int g) { return part_m[g]; }, [&](int g) { return part_s[g]; },
+          [&](int g, float c) { part_c[g] = c; });
+      my_m = wg.m;
+      my_s = wg.s;
     }
   }
   float m_all = my_m;
@@ -113,12 +111,12 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
 #pragma unroll
         for (int g = 0; g < kParts; ++g) {
           const float cg = __shfl_sync(kFullMask, part_c[g], wg);
-          if (g < parts) o_w = fmaf(v[w][g], cg, o_w);
+          if (g < parts) o_w = merge_add(o_w, v[w][g], cg);
         }
       }
       if (wg < nwg) {
-        s_all = fmaf(sw, cw, s_all);
-        o_all = fmaf(o_w, cw, o_all);
+        s_all = merge_add(s_all, sw, cw);
+        o_all = merge_add(o_all, o_w, cw);
       }
     }
   }
