@@ -59,13 +59,8 @@ int heads_per_warp_for(int heads_per_kv, int requested) {
   return g;
 }
 
-long long resident_ctas(const void* kernel, int threads, std::size_t smem, ResidentCache& cache) {
+long long resident_ctas(const void* kernel, int threads, std::size_t smem, ResidentCache& cache, int device) {
   constexpr long long kUnknown = -1;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
   const bool cached = device >= 0 && device < ResidentCache::kDevices;
   long long resident = cached ? cache.per_device[device].load(std::memory_order_relaxed) : 0;
   if (resident == 0) {
@@ -95,6 +90,10 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
   c.tc_slots_per_cta = t.tc_slots_per_cta;
   c.reduce_form = t.reduce_form;
+  if (cudaGetDevice(&c.device) != cudaSuccess) {
+    (void)cudaGetLastError();  // no device: nothing will launch, and the choice stays usable on the host
+    c.device = -1;
+  }
   return c;
 }
 
@@ -349,7 +348,7 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   // families need it, it also merges those entries again, to the same bits).
   const bool others = (k.bits & (LayerKernels::splitk | LayerKernels::vec | LayerKernels::interleaved)) != 0;
   if ((k.bits & LayerKernels::reduce) && (others || !all_merged))
-    LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch, producer.reduce_form), "reduce"));
+    LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch, producer.reduce_form, producer.device), "reduce"));
   return {};
 }
 

@@ -43,9 +43,8 @@ cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, con
   if (c.fusion == GpuFusion::fused)
     return launch_fused_tc<FusedRows<F, D>>(p, dp, tail, dtail, c.programmatic, stream, batch);
   if (c.fusion == GpuFusion::grid)
-    return launch_producer_tc_grid<FusedRows<F, D>>(p, dp, rp, drp, tail.grid_counter, c.tc_slots_per_cta,
-                                                    c.programmatic, stream, batch, merged);
-  return launch_producer_tc<FusedRows<F, D>>(p, dp, p.shape, c.tc_slots_per_cta, stream, batch, c.programmatic);
+    return launch_producer_tc_grid<FusedRows<F, D>>(p, dp, rp, drp, tail.grid_counter, c, stream, batch, merged);
+  return launch_producer_tc<FusedRows<F, D>>(p, dp, c, stream, batch, c.programmatic);
 }
 
 template <KernelFamily F>

@@ -38,6 +38,9 @@ struct ProducerChoice {
   const unsigned* arrival_delay_ns = nullptr;  // FusedTail::delay_ns
   int tc_slots_per_cta = 0;                    // LaunchTuning::tc_slots_per_cta
   cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic;  // LaunchTuning::reduce_form
+  // The CUDA device the launches go to, asked once when the choice is resolved: the occupancy
+  // caches (resident_ctas) are per device, and a batched launch needs no runtime call to find it.
+  int device = 0;
 
   // Whether route r's producer stores the current row itself, taking it from the activations
   // (splitk and vec in either fused form): no store launch.
@@ -118,8 +121,9 @@ cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const Pro
                                      const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
                                      const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch = {});
 // form: how a batched launch loads the partials (a direct launch is always one pass).
+// device: ProducerChoice::device (the occupancy query of the automatic form).
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {},
-                          cuda::ReduceForm form = cuda::ReduceForm::automatic);
+                          cuda::ReduceForm form = cuda::ReduceForm::automatic, int device = 0);
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
 cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);
 
@@ -137,14 +141,15 @@ struct InputCount {
   unsigned saturated = 0;
   unsigned nonfinite = 0;
 };
-// CTAs of `kernel` (`threads` threads, `smem` bytes of dynamic shared memory) the current
-// device holds at once: SMs x occupancy, asked once per device (a process may drive several
-// GPUs of different sizes) and kept in `cache`, one per kernel; 0 when unknown.
+// CTAs of `kernel` (`threads` threads, `smem` bytes of dynamic shared memory) CUDA device
+// `device` (the current one: the launch's, ProducerChoice::device) holds at once: SMs x
+// occupancy, asked once per device (a process may drive several GPUs of different sizes) and
+// kept in `cache`, one per kernel; 0 when unknown.
 struct ResidentCache {
   static constexpr int kDevices = 64;
   std::array<std::atomic<long long>, kDevices> per_device{};  // 0: not asked yet; -1: unknown
 };
-long long resident_ctas(const void* kernel, int threads, std::size_t smem, ResidentCache& cache);
+long long resident_ctas(const void* kernel, int threads, std::size_t smem, ResidentCache& cache, int device);
 
 // An engine call's step state, `bytes` (a multiple of 16) from device-mapped pinned host memory
 // (`host`: the device's pointer to it) into device memory `dev` (fetch_state.cu).

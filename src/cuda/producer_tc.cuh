@@ -809,14 +809,14 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
 // Which kernel of a family the occupancy is asked for.
 enum class TcKernel { walk, grid };
 
-// CTAs of a family's batched (walk) or grid kernel the current device holds at once (occupancy
+// CTAs of a family's batched (walk) or grid kernel CUDA device `device` holds at once (occupancy
 // x SMs, resident_ctas); 0 when unknown (one CTA per slot; no grid form).
 template <class Family, TcKernel Which>
-long long tc_resident_ctas() {
+long long tc_resident_ctas(int device) {
   static ResidentCache cache;
   const void* kernel = Which == TcKernel::grid ? reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>)
                                                : reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family>);
-  return resident_ctas(kernel, kTcThreads, kTcSmemBytes, cache);
+  return resident_ctas(kernel, kTcThreads, kTcSmemBytes, cache, device);
 }
 
 // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel: both forms (direct
@@ -856,14 +856,15 @@ inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, bool programmat
   return cfg;
 }
 
-// slots_per_cta: warp slots one CTA of a batched launch walks (0: tc_slots_per_cta's rule).
-// programmatic: launched with PDL (only a family whose current row never comes from the plane).
+// c: its tc_slots_per_cta (warp slots one CTA of a batched launch walks; 0: tc_slots_per_cta's
+// rule) and device. programmatic: launched with PDL (only a family whose current row never comes
+// from the plane).
 template <class Family>
-cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const HeadShape& shape,
-                               int slots_per_cta, cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
+cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                               cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
   static const cudaError_t opt_in = tc_opt_in(producer_tc_kernel<Family>, producer_tc_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
-  const auto x = static_cast<unsigned>(tc_groups(shape));
+  const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream);
   if (dp == nullptr) {
@@ -871,18 +872,19 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
     return cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family>, p);
   }
+  const int slots_per_cta = c.tc_slots_per_cta;
   // The worst case over every schedule; CTAs past this token's slots exit at once.
   const unsigned slots = indirect_slots(batch);
   const int walk = slots_per_cta > 0 ? slots_per_cta
                                      : tc_slots_per_cta(static_cast<long long>(x) * slots * batch.count,
-                                                        tc_resident_ctas<Family, TcKernel::walk>());
+                                                        tc_resident_ctas<Family, TcKernel::walk>(c.device));
   const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
   cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
   return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family>, dp, batch.stride);
 }
 
 // The grid form's launch (GpuFusion::grid). It walks w slots per CTA, w the smallest count
-// (from slots_per_cta when given) at which every CTA of the launch is resident at once, and
+// (from c.tc_slots_per_cta when given) at which every CTA of the launch is resident at once, and
 // launches the grid kernel cooperatively (without PDL; with it, the grid sizing alone keeps the
 // CTAs co-resident: a dependent launches only once every CTA of this grid has started). When
 // no walk fits (the batch is larger than the device holds CTAs, or the occupancy is unknown) it
@@ -890,7 +892,7 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
 // the reducer, which gives the same bits.
 template <class Family>
 cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParams* dp, const ReduceParams& r,
-                                    const ReduceParams* dr, unsigned* counter, int slots_per_cta, bool programmatic,
+                                    const ReduceParams* dr, unsigned* counter, const ProducerChoice& c,
                                     cudaStream_t stream, BatchSpan batch, bool& merged) {
   merged = false;
   static const cudaError_t opt_in =
@@ -900,13 +902,15 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
   const bool direct = dp == nullptr;
   const long long slots = direct ? p.sched.slots() : indirect_slots(batch);
   const long long entries = direct ? 1 : batch.count;
-  const long long resident = tc_resident_ctas<Family, TcKernel::grid>();
+  const bool programmatic = c.programmatic;
+  const int slots_per_cta = c.tc_slots_per_cta;
+  const long long resident = tc_resident_ctas<Family, TcKernel::grid>(c.device);
   const auto ctas = [&](long long w) { return x * ((slots + w - 1) / w) * entries; };
   long long walk = slots_per_cta > 0 ? slots_per_cta : 1;
   if (slots_per_cta <= 0)
     while (walk < slots && ctas(walk) > resident) ++walk;
   if (counter == nullptr || slots <= 0 || resident <= 0 || ctas(walk) > resident)
-    return launch_producer_tc<Family>(p, dp, p.shape, slots_per_cta, stream, batch, programmatic);
+    return launch_producer_tc<Family>(p, dp, c, stream, batch, programmatic);
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream,
                                             programmatic ? TcGridKind::ordinary : TcGridKind::cooperative);

@@ -11,7 +11,7 @@ namespace ladder::cuda_detail {
 template <class Rows>
 cudaError_t launch_producer_family(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                    cudaStream_t stream, BatchSpan batch) {
-  if (c.tensor_core) return launch_producer_tc<Rows>(p, dp, p.shape, c.tc_slots_per_cta, stream, batch);
+  if (c.tensor_core) return launch_producer_tc<Rows>(p, dp, c, stream, batch);
   return launch_producer<Rows>(p, dp, p.shape, c.heads_per_warp, stream, batch);
 }
 

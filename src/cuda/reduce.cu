@@ -22,8 +22,8 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const R
   if (p.nwg <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
   reduce_head(p, static_cast<int>(blockIdx.x));
 }
-__global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect_lean(const ReduceParams* pp,
-                                                                              std::size_t stride) {
+__global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
+    reduce_kernel_indirect_lean(const ReduceParams* pp, std::size_t stride) {
   pdl_allow_dependents();
   const ReduceParams p = batch_entry(pp, stride);
   if (p.nwg <= 0) return;
@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect_lean(co
 // 168) when it has more CTAs than the one-pass kernel holds at once: 512 heads of 16 sequences
 // against 396 on the H200 ran in two waves (docs/perf.md, change 20). The bits are the same.
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch,
-                          cuda::ReduceForm form) {
+                          cuda::ReduceForm form, int device) {
   const unsigned heads = static_cast<unsigned>(p.shape.n_heads);
   if (dp == nullptr) {
     reduce_kernel<<<heads, kReduceThreads, 0, stream>>>(p);
@@ -47,7 +47,7 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStr
     static ResidentCache one_pass;
     const long long ctas = static_cast<long long>(heads) * batch.count;
     const long long resident =
-        resident_ctas(reinterpret_cast<const void*>(reduce_kernel_indirect), kReduceThreads, 0, one_pass);
+        resident_ctas(reinterpret_cast<const void*>(reduce_kernel_indirect), kReduceThreads, 0, one_pass, device);
     lean = resident > 0 && ctas > resident;
   }
   const dim3 grid(heads, 1, static_cast<unsigned>(batch.count));

@@ -132,6 +132,10 @@ __device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
 // two for nsg 4, and registers for more CTAs per SM. For launches with more heads than the
 // one-pass kernel holds at once (batched), docs/perf.md change 20.
 inline constexpr int kLeanLoads = kMaxWorkgroups * kMaxWarpsPerWorkgroup / 2;
+// The lean kernel's CTAs per SM, declared to ptxas (__launch_bounds__): it pays only if four fit
+// (528 on the H200, one wave for a batch-16 layer's 512 heads). Left to itself ptxas once gave it
+// 131 registers, which fit three.
+inline constexpr int kLeanReduceCtasPerSm = 4;
 __device__ __forceinline__ void reduce_head_lean(const ReduceParams& p, int head) {
   if (p.parts <= 1)
     reduce_head_passes<1, kLeanLoads>(p, head);
