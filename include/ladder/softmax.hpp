@@ -112,9 +112,10 @@ LADDER_HD float fold_block_max(SoftmaxStats& st, float block_max) {
   st.m = next;
   return corr;
 }
-// The merge of parts 0 .. count-1 in index order, written once for every merger (the CPU
-// producer's and reducer's, the GPU producers' slot and pair merges, the reducers' and the
-// fused kernel's, SoftmaxState::merge), so that none can drift from the rule above:
+// The merge of parts 0 .. count-1 in index order, written once for the mergers (the CPU
+// producer's and reducer's, the GPU producers' slot and pair merges, the fused kernel's,
+// SoftmaxState::merge; the GPU reducer writes it out, for a measured reason given in
+// reduce.cuh), so that they cannot drift from the rule above:
 // M = max m_i, c_i = rescale_factor(m_i, M), S = s_i c_i summed by fmaf from 0 in index order.
 // It returns (M, S) and hands each part's factor to `factor(i, c_i)`, in index order; the caller
 // then weights the parts' o values with merge_add in the same order. `m(i)` and `s(i)` read part

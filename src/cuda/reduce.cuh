@@ -79,11 +79,16 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
       my_m = part_m[0];
       my_s = part_s[0];
     } else {
-      const SoftmaxStats wg = merge_stats<kParts>(
-          parts, [&](int g) { return part_m[g]; }, [&](int g) { return part_s[g]; },
-          [&](int g, float c) { part_c[g] = c; });
-      my_m = wg.m;
-      my_s = wg.s;
+      // softmax.hpp's merge_stats written out: called here, it gave the same bits but cost the
+      // batch-1 layer 2-2.4 us on the H200 (docs/perf.md, 2026-12-02: the one-pass kernel was
+      // scheduled differently; the form below compiles to the SASS measured before).
+      my_m = part_m[0];
+      for (int g = 1; g < parts; ++g) my_m = score_max(my_m, part_m[g]);
+#pragma unroll
+      for (int g = 0; g < kParts; ++g) {
+        part_c[g] = g < parts ? rescale_factor(part_m[g], my_m) : 0.0f;
+        if (g < parts) my_s = merge_add(my_s, part_s[g], part_c[g]);
+      }
     }
   }
   float m_all = my_m;
