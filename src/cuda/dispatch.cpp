@@ -348,7 +348,7 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   // families need it, it also merges those entries again, to the same bits).
   const bool others = (k.bits & (LayerKernels::splitk | LayerKernels::vec | LayerKernels::interleaved)) != 0;
   if ((k.bits & LayerKernels::reduce) && (others || !all_merged))
-    LADDER_TRY(step(launch_reduce(reduce, &first->reduce, stream, batch, producer.reduce_form, producer.device), "reduce"));
+    LADDER_TRY(step(launch_reduce(reduce, &first->reduce, producer, stream, batch), "reduce"));
   return {};
 }
 
@@ -366,7 +366,7 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
                                              indirect ? &dev->tail : nullptr, producer, stream, merged),
                     store_fused_name(l.route, producer)));
     if (merged) return {};
-    return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, stream), "reduce");
+    return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, producer, stream), "reduce");
   }
   switch (l.route) {
     case Route::splitk:
@@ -393,7 +393,7 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
                       "interleaved producer"));
       break;
   }
-  return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, stream), "reduce");
+  return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, producer, stream), "reduce");
 }
 
 }  // namespace cuda_detail

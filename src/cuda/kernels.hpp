@@ -120,10 +120,10 @@ cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp
 cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
                                      const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
                                      const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch = {});
-// form: how a batched launch loads the partials (a direct launch is always one pass).
-// device: ProducerChoice::device (the occupancy query of the automatic form).
-cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch = {},
-                          cuda::ReduceForm form = cuda::ReduceForm::automatic, int device = 0);
+// c: its reduce_form (how a batched launch loads the partials; a direct launch is always one
+// pass) and device (the automatic form's occupancy query).
+cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const ProducerChoice& c, cudaStream_t stream,
+                          BatchSpan batch = {});
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
 cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);
 

@@ -35,8 +35,9 @@ __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
 // A batched launch runs the lean form (two round trips at nsg 4, but 128 registers instead of
 // 168) when it has more CTAs than the one-pass kernel holds at once: 512 heads of 16 sequences
 // against 396 on the H200 ran in two waves (docs/perf.md, change 20). The bits are the same.
-cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStream_t stream, BatchSpan batch,
-                          cuda::ReduceForm form, int device) {
+cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const ProducerChoice& c, cudaStream_t stream,
+                          BatchSpan batch) {
+  const cuda::ReduceForm form = c.reduce_form;
   const unsigned heads = static_cast<unsigned>(p.shape.n_heads);
   if (dp == nullptr) {
     reduce_kernel<<<heads, kReduceThreads, 0, stream>>>(p);
@@ -47,7 +48,7 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, cudaStr
     static ResidentCache one_pass;
     const long long ctas = static_cast<long long>(heads) * batch.count;
     const long long resident =
-        resident_ctas(reinterpret_cast<const void*>(reduce_kernel_indirect), kReduceThreads, 0, one_pass, device);
+        resident_ctas(reinterpret_cast<const void*>(reduce_kernel_indirect), kReduceThreads, 0, one_pass, c.device);
     lean = resident > 0 && ctas > resident;
   }
   const dim3 grid(heads, 1, static_cast<unsigned>(batch.count));
