@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A/B timing of two `ladder` binaries on the GPU machine, alternated so that drift in clocks or
-# neighbours falls on both: A, B, A, B, ... for ROUNDS rounds, each `ladder bench --device cuda`
-# with the same flags. Writes each run's table under $OUT/ab.txt (a header line names the binary
+# A/B timing of two `ladder` binaries, alternated so that drift in clocks or neighbours falls on
+# both: A, B, A, B, ... for ROUNDS rounds, each `ladder bench --device cuda` (or the device that
+# LADDER_AB_DEVICE names: `cpu` for the CPU rows, here or on the GPU machine's host) with the
+# same flags. Writes each run's table under $OUT/ab.txt (a header line names the binary
 # and round), then the median of every row's median_us over the rounds, per binary, which it
 # also prints (`scripts/bench_ab.sh --summary FILE` prints that table again from an ab.txt).
 #
@@ -60,7 +61,7 @@ for ((r = 1; r <= rounds; ++r)); do
     bin=$a
     [[ $side == B ]] && bin=$b
     echo "== $side round $r: $bin" >>"$OUT/ab.txt"
-    "$bin" bench --device cuda --quiet "$@" >>"$OUT/ab.txt" 2>&1 || echo "== $side round $r failed (exit $?)" >>"$OUT/ab.txt"
+    "$bin" bench --device "${LADDER_AB_DEVICE:-cuda}" --quiet "$@" >>"$OUT/ab.txt" 2>&1 || echo "== $side round $r failed (exit $?)" >>"$OUT/ab.txt"
   done
 done
 summary "$OUT/ab.txt" | tee "$OUT/ab_summary.txt"

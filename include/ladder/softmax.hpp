@@ -121,32 +121,32 @@ LADDER_HD float fold_block_max(SoftmaxStats& st, float block_max) {
 // then weights the parts' o values with merge_add in the same order. `m(i)` and `s(i)` read part
 // i. kMaxParts > 0 bounds count at compile time, for device callers whose parts live in
 // registers (the loops unroll to constant indices); 0 leaves it unbounded.
+// One step of a merged value's chain: acc + x c_i, the parts in index order from acc = 0.
+LADDER_HD float merge_add(float acc, float x, float c) { return fmaf(x, c, acc); }
+
 template <int kMaxParts = 0, class PartM, class PartS, class Factor>
 LADDER_HD SoftmaxStats merge_stats(int count, PartM&& m, PartS&& s, Factor&& factor) {
   SoftmaxStats all;
+  // The two passes' bodies, one loop form each below.
+  const auto take_max = [&](int i) { all.m = score_max(all.m, m(i)); };
+  const auto take_sum = [&](int i) {
+    const float c = rescale_factor(m(i), all.m);
+    factor(i, c);
+    all.s = merge_add(all.s, s(i), c);
+  };
   if constexpr (kMaxParts > 0) {
     LADDER_UNROLL
     for (int i = 0; i < kMaxParts; ++i)
-      if (i < count) all.m = score_max(all.m, m(i));
+      if (i < count) take_max(i);
     LADDER_UNROLL
-    for (int i = 0; i < kMaxParts; ++i) {
-      if (i >= count) continue;
-      const float c = rescale_factor(m(i), all.m);
-      factor(i, c);
-      all.s = fmaf(s(i), c, all.s);
-    }
+    for (int i = 0; i < kMaxParts; ++i)
+      if (i < count) take_sum(i);
   } else {
-    for (int i = 0; i < count; ++i) all.m = score_max(all.m, m(i));
-    for (int i = 0; i < count; ++i) {
-      const float c = rescale_factor(m(i), all.m);
-      factor(i, c);
-      all.s = fmaf(s(i), c, all.s);
-    }
+    for (int i = 0; i < count; ++i) take_max(i);
+    for (int i = 0; i < count; ++i) take_sum(i);
   }
   return all;
 }
-// One step of a merged value's chain: acc + x c_i, the parts in index order from acc = 0.
-LADDER_HD float merge_add(float acc, float x, float c) { return fmaf(x, c, acc); }
 
 // Weight of one score under the current max; the caller adds it to s and w*v to o (fmaf).
 LADDER_HD float score_weight(const SoftmaxStats& st, float score) { return softmax_exp(score - st.m); }

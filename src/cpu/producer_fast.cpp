@@ -74,7 +74,8 @@ class AlignedFloats {
 // Per-thread tiles, reused across tasks and calls.
 struct Tiles {
   AlignedFloats q;       // [hpk][hd], the range rule applied
-  AlignedFloats krows;   // [kSubTokens][hd8]: K rows widened, untransposed (the 16-lane row scores)
+  AlignedFloats krows;   // [kSubTokens][hd8]: K rows widened, untransposed (the row scores)
+  AlignedFloats score_tile;  // [kSubTokens][hpk]: the 8-lane row scores, token-major
   AlignedFloats kt;      // [hd][kSubTokens]: K of one sub-block, transposed (a vector = 8 tokens)
   AlignedFloats rows;    // [kSubTokens][hd8]: widened V rows (and K rows on the generic path)
   AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
@@ -164,10 +165,21 @@ void accumulate_heads(int heads, int dim_vectors, float* o, int o_stride, const 
     accumulate_heads_db<1>(heads, o, o_stride, w, v, v_stride, n);
 }
 
+// The 8-lane row scores for 8 or 16 heads per KV head (detail::score_rows).
+void score_rows8(int heads, const float* qt, int hd, const float* krows, float scale, float* tile, float* s) {
+#if defined(LADDER_FAST_AVX2)
+  if (heads == kLanes) return detail::score_rows<1>(qt, hd, krows, scale, tile, s, kFastChunkTokens);
+  static_assert(detail::kRowScoreMaxHeadVectors == 2, "8 or 16 heads");
+  return detail::score_rows<detail::kRowScoreMaxHeadVectors>(qt, hd, krows, scale, tile, s, kFastChunkTokens);
+#else
+  (void)heads, (void)qt, (void)hd, (void)krows, (void)scale, (void)tile, (void)s;
+#endif
+}
+
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
 struct HeadState {
-  float* q;             // [hpk][hd] (the 8-lane kernels only)
-  const float* qt;      // [hd][hpk] (the 16-lane kernels only)
+  float* q;             // [hpk][hd] (the transposed-K kernels of 8 lanes only)
+  const float* qt;      // [hd][hpk] (the 16-lane kernels and the row scores)
   float* o;             // [hpk][hd8]
   SoftmaxStats* stats;  // [hpk]
 };
@@ -183,8 +195,9 @@ class FastProducer final : public ProducerTasks {
         hd8_(round_up(p.shape.head_dim, kLanes)),
         hpk_(p.shape.heads_per_kv()),
         group_(kv_heads_per_task(p)),
-        sched_(fast_schedule(p.visible)) {
-    if (wide_) transpose_q();
+        sched_(fast_schedule(p.visible)),
+        row_scores_(row_scores(wide_, hd_, hpk_)) {
+    if (wide_ || row_scores_) transpose_q();
   }
 
   int tasks() const override { return p_.shape.n_kv_heads / group_ * sched_.splits; }
@@ -205,11 +218,12 @@ class FastProducer final : public ProducerTasks {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
     const std::size_t group = static_cast<std::size_t>(group_);
-    // The 16-lane kernels read q from qt_ (transpose_q: the range rule applied once per call).
-    if (wide_)
-      tl.krows.fit(kSubTokens * hd8);
-    else
-      tl.q.fit(group * hpk * hd);
+    // The 16-lane kernels and the row scores read q from qt_ (transpose_q: the range rule
+    // applied once per call).
+    const bool qt_form = wide_ || row_scores_;
+    if (!qt_form) tl.q.fit(group * hpk * hd);
+    if (row_scores_) tl.krows.fit(kSubTokens * hd8);
+    if (row_scores_ && !wide_) tl.score_tile.fit(kSubTokens * hpk);
     tl.kt.fit(hd * kSubTokens);
     tl.rows.fit(kSubTokens * hd8);
     tl.scores.fit(hpk * kFastChunkTokens);
@@ -228,11 +242,11 @@ class FastProducer final : public ProducerTasks {
       const int kv_head = kv0 + j;
       if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
       HeadState& st = state[j];
-      st.q = wide_ ? nullptr : tl.q.data() + j * hpk * hd;
-      st.qt = wide_ ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
+      st.q = qt_form ? nullptr : tl.q.data() + j * hpk * hd;
+      st.qt = qt_form ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
       st.o = tl.o.data() + j * hpk * hd8;
       st.stats = tl.stats.data() + j * hpk;
-      if (!wide_)
+      if (!qt_form)
         range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
       std::fill(st.o, st.o + hpk * hd8, 0.0f);
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
@@ -264,6 +278,19 @@ class FastProducer final : public ProducerTasks {
     if (!token_major || p.shape.n_kv_heads % kFastKvHeadsPerTask != 0) return 1;
     const int grouped_tasks = p.shape.n_kv_heads / kFastKvHeadsPerTask * fast_schedule(p.visible).splits;
     return grouped_tasks >= kFastMinTasksPerWorker * threads() ? kFastKvHeadsPerTask : 1;
+  }
+
+  // Scores from K rows as widened, with no K transpose, where a widened row (head_dim rounded
+  // up to 8) is kWideRowDims floats: the 16-lane kernels for any heads per KV head, the 8-lane
+  // ones for 8 or 16 (one or two head vectors). Else the transposed tile (widen_k_transposed).
+  static bool row_scores(bool wide, int hd, int hpk) {
+    if (round_up(hd, kLanes) != detail::kWideRowDims) return false;
+#if defined(LADDER_FAST_AVX2)
+    return wide || hpk == kLanes || hpk == detail::kRowScoreMaxHeadVectors * kLanes;
+#else
+    (void)hpk;
+    return wide;
+#endif
   }
 
   int chunk_count(int chunk) const { return std::min(kFastChunkTokens, p_.visible - chunk * kFastChunkTokens); }
@@ -386,13 +413,16 @@ class FastProducer final : public ProducerTasks {
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       prefetch_rows(cur.v + b, n);
-      if (wide_ && hd8_ == detail::kWideRowDims) {
+      if (row_scores_) {
         float* krows = tl.krows.data();
         widen_rows(cur.k + b, true, n, kv_head, krows);
         // A ragged sub-block's rows past n: zero, as a transposed tile's (their scores are
         // never read).
         std::fill(krows + static_cast<std::size_t>(n) * hd8, krows + kSubTokens * hd8, 0.0f);
-        detail::score_rows_avx512(hpk_, hs.qt, hd_, krows, scale, scores + b);
+        if (wide_)
+          detail::score_rows_avx512(hpk_, hs.qt, hd_, krows, scale, scores + b);
+        else
+          score_rows8(hpk_, hs.qt, hd_, krows, scale, tl.score_tile.data(), scores + b);
         continue;
       }
       widen_k_transposed(tl, cur.k + b, n, kv_head);
@@ -466,6 +496,7 @@ class FastProducer final : public ProducerTasks {
   int hpk_;
   int group_;
   FastSchedule sched_;
+  bool row_scores_;        // row_scores()
   std::vector<float> qt_;  // transpose_q()
 };
 

@@ -32,7 +32,8 @@ void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, flo
 // element), and the 16 x 16 result is transposed once in registers. The K transpose (8 x 8
 // blocks of shuffles) was the largest part of the producer's own instructions once the FMA
 // kernels ran in 16 lanes (docs/perf.md, 2026-12-01). Rows of one stride only (a compile-time
-// one keeps every token's broadcast off one pointer): head_dim kWideRowDims.
+// one keeps every token's broadcast off one pointer): head_dim kWideRowDims, for these kernels
+// and the 8-lane row scores (producer_fast_kernels.hpp, score_rows).
 inline constexpr int kWideRowDims = 128;
 void score_rows_avx512(int heads, const float* qt, int hd, const float* krows, float scale, float* s);
 

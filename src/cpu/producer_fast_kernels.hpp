@@ -10,6 +10,14 @@
 //  * accumulate_block<H, DB>: o[h][d] += sum over tokens in increasing order of w[h][t] v[t][d]
 //    for H heads and DB vectors of 8 dims: per token DB V loads and a broadcast of w[h][t] per
 //    head (6 x 2 = 12 accumulators).
+//  * score_rows_block<T, HV>: the same scores from K rows as widened, not transposed
+//    (krows[t][kWideRowDims]), for T tokens and HV x 8 heads: lanes are heads. Per dim, HV
+//    vectors of the transposed q (qt[d][HV x 8]) and a broadcast of k[t][d] per token feed T HV
+//    FMAs into T x HV accumulators (6 x 2 or 12 x 1 = 12, + HV + 1 of the 16 registers); the
+//    result is a token-major tile, which score_rows transposes 8 x 8 at a time into s. Lane h of
+//    token t is score_block's fmaf chain over d (fmaf is symmetric in its factors), so the bits
+//    are the same; what goes is the K transpose (8 x 8 shuffles per 8 dims of 8 tokens), which
+//    the 16-lane kernels already dropped (docs/perf.md, 2026-12-01 and 2026-12-02).
 //  * transpose_rows8<D>: 8 rows of 8 plane elements of dtype D widened (F16C for f16, a 16-bit
 //    shift for bf16: kv_convert.hpp's widen8) and transposed into kt.
 //
@@ -21,6 +29,7 @@
 #include <cstdint>
 
 #include "cpu/kv_convert.hpp"
+#include "cpu/producer_fast_avx512.hpp"
 #include "ladder/softmax.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -35,6 +44,10 @@ inline constexpr int kSubTokens = 2 * kLanes;    // tokens per transposed K tile
 inline constexpr int kScoreHeads = 6;            // heads per score block: 6 x 2 accumulators
 inline constexpr int kAccumHeads = 6;            // heads per accumulate block
 inline constexpr int kAccumDimVectors = 2;       // 8-dim vectors per accumulate block: 6 x 2
+// Row scores (K rows of kWideRowDims, the 16-lane kernels' stride): the head vectors they take
+// (heads per KV head 8 or 16), and accumulators per block (T x HV = 12 of the 16 registers).
+inline constexpr int kRowScoreMaxHeadVectors = 2;
+inline constexpr int kRowScoreAccumulators = 12;
 
 // s[h * s_stride + t] for h < H, t < kSubTokens; q rows at q + h * hd; kt = [hd][kSubTokens].
 // Always inlined into its dispatch (producer_fast.cpp), where the score stride is a constant.
@@ -111,14 +124,9 @@ template <int H, int DB>
 }
 
 #if defined(LADDER_FAST_AVX2)
-// rows[i] + d0 holds 8 elements of dtype D of token i (i < 8); writes
-// kt[(d0 + j) * kSubTokens + col + i] = rows[i][d0 + j] for j < 8: the 8 x 8 block widened and
-// transposed in registers.
-template <KvDtype D>
-inline void transpose_rows8(const KvWord* const rows[kLanes], int d0, float* kt, int col) {
-  __m256 r[kLanes];
-#pragma GCC unroll 8
-  for (int i = 0; i < kLanes; ++i) r[i] = widen8<D>(rows[i] + d0);
+// r[j] = column j of the 8 x 8 matrix whose rows were r[0..7] (in place): unpack pairs of rows,
+// shuffle quads, then swap 128-bit halves.
+[[gnu::always_inline]] inline void transpose8(__m256 (&r)[kLanes]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -131,15 +139,84 @@ inline void transpose_rows8(const KvWord* const rows[kLanes], int d0, float* kt,
   const __m256 u6 = _mm256_shuffle_ps(t5, t7, kLowPairs), u7 = _mm256_shuffle_ps(t5, t7, kHighPairs);
   constexpr int kLowHalves = 0x20;   // low 128 bits of each operand
   constexpr int kHighHalves = 0x31;  // high 128 bits of each operand
+  r[0] = _mm256_permute2f128_ps(u0, u4, kLowHalves);
+  r[1] = _mm256_permute2f128_ps(u1, u5, kLowHalves);
+  r[2] = _mm256_permute2f128_ps(u2, u6, kLowHalves);
+  r[3] = _mm256_permute2f128_ps(u3, u7, kLowHalves);
+  r[4] = _mm256_permute2f128_ps(u0, u4, kHighHalves);
+  r[5] = _mm256_permute2f128_ps(u1, u5, kHighHalves);
+  r[6] = _mm256_permute2f128_ps(u2, u6, kHighHalves);
+  r[7] = _mm256_permute2f128_ps(u3, u7, kHighHalves);
+}
+
+// rows[i] + d0 holds 8 elements of dtype D of token i (i < 8); writes
+// kt[(d0 + j) * kSubTokens + col + i] = rows[i][d0 + j] for j < 8: the 8 x 8 block widened and
+// transposed in registers.
+template <KvDtype D>
+inline void transpose_rows8(const KvWord* const rows[kLanes], int d0, float* kt, int col) {
+  __m256 r[kLanes];
+#pragma GCC unroll 8
+  for (int i = 0; i < kLanes; ++i) r[i] = widen8<D>(rows[i] + d0);
+  transpose8(r);
   float* at = kt + d0 * kSubTokens + col;
-  _mm256_store_ps(at + 0 * kSubTokens, _mm256_permute2f128_ps(u0, u4, kLowHalves));
-  _mm256_store_ps(at + 1 * kSubTokens, _mm256_permute2f128_ps(u1, u5, kLowHalves));
-  _mm256_store_ps(at + 2 * kSubTokens, _mm256_permute2f128_ps(u2, u6, kLowHalves));
-  _mm256_store_ps(at + 3 * kSubTokens, _mm256_permute2f128_ps(u3, u7, kLowHalves));
-  _mm256_store_ps(at + 4 * kSubTokens, _mm256_permute2f128_ps(u0, u4, kHighHalves));
-  _mm256_store_ps(at + 5 * kSubTokens, _mm256_permute2f128_ps(u1, u5, kHighHalves));
-  _mm256_store_ps(at + 6 * kSubTokens, _mm256_permute2f128_ps(u2, u6, kHighHalves));
-  _mm256_store_ps(at + 7 * kSubTokens, _mm256_permute2f128_ps(u3, u7, kHighHalves));
+#pragma GCC unroll 8
+  for (int j = 0; j < kLanes; ++j) _mm256_store_ps(at + j * kSubTokens, r[j]);
+}
+
+// tile[t * HV * 8 + h] = scale * sum over d < hd in increasing order of qt[d * HV * 8 + h] *
+// krows[t * kWideRowDims + d], for t < T, h < HV * 8 (see the header comment).
+template <int T, int HV>
+[[gnu::always_inline]] inline void score_rows_block(const float* qt, int hd, const float* krows, float scale,
+                                                    float* tile) {
+  static_assert(T * HV <= kRowScoreAccumulators, "T x HV accumulators, HV q vectors and a broadcast in 16 registers");
+  constexpr int kHeads = HV * kLanes;
+  __m256 acc[T][HV];
+#pragma GCC unroll 12
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 2
+    for (int v = 0; v < HV; ++v) acc[t][v] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int d = 0; d < hd; ++d) {
+    __m256 q[HV];
+#pragma GCC unroll 2
+    for (int v = 0; v < HV; ++v) q[v] = _mm256_loadu_ps(qt + d * kHeads + v * kLanes);
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      const __m256 k = _mm256_broadcast_ss(krows + t * kWideRowDims + d);
+#pragma GCC unroll 2
+      for (int v = 0; v < HV; ++v) acc[t][v] = _mm256_fmadd_ps(q[v], k, acc[t][v]);
+    }
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+#pragma GCC unroll 12
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 2
+    for (int v = 0; v < HV; ++v) _mm256_store_ps(tile + t * kHeads + v * kLanes, _mm256_mul_ps(acc[t][v], sc));
+}
+
+// s[h * s_stride + t] = the scores of HV x 8 heads for the kSubTokens K rows of krows
+// ([kSubTokens][kWideRowDims], widened; rows past the sub-block's tokens hold any finite values:
+// their scores are never read), through tile ([kSubTokens][HV x 8], 32-byte aligned).
+template <int HV>
+inline void score_rows(const float* qt, int hd, const float* krows, float scale, float* tile, float* s,
+                       int s_stride) {
+  constexpr int kHeads = HV * kLanes;
+  constexpr int kTokens = kRowScoreAccumulators / HV;
+  constexpr int kFull = kSubTokens / kTokens * kTokens;
+  static_assert(kSubTokens % kLanes == 0 && kFull < kSubTokens, "whole blocks, then one shorter block");
+#pragma GCC unroll 2
+  for (int t = 0; t < kFull; t += kTokens)
+    score_rows_block<kTokens, HV>(qt, hd, krows + t * kWideRowDims, scale, tile + t * kHeads);
+  score_rows_block<kSubTokens - kFull, HV>(qt, hd, krows + kFull * kWideRowDims, scale, tile + kFull * kHeads);
+  for (int v = 0; v < HV; ++v)
+    for (int t0 = 0; t0 < kSubTokens; t0 += kLanes) {
+      __m256 r[kLanes];
+#pragma GCC unroll 8
+      for (int i = 0; i < kLanes; ++i) r[i] = _mm256_load_ps(tile + (t0 + i) * kHeads + v * kLanes);
+      transpose8(r);
+#pragma GCC unroll 8
+      for (int j = 0; j < kLanes; ++j) _mm256_storeu_ps(s + (v * kLanes + j) * s_stride + t0, r[j]);
+    }
 }
 
 // score_max (softmax.hpp) on 8 lanes, bit for bit: a NaN first operand wins, then a NaN second

@@ -9,13 +9,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "cpu/producer_fast_avx512.hpp"
 #include "cpu/producer_fast_exp.hpp"
+#include "cpu/producer_fast_kernels.hpp"
 #include "cpu_twin_helpers.hpp"
 #include "ladder/heuristics.hpp"
 
@@ -102,6 +105,68 @@ TEST(FastExp, SixteenLaneWeightsAreTheScalarFunctionAndTheEightLaneSum) {
     }
   }
 }
+
+#if defined(__AVX2__) && defined(__FMA__)
+// The 8-lane score kernels against the rule they document: s[h][t] = (q[h] . k[t] as one fmaf
+// chain over d in increasing order from 0) * scale. Both forms (K transposed, score_block; K rows
+// as widened, score_rows), 8 and 16 heads, random q and K, poisoned outputs: the row form must
+// give the transposed form's bits, which is what lets it replace the transposed tile.
+TEST(FastKernels, RowAndTransposedScoresAreTheScalarChainBitForBit) {
+  namespace d = cpu::detail;
+  constexpr int kHd = d::kWideRowDims;
+  constexpr int kTokens = d::kSubTokens;
+  constexpr int kMaxHeads = d::kRowScoreMaxHeadVectors * d::kLanes;
+  constexpr float kScale = 0.08838835f;  // 1 / sqrt(128)
+  const float poison = std::numeric_limits<float>::quiet_NaN();
+  for (int heads : {d::kLanes, kMaxHeads}) {
+    std::mt19937 rng(static_cast<unsigned>(heads));
+    std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+    alignas(32) float q[kMaxHeads * kHd];       // [h][d]
+    alignas(32) float qt[kHd * kMaxHeads];      // [d][heads]
+    alignas(32) float krows[kTokens * kHd];     // [t][d]
+    alignas(32) float kt[kHd * kTokens];        // [d][t]
+    alignas(32) float tile[kTokens * kMaxHeads];
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < kHd; ++i) q[h * kHd + i] = qt[i * heads + h] = value(rng);
+    for (int t = 0; t < kTokens; ++t)
+      for (int i = 0; i < kHd; ++i) krows[t * kHd + i] = kt[i * kTokens + t] = value(rng);
+    std::vector<float> want(static_cast<std::size_t>(heads) * kTokens);
+    for (int h = 0; h < heads; ++h)
+      for (int t = 0; t < kTokens; ++t) {
+        float a = 0.0f;
+        for (int i = 0; i < kHd; ++i) a = std::fmaf(q[h * kHd + i], krows[t * kHd + i], a);
+        want[static_cast<std::size_t>(h) * kTokens + t] = a * kScale;
+      }
+    std::vector<float> rows(static_cast<std::size_t>(heads) * kFastChunkTokens, poison);
+    std::vector<float> transposed = rows;
+    if (heads == d::kLanes)
+      d::score_rows<1>(qt, kHd, krows, kScale, tile, rows.data(), kFastChunkTokens);
+    else
+      d::score_rows<d::kRowScoreMaxHeadVectors>(qt, kHd, krows, kScale, tile, rows.data(), kFastChunkTokens);
+    for (int h = 0; h < heads; h += d::kScoreHeads) {
+      float* s = transposed.data() + static_cast<std::size_t>(h) * kFastChunkTokens;
+      const float* qh = q + h * kHd;
+      switch (std::min(d::kScoreHeads, heads - h)) {
+        case 2: d::score_block<2>(qh, kHd, kt, kScale, s, kFastChunkTokens); break;
+        case 4: d::score_block<4>(qh, kHd, kt, kScale, s, kFastChunkTokens); break;
+        case d::kScoreHeads: d::score_block<d::kScoreHeads>(qh, kHd, kt, kScale, s, kFastChunkTokens); break;
+        default: FAIL() << "a head block this test does not dispatch";
+      }
+    }
+    for (int h = 0; h < heads; ++h)
+      for (int t = 0; t < kTokens; ++t) {
+        const std::size_t at = static_cast<std::size_t>(h) * kFastChunkTokens + t;
+        const float w = want[static_cast<std::size_t>(h) * kTokens + t];
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(rows[at]), std::bit_cast<std::uint32_t>(w))
+            << "row form, heads " << heads << ", head " << h << ", token " << t;
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(transposed[at]), std::bit_cast<std::uint32_t>(w))
+            << "transposed form, heads " << heads << ", head " << h << ", token " << t;
+      }
+    // Past the sub-block's 16 columns nothing was written.
+    for (int h = 0; h < heads; ++h) EXPECT_TRUE(std::isnan(rows[static_cast<std::size_t>(h) * kFastChunkTokens + kTokens]));
+  }
+}
+#endif
 
 TEST(FastSchedule, FixedChunksAndBoundedSplits) {
   EXPECT_EQ(cpu::fast_schedule(0).splits, 0);
