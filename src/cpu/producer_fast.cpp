@@ -334,9 +334,14 @@ class FastProducer final : public ProducerTasks {
     for (int i = 0; i < n; ++i) {
       if (rows[i] == nullptr) continue;
       const char* at = reinterpret_cast<const char*>(rows[i]);
-      // A read prefetch into every cache level (locality 3, what _MM_HINT_T0 asks for); the
-      // builtin is spelled the same by GCC and clang, unlike _mm_prefetch's hint type.
-      for (int b = 0; b < row_bytes; b += kLine) __builtin_prefetch(at + b, 0, 3);
+      // A read prefetch into L2, not L1 (locality 2, what _MM_HINT_T1 asks for; the builtin is
+      // spelled the same by GCC and clang, unlike _mm_prefetch's hint type): on Intel cores an
+      // L1 prefetch holds one of the L1's few fill buffers until its line arrives, and a burst
+      // of 64 of them stalled the loop (11.5 % of a Xeon core's samples on a cached plane;
+      // docs/perf.md 2026-12-02, "prefetches into L2 only"; not measured on Zen 4 and later,
+      // which are documented to honour the L2 hint too).
+      constexpr int kIntoL2 = 2;
+      for (int b = 0; b < row_bytes; b += kLine) __builtin_prefetch(at + b, 0, kIntoL2);
     }
 #else
     (void)rows, (void)n;
