@@ -49,6 +49,24 @@ inline constexpr int kAccumDimVectors = 2;       // 8-dim vectors per accumulate
 inline constexpr int kRowScoreMaxHeadVectors = 2;
 inline constexpr int kRowScoreAccumulators = 12;
 
+#if defined(LADDER_FAST_AVX2)
+// acc[r][c] = fmaf(b[r * b_stride], vec[c], acc[r][c]) lane by lane, for r < R, c < C: one
+// rank-1 step of the register-blocked kernels (a broadcast per accumulator row, C vectors shared
+// by every row): accumulate_block (rows = heads, vectors = a V row's dims) and score_rows_block
+// (rows = tokens, vectors = heads of q). fmaf is symmetric in its factors, so which operand is
+// the broadcast does not change a bit.
+template <int R, int C>
+[[gnu::always_inline]] inline void rank1_step(__m256 (&acc)[R][C], const float* b, int b_stride,
+                                              const __m256 (&vec)[C]) {
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    const __m256 x = _mm256_broadcast_ss(b + r * b_stride);
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(x, vec[c], acc[r][c]);
+  }
+}
+#endif
+
 // s[h * s_stride + t] for h < H, t < kSubTokens; q rows at q + h * hd; kt = [hd][kSubTokens].
 // Always inlined into its dispatch (producer_fast.cpp), where the score stride is a constant.
 template <int H>
@@ -102,12 +120,7 @@ template <int H, int DB>
     __m256 vt[DB];
 #pragma GCC unroll 4
     for (int b = 0; b < DB; ++b) vt[b] = _mm256_load_ps(v + t * v_stride + b * kLanes);
-#pragma GCC unroll 8
-    for (int h = 0; h < H; ++h) {
-      const __m256 wh = _mm256_broadcast_ss(w + h * w_stride + t);
-#pragma GCC unroll 4
-      for (int b = 0; b < DB; ++b) acc[h][b] = _mm256_fmadd_ps(wh, vt[b], acc[h][b]);
-    }
+    rank1_step(acc, w + t, w_stride, vt);
   }
 #pragma GCC unroll 8
   for (int h = 0; h < H; ++h)
@@ -180,12 +193,7 @@ template <int T, int HV>
     __m256 q[HV];
 #pragma GCC unroll 2
     for (int v = 0; v < HV; ++v) q[v] = _mm256_loadu_ps(qt + d * kHeads + v * kLanes);
-#pragma GCC unroll 12
-    for (int t = 0; t < T; ++t) {
-      const __m256 k = _mm256_broadcast_ss(krows + t * kWideRowDims + d);
-#pragma GCC unroll 2
-      for (int v = 0; v < HV; ++v) acc[t][v] = _mm256_fmadd_ps(q[v], k, acc[t][v]);
-    }
+    rank1_step(acc, krows + d, kWideRowDims, q);
   }
   const __m256 sc = _mm256_set1_ps(scale);
 #pragma GCC unroll 12
