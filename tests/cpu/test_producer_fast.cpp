@@ -208,6 +208,10 @@ std::vector<FastCase> fast_cases() {
       // groups).
       {"gqa 12:4 head_dim 64 ring", 12, 4, 64, test::ring_config(4, 64, 700, 700, 4000), 1900},
       {"gqa 12:4 head_dim 64 growing", 12, 4, 64, test::growing_config(4, 64, 1024, 4000), 777},
+      // Scores from widened K rows: 8 heads per KV head (one head vector), and a head_dim whose
+      // rows round up to the row stride but are widened row by row.
+      {"gqa 16:2 head_dim 128 ring", 16, 2, 128, test::ring_config(2, 128, 1024, 1024, 8000), 2500},
+      {"muse heads head_dim 124 growing", 32, 2, 124, test::growing_config(2, 124, 1024, 4000), 901},
   };
 }
 
