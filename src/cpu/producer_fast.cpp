@@ -12,6 +12,10 @@
 // broadcast, 6 heads x 16 dims of o in registers). The split writes [m, s, o] to
 // partials[head][split]; the shared reducer (reduce_head, run by run_layers) merges the splits
 // of a head in split order and divides once.
+// With AVX-512, 16 query heads per KV head and rows of 128 dims (Muse Glimmer), the same steps
+// run with heads in lanes (producer_fast_avx512.hpp): scores, weights and o stay token- or
+// dim-major with one register per token's or dim's 16 heads, and the fold is one vector
+// operation for all heads; the same operations per head, so the same bits.
 //
 // Determinism: the chunk and split boundaries depend on the visible length only, every sum has
 // a fixed order, and each task writes its own partials, so the bits are the same for any thread
@@ -79,7 +83,9 @@ struct Tiles {
   AlignedFloats kt;      // [hd][kSubTokens]: K of one sub-block, transposed (a vector = 8 tokens)
   AlignedFloats rows;    // [kSubTokens][hd8]: widened V rows (and K rows on the generic path)
   AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
-  AlignedFloats o;       // [hpk][hd8]
+  AlignedFloats o;       // [hpk][hd8]; with heads in lanes o transposed, [hd8][hpk]
+  AlignedFloats wt;      // heads in lanes: [kFastChunkTokens][hpk], scores then weights
+  AlignedFloats fold;    // heads in lanes: per KV head of the task, m[hpk] then s[hpk]
   std::vector<SoftmaxStats> stats;          // [hpk]
   std::vector<KvWord> zero_row;             // [hd] +0 words (either dtype): a padding token's K row
 };
@@ -180,8 +186,10 @@ void score_rows8(int heads, const float* qt, int hd, const float* krows, float s
 struct HeadState {
   float* q;             // [hpk][hd] (the transposed-K kernels of 8 lanes only)
   const float* qt;      // [hd][hpk] (the 16-lane kernels and the row scores)
-  float* o;             // [hpk][hd8]
-  SoftmaxStats* stats;  // [hpk]
+  float* o;             // [hpk][hd8], or [hd8][hpk] with heads in lanes
+  SoftmaxStats* stats;  // [hpk] (not with heads in lanes)
+  float* m;             // [hpk] with heads in lanes: the running maxima, then
+  float* s;             //   the running sums
 };
 
 // D: the dtype of every row the producer reads (ProducerParams::kv_dtype).
@@ -196,7 +204,8 @@ class FastProducer final : public ProducerTasks {
         hpk_(p.shape.heads_per_kv()),
         group_(kv_heads_per_task(p)),
         sched_(fast_schedule(p.visible)),
-        row_scores_(row_scores(wide_, hd_, hpk_)) {
+        row_scores_(row_scores(wide_, hd_, hpk_)),
+        heads_in_lanes_(heads_in_lanes(wide_, hd_, hpk_)) {
     if (wide_ || row_scores_) transpose_q();
   }
 
@@ -228,6 +237,8 @@ class FastProducer final : public ProducerTasks {
     tl.rows.fit(kSubTokens * hd8);
     tl.scores.fit(hpk * kFastChunkTokens);
     tl.o.fit(group * hpk * hd8);
+    if (heads_in_lanes_) tl.wt.fit(kFastChunkTokens * hpk);
+    if (heads_in_lanes_) tl.fold.fit(group * 2 * hpk);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
     std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, KvWord{0});
@@ -246,6 +257,10 @@ class FastProducer final : public ProducerTasks {
       st.qt = qt_form ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
       st.o = tl.o.data() + j * hpk * hd8;
       st.stats = tl.stats.data() + j * hpk;
+      st.m = heads_in_lanes_ ? tl.fold.data() + j * 2 * hpk : nullptr;
+      st.s = heads_in_lanes_ ? st.m + hpk : nullptr;
+      if (heads_in_lanes_) std::fill(st.m, st.m + hpk, SoftmaxStats{}.m);
+      if (heads_in_lanes_) std::fill(st.s, st.s + hpk, SoftmaxStats{}.s);
       if (!qt_form)
         range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
       std::fill(st.o, st.o + hpk * hd8, 0.0f);
@@ -291,6 +306,13 @@ class FastProducer final : public ProducerTasks {
     (void)hpk;
     return wide;
 #endif
+  }
+
+  // Heads in lanes (producer_fast_avx512.hpp): the 16-lane row scores with one register per
+  // token's or dim's heads, where a KV head has exactly that many query heads and rows of the
+  // row stride.
+  static bool heads_in_lanes(bool wide, int hd, int hpk) {
+    return wide && hd == detail::kWideRowDims && hpk == detail::kHeadLanes;
   }
 
   int chunk_count(int chunk) const { return std::min(kFastChunkTokens, p_.visible - chunk * kFastChunkTokens); }
@@ -424,7 +446,9 @@ class FastProducer final : public ProducerTasks {
         // A ragged sub-block's rows past n: zero, as a transposed tile's (their scores are
         // never read).
         std::fill(krows + static_cast<std::size_t>(n) * hd8, krows + kSubTokens * hd8, 0.0f);
-        if (wide_)
+        if (heads_in_lanes_)
+          detail::score_rows_heads_in_lanes(hs.qt, hd_, krows, scale, tl.wt.data() + b * hpk_);
+        else if (wide_)
           detail::score_rows_avx512(hpk_, hs.qt, hd_, krows, scale, scores + b);
         else
           score_rows8(hpk_, hs.qt, hd_, krows, scale, tl.score_tile.data(), scores + b);
@@ -441,7 +465,8 @@ class FastProducer final : public ProducerTasks {
     }
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
-    for (int h = 0; h < hpk_; ++h) {
+    if (heads_in_lanes_) detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_);
+    for (int h = 0; h < hpk_ && !heads_in_lanes_; ++h) {
       float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
       SoftmaxStats& st = hs.stats[h];
       const float corr = fold_block_max(st, detail::chunk_max(s, count));
@@ -454,6 +479,10 @@ class FastProducer final : public ProducerTasks {
       const int n = std::min(kSubTokens, count - b);
       if (next != nullptr) prefetch_rows(next->k + b, std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b)));
       widen_rows(cur.v + b, false, n, kv_head, rows);
+      if (heads_in_lanes_) {
+        detail::accumulate_heads_in_lanes(hs.o, hd_, tl.wt.data() + b * hpk_, rows, hd8_, n);
+        continue;
+      }
       if (wide_) {
         detail::accumulate_heads_avx512(hpk_, hd8_, hs.o, hd8_, scores + b, rows, hd8_, n);
         continue;
@@ -472,6 +501,12 @@ class FastProducer final : public ProducerTasks {
     for (int h = 0; h < hpk_; ++h) {
       const int head = kv_head * hpk_ + h;
       float* part = p_.partials + (static_cast<std::size_t>(head) * sched_.splits + split) * stride;
+      if (heads_in_lanes_) {
+        part[0] = hs.m[h];
+        part[1] = hs.s[h];
+        for (int d = 0; d < hd_; ++d) part[2 + d] = hs.o[static_cast<std::size_t>(d) * hpk_ + h];
+        continue;
+      }
       part[0] = hs.stats[h].m;
       part[1] = hs.stats[h].s;
       std::memcpy(part + 2, hs.o + static_cast<std::size_t>(h) * hd8_, sizeof(float) * hd_);
@@ -502,6 +537,7 @@ class FastProducer final : public ProducerTasks {
   int group_;
   FastSchedule sched_;
   bool row_scores_;        // row_scores()
+  bool heads_in_lanes_;    // heads_in_lanes()
   std::vector<float> qt_;  // transpose_q()
 };
 

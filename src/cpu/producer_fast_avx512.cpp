@@ -31,6 +31,8 @@ constexpr int kAccumHeads16 = 8;       // heads per accumulate block
 constexpr int kAccumVectors16 = 2;     // 16-dim vectors per accumulate block
 constexpr int kHalfLanes = 8;          // a row's last dims may be one 8-dim half vector
 constexpr __mmask16 kAllLanes = 0xFFFF;
+constexpr int kRunningLanes = 8;       // chunk_max's and weights_in_place's running lanes (the 8-lane path's order)
+constexpr int kHeadLaneDims = 16;      // o dims per accumulate pass with heads in lanes: 16 accumulators
 constexpr __mmask16 kLowHalf = 0x00FF;
 
 // qt: the block's first head of a [hd][qt_stride] transposed q.
@@ -155,6 +157,108 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
       _mm512_mask_storeu_ps(o + h * o_stride + b * kLanes16, b == DB - 1 ? last : kAllLanes, acc[h][b]);
 }
 
+// score_max (softmax.hpp) on 16 lanes, bit for bit: a NaN first operand wins, then a NaN second
+// (maxps returns its second operand when either is NaN or both are zeros), else a > b ? a : b.
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) __m512 score_max16(__m512 a, __m512 b) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_max_ps(a, b), a);
+}
+
+}  // namespace
+
+// --- Heads in lanes (producer_fast_avx512.hpp): one register = one token's 16 heads. ---
+
+__attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
+                                                                 float scale, float* wt) {
+  __m512 acc[kSubTokens16];
+#pragma GCC unroll 16
+  for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int d = 0; d < hd; ++d) {
+    const __m512 q = _mm512_loadu_ps(qt + d * kHeadLanes);
+    const float* kd = krows + d;
+#pragma GCC unroll 16
+    for (int t = 0; t < kSubTokens16; ++t)
+      acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kWideRowDims]), acc[t]);
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 16
+  for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, _mm512_mul_ps(acc[t], sc));
+}
+
+__attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot,
+                                                           int hd) {
+  // The chunk's maximum per head, in chunk_max's order: kRunningLanes running maxima over whole
+  // groups of kRunningLanes tokens, folded 0..7, then the tail token by token.
+  __m512 bm;
+  int t = 0;
+  if (count >= kRunningLanes) {
+    __m512 run[kRunningLanes];
+#pragma GCC unroll 8
+    for (int l = 0; l < kRunningLanes; ++l) run[l] = _mm512_loadu_ps(wt + l * kHeadLanes);
+    for (t = kRunningLanes; t + kRunningLanes <= count; t += kRunningLanes)
+#pragma GCC unroll 8
+      for (int l = 0; l < kRunningLanes; ++l) run[l] = score_max16(run[l], _mm512_loadu_ps(wt + (t + l) * kHeadLanes));
+    bm = run[0];
+#pragma GCC unroll 8
+    for (int l = 1; l < kRunningLanes; ++l) bm = score_max16(bm, run[l]);
+  } else {
+    bm = _mm512_loadu_ps(wt);
+    t = 1;
+  }
+  for (; t < count; ++t) bm = score_max16(bm, _mm512_loadu_ps(wt + t * kHeadLanes));
+
+  // fold_block_max: next = score_max(m, bm), corr = rescale_factor(m, next), s *= corr.
+  const __m512 m_old = _mm512_loadu_ps(m);
+  const __m512 next = score_max16(m_old, bm);
+  const __mmask16 empty = _mm512_cmp_ps_mask(m_old, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+  const __m512 corr = _mm512_mask_blend_ps(empty, softmax_exp16(_mm512_sub_ps(m_old, next)), _mm512_setzero_ps());
+  __m512 sum = _mm512_mul_ps(_mm512_loadu_ps(s), corr);
+  _mm512_storeu_ps(m, next);
+  // o *= corr where a head's maximum moved (x * 1 is x, so the heads whose factor is 1 keep
+  // their bits whether or not they are multiplied).
+  if (_mm512_cmp_ps_mask(corr, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) != 0)
+    for (int d = 0; d < hd; ++d) _mm512_storeu_ps(ot + d * kHeadLanes, _mm512_mul_ps(_mm512_loadu_ps(ot + d * kHeadLanes), corr));
+
+  // The weights in place, zero for count <= t < padded; their sum in weights_in_place's order
+  // (running lane sums over t = l, l + 8, ..., then lanes 0..7 added to 0 in order).
+  const int padded = (count + kRunningLanes - 1) / kRunningLanes * kRunningLanes;
+  __m512 lane_sum[kRunningLanes];
+#pragma GCC unroll 8
+  for (int l = 0; l < kRunningLanes; ++l) lane_sum[l] = _mm512_setzero_ps();
+  for (int g = 0; g < padded; g += kRunningLanes)
+#pragma GCC unroll 8
+    for (int l = 0; l < kRunningLanes; ++l) {
+      float* at = wt + (g + l) * kHeadLanes;
+      const __m512 w = g + l < count ? softmax_exp16(_mm512_sub_ps(_mm512_loadu_ps(at), next)) : _mm512_setzero_ps();
+      _mm512_storeu_ps(at, w);
+      lane_sum[l] = _mm512_add_ps(lane_sum[l], w);
+    }
+  __m512 total = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int l = 0; l < kRunningLanes; ++l) total = _mm512_add_ps(total, lane_sum[l]);
+  _mm512_storeu_ps(s, _mm512_add_ps(sum, total));
+}
+
+__attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v,
+                                                                 int v_stride, int n) {
+  for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
+    __m512 acc[kHeadLaneDims];
+#pragma GCC unroll 16
+    for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
+#pragma GCC unroll 2
+    for (int t = 0; t < n; ++t) {
+      const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
+      const float* vt = v + t * v_stride + d0;
+#pragma GCC unroll 16
+      for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(vt[j]), acc[j]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
+  }
+}
+
+namespace {
+
 // score_block16 for 1 .. 16 heads, chosen at run time.
 template <int H = kScoreHeads16>
 void score_dispatch(int heads, const float* qt, int qt_stride, int hd, const float* kt, float scale, float* s) {
@@ -256,6 +360,9 @@ void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }
 void widen_row_avx512(const KvWord*, float*, KvDtype) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
+void score_rows_heads_in_lanes(const float*, int, const float*, float, float*) {}
+void fold_heads_in_lanes(float*, int, float*, float*, float*, int) {}
+void accumulate_heads_in_lanes(float*, int, const float*, const float*, int, int) {}
 
 #endif
 

@@ -52,4 +52,29 @@ float weights_in_place_avx512(float* s, int count, int padded, float m);
 void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
                              int n);
 
+// Heads in lanes: where a KV head has exactly kHeadLanes query heads (Muse Glimmer's 32:2) and
+// rows of kWideRowDims, one register holds one token's (or one dim's) 16 heads through the
+// whole chunk, so scores, the softmax fold and o never change layout: no 16 x 16 transpose of
+// the scores, and the fold's maxima, rescale factors, weights and sums are one vector operation
+// for all 16 heads instead of a scalar chain and a horizontal maximum per head (the per-head
+// fold was ~a fifth of a worker's instructions; docs/perf.md, 2026-12-02). Each lane runs the
+// operations of the head-major path in the same order, so the bits are those of every other
+// width (tests/cpu/test_producer_fast.cpp). Layouts: wt [kFastChunkTokens][kHeadLanes] (scores,
+// then weights, token-major), ot [hd][kHeadLanes] (o transposed), m and s [kHeadLanes].
+inline constexpr int kHeadLanes = 16;
+
+// wt[t * kHeadLanes + h] = scale * sum_d qt[d * kHeadLanes + h] * krows[t * kWideRowDims + d] for
+// t < 16 (score_rows_avx512's chains, left token-major).
+void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt);
+
+// One chunk's fold for every head at once, wt's first `count` tokens (1..kFastChunkTokens):
+// chunk_max's maximum per head, fold_block_max against (m, s) with ot rescaled by the factor,
+// then wt's weights in place (zero for count <= t < round_up(count, 8)) and s += their sum in
+// weights_in_place's order.
+void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot, int hd);
+
+// ot[d * kHeadLanes + h] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t * v_stride + d]
+// for d < hd (a multiple of 16).
+void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n);
+
 }  // namespace ladder::cpu::detail

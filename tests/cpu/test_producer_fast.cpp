@@ -168,6 +168,79 @@ TEST(FastKernels, RowAndTransposedScoresAreTheScalarChainBitForBit) {
 }
 #endif
 
+// Heads in lanes (producer_fast_avx512.hpp) against the head-major 16-lane kernels, one chunk
+// at a time: the scores, the fold (maxima, rescale factors, weights, sums) and o after the V
+// pass must carry the same bits. Counts end inside, on and past 8-token groups; the running
+// state starts empty (-inf) for some heads, above the chunk (factor 1) for others, below it for
+// the rest; one head sees a NaN score and another a -inf one; outputs past what is written are
+// poisoned.
+TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
+  if (!cpu::detail::cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512F: only the 8-lane kernels run here";
+  namespace d = cpu::detail;
+  constexpr int kHd = d::kWideRowDims;
+  constexpr int kH = d::kHeadLanes;
+  constexpr int kSub = d::kSubTokens;
+  constexpr int kChunk = kFastChunkTokens;
+  constexpr float kScale = 0.08838835f;  // 1 / sqrt(128)
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto bits = [](float x) { return std::bit_cast<std::uint32_t>(x); };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  for (const int count : {1, 5, 8, 13, 16, 40, 63, 64}) {
+    SCOPED_TRACE(fmt::format("count {}", count));
+    std::vector<float> qt(kHd * kH), krows(kChunk * kHd), vrows(kChunk * kHd);
+    for (float& x : qt) x = value(rng);
+    for (float& x : krows) x = value(rng);
+    for (float& x : vrows) x = value(rng);
+    // Scores, sub-block by sub-block (rows past count zero, as the producer fills them).
+    std::fill(krows.begin() + count * kHd, krows.end(), 0.0f);
+    std::vector<float> wt(kChunk * kH, nan), s(kH * kChunk, nan);
+    for (int b = 0; b < count; b += kSub) {
+      d::score_rows_heads_in_lanes(qt.data(), kHd, krows.data() + b * kHd, kScale, wt.data() + b * kH);
+      d::score_rows_avx512(kH, qt.data(), kHd, krows.data() + b * kHd, kScale, s.data() + b);
+    }
+    for (int t = 0; t < count; ++t)
+      for (int h = 0; h < kH; ++h) ASSERT_EQ(bits(wt[t * kH + h]), bits(s[h * kChunk + t])) << "score, head " << h << ", token " << t;
+    // Non-finite scores on two heads (the producer's NaN policy goes through the fold).
+    const int last = count - 1;
+    wt[last * kH + 3] = s[3 * kChunk + last] = nan;
+    wt[0 * kH + 5] = s[5 * kChunk + 0] = -inf;
+    // Running states: empty, above the chunk's scores, below them.
+    std::vector<float> m(kH), sum(kH), ot(kHd * kH), o(kH * kHd);
+    std::vector<SoftmaxStats> st(kH);
+    for (int h = 0; h < kH; ++h) {
+      m[h] = h % 3 == 0 ? -inf : h % 3 == 1 ? 40.0f : value(rng) - 4.0f;
+      sum[h] = h % 3 == 0 ? 0.0f : 1.0f + std::abs(value(rng));
+      st[h] = SoftmaxStats{m[h], sum[h]};
+      for (int i = 0; i < kHd; ++i) o[h * kHd + i] = ot[i * kH + h] = h % 3 == 0 ? 0.0f : value(rng);
+    }
+    const std::vector<float> before_fold = wt;
+    d::fold_heads_in_lanes(wt.data(), count, m.data(), sum.data(), ot.data(), kHd);
+    const int padded = (count + 7) / 8 * 8;
+    for (int h = 0; h < kH; ++h) {
+      float* sh = s.data() + h * kChunk;
+      const float corr = fold_block_max(st[h], d::chunk_max(sh, count));
+      if (corr != 1.0f) d::scale_row(o.data() + h * kHd, corr, kHd);
+      st[h].s += d::weights_in_place_avx512(sh, count, padded, st[h].m);
+    }
+    for (int h = 0; h < kH; ++h) {
+      EXPECT_EQ(bits(m[h]), bits(st[h].m)) << "max, head " << h;
+      EXPECT_EQ(bits(sum[h]), bits(st[h].s)) << "sum, head " << h;
+      for (int t = 0; t < padded; ++t) ASSERT_EQ(bits(wt[t * kH + h]), bits(s[h * kChunk + t])) << "weight, head " << h << ", token " << t;
+    }
+    for (int t = padded * kH; t < kChunk * kH; ++t) EXPECT_EQ(bits(wt[t]), bits(before_fold[t])) << "past padded: untouched";
+    // The V pass, sub-block by sub-block.
+    for (int b = 0; b < count; b += kSub) {
+      const int n = std::min(kSub, count - b);
+      d::accumulate_heads_in_lanes(ot.data(), kHd, wt.data() + b * kH, vrows.data() + b * kHd, kHd, n);
+      d::accumulate_heads_avx512(kH, kHd, o.data(), kHd, s.data() + b, vrows.data() + b * kHd, kHd, n);
+    }
+    for (int h = 0; h < kH; ++h)
+      for (int i = 0; i < kHd; ++i) ASSERT_EQ(bits(ot[i * kH + h]), bits(o[h * kHd + i])) << "o, head " << h << ", dim " << i;
+  }
+}
+
 TEST(FastSchedule, FixedChunksAndBoundedSplits) {
   EXPECT_EQ(cpu::fast_schedule(0).splits, 0);
   for (int visible : {1, 63, 64, 65, 2047, 2048, 2049, 8192, 131072, 1 << 20}) {
