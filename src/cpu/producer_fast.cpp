@@ -370,6 +370,18 @@ class FastProducer final : public ProducerTasks {
 #endif
   }
 
+  // The same lines as prefetch_rows, queued for a heads-in-lanes kernel to ask for one at a time.
+  void queue_lines(const KvWord* const* rows, int n, detail::LineQueue& q) const {
+    using Q = detail::LineQueue;
+    const int row_bytes = hd_ * kv_dtype_bytes(D);
+    q.count = 0;
+    for (int i = 0; i < n; ++i) {
+      if (rows[i] == nullptr) continue;
+      const char* at = reinterpret_cast<const char*>(rows[i]);
+      for (int b = 0; b < row_bytes && q.count < Q::kMaxLines; b += Q::kLineBytes) q.at[q.count++] = at + b;
+    }
+  }
+
   // One row widened into dst (hd_ floats): a plane row, or the current token's f32 row, read
   // before rounding with the range rule (N1), as the store keeps it.
   void widen_row(const KvWord* row, bool key, int kv_head, float* dst) const {
@@ -437,9 +449,13 @@ class FastProducer final : public ProducerTasks {
     const float scale = p_.shape.scale;
     float* scores = tl.scores.data();
     // Scores of every head for the chunk, K widened and transposed once per sub-block.
+    detail::LineQueue lines;
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
-      prefetch_rows(cur.v + b, n);
+      if (heads_in_lanes_)
+        queue_lines(cur.v + b, n, lines);  // asked for inside the score kernel
+      else
+        prefetch_rows(cur.v + b, n);
       if (row_scores_) {
         float* krows = tl.krows.data();
         widen_rows(cur.k + b, true, n, kv_head, krows);
@@ -447,7 +463,7 @@ class FastProducer final : public ProducerTasks {
         // never read).
         std::fill(krows + static_cast<std::size_t>(n) * hd8, krows + kSubTokens * hd8, 0.0f);
         if (heads_in_lanes_)
-          detail::score_rows_heads_in_lanes(hs.qt, hd_, krows, scale, tl.wt.data() + b * hpk_);
+          detail::score_rows_heads_in_lanes(hs.qt, hd_, krows, scale, tl.wt.data() + b * hpk_, lines);
         else if (wide_)
           detail::score_rows_avx512(hpk_, hs.qt, hd_, krows, scale, scores + b);
         else
@@ -477,10 +493,14 @@ class FastProducer final : public ProducerTasks {
     float* rows = tl.rows.data();
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
-      if (next != nullptr) prefetch_rows(next->k + b, std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b)));
+      const int next_n = next == nullptr ? 0 : std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b));
+      if (heads_in_lanes_)
+        queue_lines(next_n > 0 ? next->k + b : nullptr, next_n, lines);  // asked for inside the V kernel
+      else if (next_n > 0)
+        prefetch_rows(next->k + b, next_n);
       widen_rows(cur.v + b, false, n, kv_head, rows);
       if (heads_in_lanes_) {
-        detail::accumulate_heads_in_lanes(hs.o, hd_, tl.wt.data() + b * hpk_, rows, hd8_, n);
+        detail::accumulate_heads_in_lanes(hs.o, hd_, tl.wt.data() + b * hpk_, rows, hd8_, n, lines);
         continue;
       }
       if (wide_) {

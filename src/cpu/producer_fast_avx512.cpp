@@ -32,7 +32,8 @@ constexpr int kAccumVectors16 = 2;     // 16-dim vectors per accumulate block
 constexpr int kHalfLanes = 8;          // a row's last dims may be one 8-dim half vector
 constexpr __mmask16 kAllLanes = 0xFFFF;
 constexpr int kRunningLanes = 8;       // chunk_max's and weights_in_place's running lanes (the 8-lane path's order)
-constexpr int kHeadLaneDims = 16;      // o dims per accumulate pass with heads in lanes: 16 accumulators
+constexpr int kHeadLaneDims = 16;
+constexpr int kDimsPerLine = 2;        // the row scores ask for one line every 2 of 128 dims: 64 lines      // o dims per accumulate pass with heads in lanes: 16 accumulators
 constexpr __mmask16 kLowHalf = 0x00FF;
 
 // qt: the block's first head of a [hd][qt_stride] transposed q.
@@ -157,6 +158,12 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
       _mm512_mask_storeu_ps(o + h * o_stride + b * kLanes16, b == DB - 1 ? last : kAllLanes, acc[h][b]);
 }
 
+// A read prefetch into L2 (locality 2, as producer_fast.cpp's prefetch_rows).
+[[gnu::always_inline]] inline void ask_l2(const char* line) {
+  constexpr int kIntoL2 = 2;
+  __builtin_prefetch(line, 0, kIntoL2);
+}
+
 // score_max (softmax.hpp) on 16 lanes, bit for bit: a NaN first operand wins, then a NaN second
 // (maxps returns its second operand when either is NaN or both are zeros), else a > b ? a : b.
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) __m512 score_max16(__m512 a, __m512 b) {
@@ -168,12 +175,15 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
 // --- Heads in lanes (producer_fast_avx512.hpp): one register = one token's 16 heads. ---
 
 __attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
-                                                                 float scale, float* wt) {
+                                                                 float scale, float* wt, const LineQueue& lines) {
+  int asked = 0;
   __m512 acc[kSubTokens16];
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int d = 0; d < hd; ++d) {
+    // One line every kDimsPerLine dims: a sub-block's 64 lines over its 128 dims.
+    if (d % kDimsPerLine == 0 && asked < lines.count) ask_l2(lines.at[asked++]);
     const __m512 q = _mm512_loadu_ps(qt + d * kHeadLanes);
     const float* kd = krows + d;
 #pragma GCC unroll 16
@@ -183,6 +193,7 @@ __attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* q
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, _mm512_mul_ps(acc[t], sc));
+  while (asked < lines.count) ask_l2(lines.at[asked++]);  // any the dims did not reach (none at 128 dims)
 }
 
 __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot,
@@ -240,13 +251,17 @@ __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count
 }
 
 __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v,
-                                                                 int v_stride, int n) {
+                                                                 int v_stride, int n, const LineQueue& lines) {
+  int asked = 0;
   for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
+    // Lines spread over the dim blocks: count / (hd / 16) per block, the rest with the last.
+    const int upto = d0 + kHeadLaneDims >= hd ? lines.count : lines.count * (d0 + kHeadLaneDims) / hd;
     __m512 acc[kHeadLaneDims];
 #pragma GCC unroll 16
     for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
 #pragma GCC unroll 2
     for (int t = 0; t < n; ++t) {
+      if (asked < upto) ask_l2(lines.at[asked++]);
       const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
       const float* vt = v + t * v_stride + d0;
 #pragma GCC unroll 16
@@ -254,6 +269,7 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
     }
 #pragma GCC unroll 16
     for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
+    while (asked < upto) ask_l2(lines.at[asked++]);  // a short sub-block: fewer tokens than lines
   }
 }
 
@@ -360,9 +376,9 @@ void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }
 void widen_row_avx512(const KvWord*, float*, KvDtype) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
-void score_rows_heads_in_lanes(const float*, int, const float*, float, float*) {}
+void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&) {}
 void fold_heads_in_lanes(float*, int, float*, float*, float*, int) {}
-void accumulate_heads_in_lanes(float*, int, const float*, const float*, int, int) {}
+void accumulate_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&) {}
 
 #endif
 

@@ -63,9 +63,22 @@ void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const 
 // then weights, token-major), ot [hd][kHeadLanes] (o transposed), m and s [kHeadLanes].
 inline constexpr int kHeadLanes = 16;
 
+// Cache lines the heads-in-lanes kernels ask for (an L2 prefetch, as the producer's bursts do),
+// one at a time between their FMAs instead of in a burst before them: a burst of 64 lines
+// waited for the core's fill buffers, ~15 % of a worker's samples on the Xeon and on this
+// session's build machine (docs/perf.md, 2026-12-02, "spread prefetches"). At most one
+// sub-block's rows of kWideRowDims 2-byte elements: kHeadLanes x 4 lines.
+struct LineQueue {
+  static constexpr int kLineBytes = 64;
+  static constexpr int kMaxLines = 16 * kWideRowDims * 2 / kLineBytes;
+  const char* at[kMaxLines];
+  int count = 0;
+};
+
 // wt[t * kHeadLanes + h] = scale * sum_d qt[d * kHeadLanes + h] * krows[t * kWideRowDims + d] for
-// t < 16 (score_rows_avx512's chains, left token-major).
-void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt);
+// t < 16 (score_rows_avx512's chains, left token-major); asks for `lines` on the way.
+void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt,
+                               const LineQueue& lines);
 
 // One chunk's fold for every head at once, wt's first `count` tokens (1..kFastChunkTokens):
 // chunk_max's maximum per head, fold_block_max against (m, s) with ot rescaled by the factor,
@@ -74,7 +87,8 @@ void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, floa
 void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot, int hd);
 
 // ot[d * kHeadLanes + h] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t * v_stride + d]
-// for d < hd (a multiple of 16).
-void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n);
+// for d < hd (a multiple of 16); asks for `lines` on the way.
+void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
+                               const LineQueue& lines);
 
 }  // namespace ladder::cpu::detail

@@ -193,11 +193,15 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     for (float& x : qt) x = value(rng);
     for (float& x : krows) x = value(rng);
     for (float& x : vrows) x = value(rng);
-    // Scores, sub-block by sub-block (rows past count zero, as the producer fills them).
+    // Scores, sub-block by sub-block (rows past count zero, as the producer fills them); the
+    // kernels ask for the V rows' lines on the way (prefetches change no value).
     std::fill(krows.begin() + count * kHd, krows.end(), 0.0f);
+    d::LineQueue lines;
+    for (; lines.count < d::LineQueue::kMaxLines; ++lines.count)
+      lines.at[lines.count] = reinterpret_cast<const char*>(vrows.data()) + lines.count * d::LineQueue::kLineBytes;
     std::vector<float> wt(kChunk * kH, nan), s(kH * kChunk, nan);
     for (int b = 0; b < count; b += kSub) {
-      d::score_rows_heads_in_lanes(qt.data(), kHd, krows.data() + b * kHd, kScale, wt.data() + b * kH);
+      d::score_rows_heads_in_lanes(qt.data(), kHd, krows.data() + b * kHd, kScale, wt.data() + b * kH, lines);
       d::score_rows_avx512(kH, qt.data(), kHd, krows.data() + b * kHd, kScale, s.data() + b);
     }
     for (int t = 0; t < count; ++t)
@@ -233,7 +237,7 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     // The V pass, sub-block by sub-block.
     for (int b = 0; b < count; b += kSub) {
       const int n = std::min(kSub, count - b);
-      d::accumulate_heads_in_lanes(ot.data(), kHd, wt.data() + b * kH, vrows.data() + b * kHd, kHd, n);
+      d::accumulate_heads_in_lanes(ot.data(), kHd, wt.data() + b * kH, vrows.data() + b * kHd, kHd, n, lines);
       d::accumulate_heads_avx512(kH, kHd, o.data(), kHd, s.data() + b, vrows.data() + b * kHd, kHd, n);
     }
     for (int h = 0; h < kH; ++h)
