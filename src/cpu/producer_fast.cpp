@@ -518,15 +518,15 @@ class FastProducer final : public ProducerTasks {
 
   void write_partials(const HeadState& hs, int kv_head, int split) const {
     const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
+    if (heads_in_lanes_) {
+      const std::size_t head0 = static_cast<std::size_t>(kv_head) * hpk_;
+      detail::write_partials_heads_in_lanes(hs.o, hd_, hs.m, hs.s, p_.partials + (head0 * sched_.splits + split) * stride,
+                                            static_cast<long>(sched_.splits * stride));
+      return;
+    }
     for (int h = 0; h < hpk_; ++h) {
       const int head = kv_head * hpk_ + h;
       float* part = p_.partials + (static_cast<std::size_t>(head) * sched_.splits + split) * stride;
-      if (heads_in_lanes_) {
-        part[0] = hs.m[h];
-        part[1] = hs.s[h];
-        for (int d = 0; d < hd_; ++d) part[2 + d] = hs.o[static_cast<std::size_t>(d) * hpk_ + h];
-        continue;
-      }
       part[0] = hs.stats[h].m;
       part[1] = hs.stats[h].s;
       std::memcpy(part + 2, hs.o + static_cast<std::size_t>(h) * hd8_, sizeof(float) * hd_);

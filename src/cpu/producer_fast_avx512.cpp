@@ -273,6 +273,22 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
   }
 }
 
+__attribute__((target("avx512f"))) void write_partials_heads_in_lanes(const float* ot, int hd, const float* m,
+                                                                     const float* s, float* part0, long head_stride) {
+  for (int h = 0; h < kHeadLanes; ++h) {
+    part0[h * head_stride] = m[h];
+    part0[h * head_stride + 1] = s[h];
+  }
+  for (int d0 = 0; d0 < hd; d0 += kLanes16) {
+    __m512 r[kLanes16];
+#pragma GCC unroll 16
+    for (int j = 0; j < kLanes16; ++j) r[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
+    transpose16(r);  // r[h] = dims d0 .. d0 + 15 of head h
+#pragma GCC unroll 16
+    for (int h = 0; h < kHeadLanes; ++h) _mm512_storeu_ps(part0 + h * head_stride + 2 + d0, r[h]);
+  }
+}
+
 namespace {
 
 // score_block16 for 1 .. 16 heads, chosen at run time.
@@ -379,6 +395,7 @@ void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, 
 void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&) {}
 void fold_heads_in_lanes(float*, int, float*, float*, float*, int) {}
 void accumulate_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&) {}
+void write_partials_heads_in_lanes(const float*, int, const float*, const float*, float*, long) {}
 
 #endif
 

@@ -91,4 +91,10 @@ void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot, in
 void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
                                const LineQueue& lines);
 
+// The 16 heads' partials [m, s, o[hd]] at part0 + h * head_stride from m, s and ot (hd a multiple
+// of 16): ot's 16 x 16 blocks transposed in registers (a strided scalar copy was ~2 % of a
+// worker's samples).
+void write_partials_heads_in_lanes(const float* ot, int hd, const float* m, const float* s, float* part0,
+                                   long head_stride);
+
 }  // namespace ladder::cpu::detail
