@@ -19,8 +19,9 @@
 #                         line with its CUDA line (src_cuda_sass_<route>_<depth>.csv.gz, what
 #                         scripts/ncu_regions.py sums by region). The binary must be built with
 #                         -lineinfo (CMAKE_CUDA_FLAGS=-lineinfo; the code is the same) and its
-#                         sources must sit at the paths it was built from (the script links the
-#                         build machine's /work/main to this tree if that path is free).
+#                         sources must sit at the paths it was built from: the script links
+#                         LADDER_BUILT_AT (the build machine's checkout, default /work/main) to
+#                         this tree if that path is free.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 depth=${1:?usage: scripts/ncu_producer.sh DEPTH ROUTE...}
@@ -32,7 +33,8 @@ BIN=${LADDER_BIN:-.carry/bench/bin/ladder}
 IMPORT=no
 if [ -n "${LADDER_NCU_SOURCE:-}" ]; then
   IMPORT=yes
-  [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+  built_at=${LADDER_BUILT_AT:-/work/main}
+  [ -e "$built_at" ] || { mkdir -p "$(dirname "$built_at")" && ln -s "$PWD" "$built_at"; }
 fi
 for route in "$@"; do
   tag=$(echo "$route" | tr '/' '_')_$depth

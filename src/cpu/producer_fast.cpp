@@ -205,8 +205,9 @@ class FastProducer final : public ProducerTasks {
         group_(kv_heads_per_task(p)),
         sched_(fast_schedule(p.visible)),
         row_scores_(row_scores(wide_, hd_, hpk_)),
-        heads_in_lanes_(heads_in_lanes(wide_, hd_, hpk_)) {
-    if (wide_ || row_scores_) transpose_q();
+        heads_in_lanes_(heads_in_lanes(wide_, hd_, hpk_)),
+        qt_form_(wide_ || row_scores_) {
+    if (qt_form_) transpose_q();
   }
 
   int tasks() const override { return p_.shape.n_kv_heads / group_ * sched_.splits; }
@@ -227,10 +228,7 @@ class FastProducer final : public ProducerTasks {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
     const std::size_t group = static_cast<std::size_t>(group_);
-    // The 16-lane kernels and the row scores read q from qt_ (transpose_q: the range rule
-    // applied once per call).
-    const bool qt_form = wide_ || row_scores_;
-    if (!qt_form) tl.q.fit(group * hpk * hd);
+    if (!qt_form_) tl.q.fit(group * hpk * hd);
     if (row_scores_) tl.krows.fit(kSubTokens * hd8);
     if (row_scores_ && !wide_) tl.score_tile.fit(kSubTokens * hpk);
     tl.kt.fit(hd * kSubTokens);
@@ -253,15 +251,15 @@ class FastProducer final : public ProducerTasks {
       const int kv_head = kv0 + j;
       if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
       HeadState& st = state[j];
-      st.q = qt_form ? nullptr : tl.q.data() + j * hpk * hd;
-      st.qt = qt_form ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
+      st.q = qt_form_ ? nullptr : tl.q.data() + j * hpk * hd;
+      st.qt = qt_form_ ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
       st.o = tl.o.data() + j * hpk * hd8;
       st.stats = tl.stats.data() + j * hpk;
       st.m = heads_in_lanes_ ? tl.fold.data() + j * 2 * hpk : nullptr;
       st.s = heads_in_lanes_ ? st.m + hpk : nullptr;
       if (heads_in_lanes_) std::fill(st.m, st.m + hpk, SoftmaxStats{}.m);
       if (heads_in_lanes_) std::fill(st.s, st.s + hpk, SoftmaxStats{}.s);
-      if (!qt_form)
+      if (!qt_form_)
         range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
       std::fill(st.o, st.o + hpk * hd8, 0.0f);
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
@@ -558,6 +556,9 @@ class FastProducer final : public ProducerTasks {
   FastSchedule sched_;
   bool row_scores_;        // row_scores()
   bool heads_in_lanes_;    // heads_in_lanes()
+  // The 16-lane kernels and the row scores read q from qt_ (transpose_q: the range rule applied
+  // once per call); the 8-lane transposed-K kernels read each task's q rows.
+  bool qt_form_;
   std::vector<float> qt_;  // transpose_q()
 };
 
