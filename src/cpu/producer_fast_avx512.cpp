@@ -32,8 +32,9 @@ constexpr int kAccumVectors16 = 2;     // 16-dim vectors per accumulate block
 constexpr int kHalfLanes = 8;          // a row's last dims may be one 8-dim half vector
 constexpr __mmask16 kAllLanes = 0xFFFF;
 constexpr int kRunningLanes = 8;       // chunk_max's and weights_in_place's running lanes (the 8-lane path's order)
-constexpr int kHeadLaneDims = 16;
-constexpr int kDimsPerLine = 2;        // the row scores ask for one line every 2 of 128 dims: 64 lines      // o dims per accumulate pass with heads in lanes: 16 accumulators
+constexpr int kHeadLaneDims = 16;      // o dims per accumulate pass with heads in lanes: 16 accumulators
+constexpr int kDimsPerLine = 2;        // the row scores ask for one line every 2 of 128 dims: 64 lines
+constexpr LineQueue kNoLines{};
 constexpr __mmask16 kLowHalf = 0x00FF;
 
 // qt: the block's first head of a [hd][qt_stride] transposed q.
@@ -107,14 +108,24 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   }
 }
 
-// Up to 16 heads (lanes `heads_mask` of qt's rows) x 16 tokens from K rows.
-__attribute__((target("avx512f"))) void score_rows16(__mmask16 heads_mask, int heads, const float* qt, int qt_stride,
-                                                    int hd, const float* krows, float scale, float* s) {
-  __m512 acc[kSubTokens16];
+// A read prefetch into L2 (locality 2, as producer_fast.cpp's prefetch_rows).
+[[gnu::always_inline]] inline void ask_l2(const char* line) {
+  constexpr int kIntoL2 = 2;
+  __builtin_prefetch(line, 0, kIntoL2);
+}
+
+// acc[t] = scale * (lanes `heads_mask` of qt's dim rows . K row t), t < 16, each lane one fmaf
+// chain over d from 0: the row scores of both layouts (score_rows16 transposes them,
+// score_rows_heads_in_lanes keeps them token-major); asks for `lines`, one every kDimsPerLine dims.
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void row_score_tile(
+    __mmask16 heads_mask, const float* qt, int qt_stride, int hd, const float* krows, float scale,
+    const LineQueue& lines, __m512 (&acc)[kSubTokens16]) {
+  int asked = 0;
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int d = 0; d < hd; ++d) {
+    if (d % kDimsPerLine == 0 && asked < lines.count) ask_l2(lines.at[asked++]);
     const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
     const float* kd = krows + d;
 #pragma GCC unroll 16
@@ -124,6 +135,14 @@ __attribute__((target("avx512f"))) void score_rows16(__mmask16 heads_mask, int h
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_mul_ps(acc[t], sc);
+  while (asked < lines.count) ask_l2(lines.at[asked++]);  // any the dims did not reach (none at 128 dims)
+}
+
+// Up to 16 heads (lanes `heads_mask` of qt's rows) x 16 tokens from K rows.
+__attribute__((target("avx512f"))) void score_rows16(__mmask16 heads_mask, int heads, const float* qt, int qt_stride,
+                                                    int hd, const float* krows, float scale, float* s) {
+  __m512 acc[kSubTokens16];
+  row_score_tile(heads_mask, qt, qt_stride, hd, krows, scale, kNoLines, acc);
   transpose16(acc);
   for (int h = 0; h < heads; ++h) _mm512_storeu_ps(s + h * kFastChunkTokens, acc[h]);
 }
@@ -158,12 +177,6 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
       _mm512_mask_storeu_ps(o + h * o_stride + b * kLanes16, b == DB - 1 ? last : kAllLanes, acc[h][b]);
 }
 
-// A read prefetch into L2 (locality 2, as producer_fast.cpp's prefetch_rows).
-[[gnu::always_inline]] inline void ask_l2(const char* line) {
-  constexpr int kIntoL2 = 2;
-  __builtin_prefetch(line, 0, kIntoL2);
-}
-
 // score_max (softmax.hpp) on 16 lanes, bit for bit: a NaN first operand wins, then a NaN second
 // (maxps returns its second operand when either is NaN or both are zeros), else a > b ? a : b.
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) __m512 score_max16(__m512 a, __m512 b) {
@@ -176,24 +189,10 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
 
 __attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
                                                                  float scale, float* wt, const LineQueue& lines) {
-  int asked = 0;
   __m512 acc[kSubTokens16];
+  row_score_tile(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, acc);
 #pragma GCC unroll 16
-  for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (int d = 0; d < hd; ++d) {
-    // One line every kDimsPerLine dims: a sub-block's 64 lines over its 128 dims.
-    if (d % kDimsPerLine == 0 && asked < lines.count) ask_l2(lines.at[asked++]);
-    const __m512 q = _mm512_loadu_ps(qt + d * kHeadLanes);
-    const float* kd = krows + d;
-#pragma GCC unroll 16
-    for (int t = 0; t < kSubTokens16; ++t)
-      acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kWideRowDims]), acc[t]);
-  }
-  const __m512 sc = _mm512_set1_ps(scale);
-#pragma GCC unroll 16
-  for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, _mm512_mul_ps(acc[t], sc));
-  while (asked < lines.count) ask_l2(lines.at[asked++]);  // any the dims did not reach (none at 128 dims)
+  for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, acc[t]);
 }
 
 __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot,

@@ -71,7 +71,7 @@ inline constexpr int kHeadLanes = 16;
 struct LineQueue {
   static constexpr int kLineBytes = 64;
   static constexpr int kMaxLines = 16 * kWideRowDims * 2 / kLineBytes;
-  const char* at[kMaxLines];
+  const char* at[kMaxLines]{};
   int count = 0;
 };
 
