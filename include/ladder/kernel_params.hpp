@@ -130,6 +130,12 @@ struct ProducerParams {
   KvWord* store_v = nullptr;
   int store_slot = -1;
   float* partials = nullptr;
+  // GPU, tensor-core families: allow the next kernel of the stream (a reducer launched with PDL)
+  // once the CTA's last slot is folded, before its partial is written.
+  bool early_dependents = false;
+  // Tests only (GPU, tensor-core families): nanoseconds warp slot `flat` sleeps after it allows
+  // dependents, before its partial is written (nullptr: none).
+  const unsigned* debug_delay_ns = nullptr;
 };
 
 // Merges the partials of each head (exp(m_i - M) corrections) and divides once: per workgroup

@@ -28,6 +28,35 @@ namespace ladder::cuda_detail {
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
+// Tests only: the calling thread sleeps `ns` nanoseconds (arrival-order and PDL tests delay
+// chosen CTAs). __nanosleep sleeps at most ~1 ms per call and may wake early: loop on the
+// global timer.
+__device__ inline void debug_sleep_ns(unsigned ns) {
+  if (ns == 0) return;
+  constexpr unsigned kMaxNap = 100000u;
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(ns < kMaxNap ? ns : kMaxNap);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+// A launch of grid x block threads on `stream`, with PDL when `programmatic`, for
+// cudaLaunchKernelEx. The config points at `attr`, which must outlive the launch call.
+inline cudaLaunchConfig_t pdl_launch_config(cudaLaunchAttribute& attr, bool programmatic, dim3 grid, dim3 block,
+                                            cudaStream_t stream) {
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullMask = 0xffffffffu;
 // The only head_dim the kernels support: 32 lanes x 4 dims (THE PRODUCER DAG, step 2).

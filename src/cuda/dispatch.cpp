@@ -90,6 +90,7 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
   c.tc_slots_per_cta = t.tc_slots_per_cta;
   c.reduce_form = t.reduce_form;
+  c.reduce_programmatic = c.fusion == GpuFusion::store_fused;
   if (cudaGetDevice(&c.device) != cudaSuccess) {
     (void)cudaGetLastError();  // no device: nothing will launch, and the choice stays usable on the host
     c.device = -1;
@@ -216,6 +217,8 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
     p.store_k = plane.k;
     p.store_v = plane.v;
     p.store_slot = slot;
+    p.early_dependents = producer.reduce_programmatic;
+    p.debug_delay_ns = producer.arrival_delay_ns;
     l.tail.out = io.out;
     l.tail.arrivals = ws.arrivals;
     l.tail.delay_ns = producer.arrival_delay_ns;
@@ -366,7 +369,9 @@ Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const Produce
                                              indirect ? &dev->tail : nullptr, producer, stream, merged),
                     store_fused_name(l.route, producer)));
     if (merged) return {};
-    return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, producer, stream), "reduce");
+    return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, producer, stream, {},
+                              producer.reduce_programmatic && !indirect),
+                "reduce");
   }
   switch (l.route) {
     case Route::splitk:

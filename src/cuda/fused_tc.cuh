@@ -131,18 +131,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     *reinterpret_cast<float2*>(o_rows + idx * kHeadDim + d) = make_float2(o_d, o_d1);
   });
 
-  if (tail.delay_ns != nullptr) {
-    const unsigned ns = tail.delay_ns[flat];
-    // __nanosleep sleeps at most ~1 ms per call and may wake early: loop on the global timer.
-    if (ns > 0) {
-      unsigned long long t0, t;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-      do {
-        __nanosleep(ns < 100000u ? ns : 100000u);
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-      } while (t - t0 < ns);
-    }
-  }
+  if (tail.delay_ns != nullptr) debug_sleep_ns(tail.delay_ns[flat]);
 
   // The merges read other CTAs' partials from L2. Every load of a phase is issued before any
   // value is used: score_max and rescale_factor branch, and a load followed by a branch on its

@@ -41,6 +41,12 @@ struct ProducerChoice {
   // The CUDA device the launches go to, asked once when the choice is resolved: the occupancy
   // caches (resident_ctas) are per device, and a batched launch needs no runtime call to find it.
   int device = 0;
+  // The direct reducer behind a store-fused producer is launched with PDL, and that producer
+  // allows it once each CTA's last slot is folded (ProducerParams::early_dependents), so the
+  // reducer's launch overlaps the producers' pair merges and partial writes: -0.4 us per batch-1
+  // layer at 2,048 and 8,192, -0.3 to -0.6 at 131,072, the 52-layer step at 2,048 -4 to -6 %
+  // (docs/perf.md, change 26). Batched launches keep the plain reducer (not measured).
+  bool reduce_programmatic = false;
 
   // Whether route r's producer stores the current row itself, taking it from the activations
   // (splitk and vec in either fused form): no store launch.
@@ -122,8 +128,10 @@ cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const Pro
                                      const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch = {});
 // c: its reduce_form (how a batched launch loads the partials; a direct launch is always one
 // pass) and device (the automatic form's occupancy query).
+// programmatic: launched with PDL (a direct launch only); it waits for the producer grid before
+// it reads a partial.
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const ProducerChoice& c, cudaStream_t stream,
-                          BatchSpan batch = {});
+                          BatchSpan batch = {}, bool programmatic = false);
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
 cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream_t stream);
 

@@ -36,15 +36,10 @@ namespace ladder::cuda {
 Status enqueue_layer_link(const LayerLink& link, const HeadShape& shape, void* stream, bool programmatic) {
   const int n_q = shape.n_heads * shape.head_dim;
   const int n_kv = shape.n_kv_heads * shape.head_dim;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>((n_q + cuda_detail::kLinkThreads - 1) / cuda_detail::kLinkThreads));
-  cfg.blockDim = dim3(cuda_detail::kLinkThreads);
-  cfg.stream = static_cast<cudaStream_t>(stream);
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cuda_detail::pdl_launch_config(
+      attr, programmatic, dim3(static_cast<unsigned>((n_q + cuda_detail::kLinkThreads - 1) / cuda_detail::kLinkThreads)),
+      dim3(cuda_detail::kLinkThreads), static_cast<cudaStream_t>(stream));
   return cuda_detail::cuda_status(cudaLaunchKernelEx(&cfg, cuda_detail::layer_link_kernel, link, n_q, n_kv),
                                   "launching the layer link kernel");
 }

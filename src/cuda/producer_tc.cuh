@@ -682,6 +682,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
     const int next = flat + walk.step;
+    if (p.early_dependents && next >= sched.slots()) pdl_allow_dependents();
+    if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
     if (next < sched.slots()) tc_prologue<Family>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.

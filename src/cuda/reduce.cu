@@ -1,18 +1,21 @@
 // The reducer shared by every route (G2/G3/G4): per head, merge the nwg workgroup partials
 // [m, s, o[128]] in workgroup order with exp(m_i - M) corrections (softmax.hpp's rule), then
 // divide once; when the producer left the warp merge to it (parts > 1), each workgroup's warp
-// partials are merged first, in warp order. It is ordered after its producer by stream order
-// only (launched with PDL behind a store-fused producer it measured no faster: docs/perf.md,
-// change 10).
+// partials are merged first, in warp order. Behind a store-fused producer a direct launch uses PDL
+// and waits for the producer grid (griddepcontrol.wait) before it loads a partial; the producer
+// allows it once each CTA's last slot is folded (docs/perf.md, changes 10 and 26).
 #include "cuda/kernels.hpp"
 #include "cuda/reduce.cuh"
 
 namespace ladder::cuda_detail {
 namespace {
 
-// Every earlier kernel of the stream has completed (this launch has no PDL attribute): a next
-// layer's producer launched with PDL may start its plane prefetch now.
+// A next layer's producer launched with PDL may start its plane prefetch once every earlier
+// kernel of the stream has completed: the direct kernel, launched with PDL behind a store-fused
+// producer, allows it after waiting for that producer's grid (common.cuh's rule); the batched
+// ones are launched plainly, so they start only after every earlier kernel has completed.
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) {
+  pdl_wait();  // the producer's grid and its partials (a no-op for a launch without PDL)
   pdl_allow_dependents();
   reduce_head(p, static_cast<int>(blockIdx.x));
 }
@@ -36,12 +39,13 @@ __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
 // 168) when it has more CTAs than the one-pass kernel holds at once: 512 heads of 16 sequences
 // against 396 on the H200 ran in two waves (docs/perf.md, change 20). The bits are the same.
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const ProducerChoice& c, cudaStream_t stream,
-                          BatchSpan batch) {
+                          BatchSpan batch, bool programmatic) {
   const cuda::ReduceForm form = c.reduce_form;
   const unsigned heads = static_cast<unsigned>(p.shape.n_heads);
   if (dp == nullptr) {
-    reduce_kernel<<<heads, kReduceThreads, 0, stream>>>(p);
-    return cudaGetLastError();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = pdl_launch_config(attr, programmatic, dim3(heads), dim3(kReduceThreads), stream);
+    return cudaLaunchKernelEx(&cfg, reduce_kernel, p);
   }
   bool lean = form == cuda::ReduceForm::lean;
   if (form == cuda::ReduceForm::automatic) {

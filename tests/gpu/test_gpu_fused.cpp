@@ -207,6 +207,45 @@ TEST(GpuFused, ArrivalOrderNeverChangesBits) {
   }
 }
 
+// One layer's plane and activations on the device, freed on scope exit: for run_route with a
+// workspace the test owns (counters and partials it can read or poison between launches).
+class DeviceLayer {
+ public:
+  DeviceLayer(const HostPlane& plane, const Token& tok) : elems_(plane.elements()), q_elems_(tok.q.size()) {
+    ok_ = grab(&k_, elems_ * sizeof(KvWord), plane.k()) && grab(&v_, elems_ * sizeof(KvWord), plane.v()) &&
+          grab(&q_, tok.q.size() * 4, tok.q.data()) && grab(&ck_, tok.k.size() * 4, tok.k.data()) &&
+          grab(&cv_, tok.v.size() * 4, tok.v.data()) && grab(&out_, q_elems_ * 4, nullptr);
+  }
+  ~DeviceLayer() {
+    for (void* p : {static_cast<void*>(k_), static_cast<void*>(v_), static_cast<void*>(q_), static_cast<void*>(ck_),
+                    static_cast<void*>(cv_), static_cast<void*>(out_)})
+      cudaFree(p);
+  }
+  DeviceLayer(const DeviceLayer&) = delete;
+  DeviceLayer& operator=(const DeviceLayer&) = delete;
+  bool ok() const { return ok_; }
+  cuda::DevicePlane plane(const HostPlane& host) const { return {host.config(), host.state(), k_, v_, 0}; }
+  cuda::DeviceLayerIO io() const { return {q_, ck_, cv_, out_}; }
+  // out poisoned with NaN before a launch, read back after it.
+  bool poison_out() { return cudaMemset(out_, 0xff, q_elems_ * 4) == cudaSuccess; }
+  std::vector<float> out() const {
+    std::vector<float> host(q_elems_);
+    if (cudaMemcpy(host.data(), out_, q_elems_ * 4, cudaMemcpyDeviceToHost) != cudaSuccess) host.clear();
+    return host;
+  }
+
+ private:
+  template <class T>
+  static bool grab(T** p, std::size_t bytes, const void* from) {
+    if (cudaMalloc(p, bytes) != cudaSuccess) return false;
+    return from == nullptr || cudaMemcpy(*p, from, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  std::size_t elems_, q_elems_;
+  KvWord *k_ = nullptr, *v_ = nullptr;
+  float *q_ = nullptr, *ck_ = nullptr, *cv_ = nullptr, *out_ = nullptr;
+  bool ok_ = false;
+};
+
 // run_route on device buffers with one workspace, launched repeatedly: the counters are zero
 // after each launch and the bits repeat (what graph replay relies on).
 TEST(GpuFused, ArrivalCountersResetThemselves) {
@@ -217,20 +256,8 @@ TEST(GpuFused, ArrivalCountersResetThemselves) {
   HostPlane plane = build_plane(cfg, 9000, rng);
   const Token tok = random_token(shape, rng);
   const int slot = plane.append(9000).value();
-  const std::size_t elems = plane.elements();
-  KvWord *dk = nullptr, *dv = nullptr;
-  float *dq = nullptr, *dck = nullptr, *dcv = nullptr, *dout = nullptr;
-  ASSERT_EQ(cudaMalloc(&dk, elems * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dv, elems * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dq, tok.q.size() * 4), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dck, tok.k.size() * 4), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dcv, tok.v.size() * 4), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dout, tok.q.size() * 4), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dk, plane.k(), elems * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dv, plane.v(), elems * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dq, tok.q.data(), tok.q.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dck, tok.k.data(), tok.k.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dcv, tok.v.data(), tok.v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  DeviceLayer dl(plane, tok);
+  ASSERT_TRUE(dl.ok());
   Geometry g;
   g.n_heads = shape.n_heads;
   g.n_kv_heads = shape.n_kv_heads;
@@ -238,19 +265,16 @@ TEST(GpuFused, ArrivalCountersResetThemselves) {
   Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(Route::splitk, g, 8192));
   ASSERT_TRUE(ws.ok()) << ws.status().to_string();
   ASSERT_GT(ws->arrival_count, 0);
-  const cuda::DevicePlane dp{cfg, plane.state(), dk, dv, 0};
-  const cuda::DeviceLayerIO io{dq, dck, dcv, dout};
   std::vector<float> first;
   for (int rep = 0; rep < 4; ++rep) {
-    ASSERT_EQ(cudaMemset(dout, 0xff, tok.q.size() * 4), cudaSuccess);  // NaN poison
-    ASSERT_TRUE(cuda::run_route(Route::splitk, dp, 9000, slot, shape, io, *ws, nullptr, tensor(true)).ok());
+    ASSERT_TRUE(dl.poison_out());
+    ASSERT_TRUE(cuda::run_route(Route::splitk, dl.plane(plane), 9000, slot, shape, dl.io(), *ws, nullptr, tensor(true)).ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<unsigned> counters(static_cast<std::size_t>(ws->arrival_count), 1u);
     ASSERT_EQ(cudaMemcpy(counters.data(), ws->arrivals, counters.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_TRUE(std::all_of(counters.begin(), counters.end(), [](unsigned c) { return c == 0u; }))
         << "a counter was left non-zero after launch " << rep;
-    std::vector<float> out(tok.q.size());
-    ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    const std::vector<float> out = dl.out();
     EXPECT_TRUE(all_finite(out));
     if (rep == 0)
       first = out;
@@ -258,9 +282,65 @@ TEST(GpuFused, ArrivalCountersResetThemselves) {
       EXPECT_TRUE(same_bits(out, first)) << "launch " << rep << " differs";
   }
   cuda::free_workspace(*ws);
-  for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dq), static_cast<void*>(dck),
-                  static_cast<void*>(dcv), static_cast<void*>(dout)})
-    cudaFree(p);
+}
+
+// The store-fused form's reducer is launched with PDL and allowed to start once every producer
+// CTA has folded its last slot, before any partial is written (kernels.hpp, reduce_programmatic).
+// Chosen CTAs sleep in that window, and the partials are poisoned (NaN) before every launch: the
+// reducer must still merge only what this launch's producers wrote, so the bits are the
+// undelayed launch's. A reducer that read a partial before its griddepcontrol.wait would return
+// NaN or the stale partials of the other token run in between.
+TEST(GpuFused, StoreFusedReducerWaitsForItsProducers) {
+  LADDER_REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const HeadShape shape = make_shape(32, 2, kHeadDim);
+  constexpr unsigned kStepNs = 20000;  // far above a CTA's few microseconds: the order is forced
+  Delays delays;
+  struct Depth {
+    int window, position;
+  };
+  // nsg 1 (32 slots) and a coarser partition with more slots per workgroup.
+  for (const Depth d : {Depth{2048, 2100}, Depth{12288, 13000}}) {
+    SCOPED_TRACE(testing::Message() << "window " << d.window);
+    const PlaneConfig cfg = ring_config(2, kHeadDim, d.window, d.window, 32768);
+    HostPlane plane = build_plane(cfg, d.position, rng);
+    const Token tok = random_token(shape, rng);
+    const Token other = random_token(shape, rng);
+    const int slot = plane.append(d.position).value();
+    DeviceLayer dl(plane, tok), dl_other(plane, other);
+    ASSERT_TRUE(dl.ok() && dl_other.ok());
+    Geometry g;
+    g.n_heads = shape.n_heads;
+    g.n_kv_heads = shape.n_kv_heads;
+    g.head_dim = shape.head_dim;
+    Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(Route::splitk, g, d.window));
+    ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+    const std::size_t partial_bytes = static_cast<std::size_t>(ws->partial_floats) * sizeof(float);
+    const auto launch = [&](DeviceLayer& layer, const cuda::LaunchTuning& t) {
+      EXPECT_EQ(cudaMemset(ws->partials, 0xff, partial_bytes), cudaSuccess);  // NaN poison
+      EXPECT_TRUE(layer.poison_out());
+      const Status st = cuda::run_route(Route::splitk, layer.plane(plane), d.position, slot, shape, layer.io(), *ws,
+                                        nullptr, t);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      return layer.out();
+    };
+    const std::vector<float> base = launch(dl, tensor(cuda::GpuFusion::store_fused));
+    ASSERT_TRUE(all_finite(base));
+    std::vector<unsigned> reversed(kMaxSlots), slot0_last(kMaxSlots, 0u);
+    for (int f = 0; f < kMaxSlots; ++f) reversed[f] = static_cast<unsigned>(kMaxSlots - 1 - f) * kStepNs / 8;
+    slot0_last[0] = 20 * kStepNs;
+    for (const auto& [name, ns] : {std::pair{"reversed", reversed}, std::pair{"slot 0 last", slot0_last}}) {
+      SCOPED_TRACE(name);
+      ASSERT_TRUE(delays.set(ns));
+      (void)launch(dl_other, tensor(cuda::GpuFusion::store_fused));  // other partials in between
+      cuda::LaunchTuning t = tensor(cuda::GpuFusion::store_fused);
+      t.debug_arrival_delay_ns = delays.get();
+      const std::vector<float> delayed = launch(dl, t);
+      EXPECT_TRUE(same_bits(delayed, base)) << "max ulp " << max_ulp(delayed, base);
+    }
+    cuda::free_workspace(*ws);
+  }
 }
 
 }  // namespace

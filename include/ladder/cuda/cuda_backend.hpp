@@ -93,7 +93,9 @@ struct LaunchTuning {
   // reads q or the activations (a programmatic edge when captured into a graph).
   bool programmatic = false;
   // Tests only: a device array [128] of nanoseconds the fused kernel's CTA of warp slot f waits
-  // before it arrives at the reduce (forces an arrival order). nullptr in every real use.
+  // before it arrives at the reduce (forces an arrival order); in the store-fused form, before
+  // slot f's partial is written, after the PDL reducer was allowed to start. nullptr in every
+  // real use.
   const unsigned* debug_arrival_delay_ns = nullptr;
   // Tensor-core producer, batched launches: warp slots one CTA walks in turn (a launch shape:
   // every value gives the same bits). 0 = the rule of heuristics.hpp (tc_slots_per_cta).
