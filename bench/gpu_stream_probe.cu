@@ -48,7 +48,6 @@ constexpr int kPadRowBytes = kRowBytes + 16;
 constexpr int kPadTileBytes = kBlockRows * kPadRowBytes;
 constexpr int kWordsPerBlock = 2 * kTileBytes / 16;  // 1024 16-byte words: K tile then V tile
 constexpr int kWordsPerRow = kRowBytes / 16;
-constexpr int kTmaStages = 6;
 constexpr int kSwizzleBytes = 128;  // a 128-byte swizzle span: the box's inner extent
 constexpr int kBoxElems = kSwizzleBytes / 2;
 
@@ -102,28 +101,29 @@ __device__ __forceinline__ void issue_block(const Work& w, int h, int b, char* s
   }
 }
 
+template <int kDepth>
 __global__ void __launch_bounds__(kThreads) cpasync_kernel(Work w) {
   extern __shared__ __align__(128) char smem[];
   const int h = blockIdx.x % w.layout.n_kv;
   const int slot = blockIdx.x / w.layout.n_kv;
   const int pair = threadIdx.x / kPairThreads;
   const int t = threadIdx.x % kPairThreads;
-  char* ring = smem + pair * kStages * 2 * kPadTileBytes;
+  char* ring = smem + pair * kDepth * 2 * kPadTileBytes;
   // Pair p takes this slot's blocks p, p + kPairs, ...; every pair runs the same trip count.
   const int mine = (w.blocks() / w.slots) / kPairs;
   auto block_of = [&](int i) { return slot + w.slots * (pair + kPairs * i); };
-  for (int i = 0; i < kStages - 1; ++i) {
+  for (int i = 0; i < kDepth - 1; ++i) {
     if (i < mine) issue_block(w, h, block_of(i), ring + i * 2 * kPadTileBytes, t);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
   unsigned acc = 0;
   for (int i = 0; i < mine; ++i) {
-    const int next = i + kStages - 1;
-    if (next < mine) issue_block(w, h, block_of(next), ring + (next % kStages) * 2 * kPadTileBytes, t);
+    const int next = i + kDepth - 1;
+    if (next < mine) issue_block(w, h, block_of(next), ring + (next % kDepth) * 2 * kPadTileBytes, t);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kDepth - 1) : "memory");
     __syncthreads();
-    const uint4 x = *reinterpret_cast<const uint4*>(ring + (i % kStages) * 2 * kPadTileBytes + 16 * t);
+    const uint4 x = *reinterpret_cast<const uint4*>(ring + (i % kDepth) * 2 * kPadTileBytes + 16 * t);
     acc ^= x.x ^ x.w;
     __syncthreads();
   }
@@ -211,7 +211,7 @@ __device__ __forceinline__ void tma_issue(const Work& w, const TmaMaps& maps, in
   }
 }
 
-template <bool kBulk1d>
+template <bool kBulk1d, int kTmaStages>
 __global__ void __launch_bounds__(kThreads) tma_kernel(Work w, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(1024) char smem_raw[];
   char* smem = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t{1023});
@@ -343,11 +343,18 @@ int main(int argc, char** argv) {
   }
   CHECK(cudaFree(both));
 
+  // Pipeline depths: the producer's (3 stages per pair, 6 TMA stages: two CTAs per SM) and a deep
+  // one that fills an SM's shared memory with one CTA (6 per pair, 12 TMA stages).
+  constexpr int kDeepStages = 6, kTmaShallow = 6, kTmaDeep = 12;
   const int cpasync_smem = kPairs * kStages * 2 * kPadTileBytes;
-  const int tma_smem = kTmaStages * kTmaStageBytes + 1024;
-  CHECK(cudaFuncSetAttribute(cpasync_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_smem));
-  CHECK(cudaFuncSetAttribute(tma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
-  CHECK(cudaFuncSetAttribute(tma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
+  const int cpasync_deep_smem = kPairs * kDeepStages * 2 * kPadTileBytes;
+  const int tma_smem = kTmaShallow * kTmaStageBytes + 1024;
+  const int tma_deep_smem = kTmaDeep * kTmaStageBytes + 1024;
+  CHECK(cudaFuncSetAttribute(cpasync_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_smem));
+  CHECK(cudaFuncSetAttribute(cpasync_kernel<kDeepStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_deep_smem));
+  CHECK(cudaFuncSetAttribute(tma_kernel<false, kTmaShallow>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
+  CHECK(cudaFuncSetAttribute(tma_kernel<false, kTmaDeep>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_deep_smem));
+  CHECK(cudaFuncSetAttribute(tma_kernel<true, kTmaShallow>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
   const int blocks = tokens / kBlockRows;
   for (int head_major = 0; head_major <= 1; ++head_major) {
     const Layout layout{head_major != 0, tokens, n_kv};
@@ -358,16 +365,22 @@ int main(int argc, char** argv) {
       const int ctas = slots * n_kv;
       const Work w{k, v, layout, slots, 1u, sink};
       report("cpasync", lname, ctas, slots, median_us(reps, [&] {
-               cpasync_kernel<<<ctas, kThreads, cpasync_smem>>>(w);
+               cpasync_kernel<kStages><<<ctas, kThreads, cpasync_smem>>>(w);
+             }));
+      report("cpasync6", lname, ctas, slots, median_us(reps, [&] {
+               cpasync_kernel<kDeepStages><<<ctas, kThreads, cpasync_deep_smem>>>(w);
              }));
       report("ldg", lname, ctas, slots, median_us(reps, [&] { ldg_kernel<<<ctas, kThreads>>>(w); }));
       if (head_major) {
         report("bulk1d", lname, ctas, slots, median_us(reps, [&] {
-                 tma_kernel<true><<<ctas, kThreads, tma_smem>>>(w, maps);
+                 tma_kernel<true, kTmaShallow><<<ctas, kThreads, tma_smem>>>(w, maps);
                }));
       } else {
         report("tma2d", lname, ctas, slots, median_us(reps, [&] {
-                 tma_kernel<false><<<ctas, kThreads, tma_smem>>>(w, maps);
+                 tma_kernel<false, kTmaShallow><<<ctas, kThreads, tma_smem>>>(w, maps);
+               }));
+        report("tma2d12", lname, ctas, slots, median_us(reps, [&] {
+                 tma_kernel<false, kTmaDeep><<<ctas, kThreads, tma_deep_smem>>>(w, maps);
                }));
       }
     }
