@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cpu/cpu_twin_helpers.hpp"
+#include "gpu/gpu_delays.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
 
@@ -27,8 +28,6 @@ namespace {
 constexpr int kHeadDim = 128;
 // The tensor-core producer's bound against the f64 reference (test_gpu_routes.cpp says why).
 constexpr double kTcMaxRelErr = 1e-4;
-// Flat warp slots of the largest schedule (32 workgroups x 4 warps): the delay array's length.
-constexpr int kMaxSlots = 128;
 
 cuda::LaunchTuning tensor(cuda::GpuFusion fusion) {
   cuda::LaunchTuning t;
@@ -148,23 +147,6 @@ TEST(GpuFused, OneKernelEqualsSeparateKernelsBitForBitBf16) {
   LADDER_REQUIRE_GPU();
   fused_equals_separate(KvDtype::bf16);
 }
-
-// Device array of per-slot delays for the kernel's test hook.
-class Delays {
- public:
-  Delays() { ok_ = cudaMalloc(&d_, kMaxSlots * sizeof(unsigned)) == cudaSuccess; }
-  ~Delays() { cudaFree(d_); }
-  Delays(const Delays&) = delete;
-  Delays& operator=(const Delays&) = delete;
-  bool set(const std::vector<unsigned>& ns) {
-    return ok_ && cudaMemcpy(d_, ns.data(), kMaxSlots * sizeof(unsigned), cudaMemcpyHostToDevice) == cudaSuccess;
-  }
-  const unsigned* get() const { return d_; }
-
- private:
-  unsigned* d_ = nullptr;
-  bool ok_ = false;
-};
 
 TEST(GpuFused, ArrivalOrderNeverChangesBits) {
   LADDER_REQUIRE_GPU();
