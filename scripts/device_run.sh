@@ -68,6 +68,14 @@ if [ -z "$BIN" ]; then
 fi
 
 TESTS="$BIN/ladder_gpu_tests"
+# A missing or empty binary (an unpack that failed leaves an empty file, which bash runs as an
+# empty script with exit 0) must fail the run, not pass every step with nothing run.
+for f in "$TESTS" $(want cli && echo "$BIN/ladder"); do
+  if [ ! -s "$f" ] || [ ! -x "$f" ]; then
+    echo "device_run.sh: $f is missing, empty or not executable" | tee -a "$OUT/progress.txt" >&2
+    exit 1
+  fi
+done
 # The perf suite only runs with LADDER_GPU_PERF=1; keep it out of the correctness passes.
 FILTER='-GpuPerf.*'
 # The out-of-memory test asks the driver for 512 GiB, and the stale-error tests provoke refused
