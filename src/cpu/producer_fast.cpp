@@ -266,7 +266,7 @@ class FastProducer final : public ProducerTasks {
       chunk_rows(kv_head, first_chunk, rows[j][0]);
       // The first chunk's K rows have no earlier phase to be prefetched in: ask for them now,
       // so only the first sub-block waits for memory (a task at L = 2,048 is a single chunk).
-      prefetch_rows(rows[j][0].k, std::min(kSubTokens, chunk_count(first_chunk)));
+      prefetch_rows(rows[j][0].k, chunk_count(first_chunk));
     }
     for (int c = first_chunk; c < end_chunk; ++c) {
       const bool has_next = c + 1 < end_chunk;
