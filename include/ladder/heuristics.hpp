@@ -44,26 +44,17 @@ inline constexpr int kTcMinLayerCtas = 128;
 // 104 KB, two CTAs per SM.
 inline constexpr int kTcStages = 3;
 
-// GPU tensor-core producer, batched launches: units (warp slots, or whole workgroups) one CTA
-// walks in turn. A CTA per slot paid its q load, pipeline fill and partial write for one or two
-// blocks (batch 16 at 2,048: 1,024 CTAs of 2 blocks, ~3.9 waves of 2 CTAs per SM; 67 us per layer
-// against cuDNN's 16, docs/perf.md 2026-12-01). Walking ceil(unit CTAs / resident CTAs) units per
-// CTA launches about one wave. Batch 1 launches one CTA per slot (its slots do not fill the
-// GPU). A launch shape only: the bits are the same for every value. Measured (H200, docs/perf.md
-// 2026-12-01): the batch-16 layer 67 -> 49.7 us at 2,048 and 155 -> 115 us at 8,192; each walked
-// slot still costs ~7 us of undrained pipeline, which this rule does not touch.
-inline int tc_walk_length(long long unit_ctas, long long resident_ctas) {
-  if (resident_ctas <= 0 || unit_ctas <= resident_ctas) return 1;
-  return static_cast<int>((unit_ctas + resident_ctas - 1) / resident_ctas);
-}
-// ... and whether those units are whole workgroups: a CTA that walks every warp slot of a
-// workgroup merges them itself (the reducer's step 4, same bits) and writes one partial where
-// the slots wrote nsg (4 at 32,768 tokens and deeper, 2 at 8,192), so the producer writes and the
-// reducer reads a quarter of the partials (batch 16 at 32,768: 8.5 MB instead of 34). Only where
-// the workgroups alone give the launch a wave of CTAs: batch 1 needs a CTA per slot (64
-// workgroup CTAs against 256 slot CTAs at 32,768). docs/perf.md, change 28.
-inline bool tc_walk_workgroups(long long workgroup_ctas, long long resident_ctas) {
-  return resident_ctas > 0 && workgroup_ctas >= resident_ctas;
+// GPU tensor-core producer, batched launches: warp slots one CTA walks in turn. A CTA per slot
+// paid its q load, pipeline fill and partial write for one or two blocks (batch 16 at 2,048:
+// 1,024 CTAs of 2 blocks, ~3.9 waves of 2 CTAs per SM; 67 us per layer against cuDNN's 16,
+// docs/perf.md 2026-12-01). Walking ceil(CTAs / resident CTAs) slots per CTA launches about one
+// wave. Batch 1 launches one CTA per slot (its slots do not fill the GPU). A launch shape only:
+// the bits are the same for every value. Measured (H200, docs/perf.md 2026-12-01): the
+// batch-16 layer 67 -> 49.7 us at 2,048 and 155 -> 115 us at 8,192; each walked slot still costs
+// ~7 us of undrained pipeline, which this rule does not touch.
+inline int tc_slots_per_cta(long long slot_ctas, long long resident_ctas) {
+  if (resident_ctas <= 0 || slot_ctas <= resident_ctas) return 1;
+  return static_cast<int>((slot_ctas + resident_ctas - 1) / resident_ctas);
 }
 
 // GPU splitk and vec: how many kernels a layer launches (cuda::LaunchTuning::fusion, the

@@ -5,8 +5,7 @@
 //   planes      : KvWord elements of a KvDtype (kv_dtype.hpp), addressed by PlaneStrides (plane.hpp)
 //   partials    : f32 [n_heads][nwg][parts][2 + head_dim]  (m, s, o[head_dim]) per (head,
 //                 workgroup, part): parts = 1 when the producer merged its warps (step 4), nsg
-//                 when it leaves step 4 to the reducer (the tensor-core producer, except in a
-//                 batched launch that walks whole workgroups: src/cuda/kernels.hpp, TcWalkPlan)
+//                 when it leaves step 4 to the reducer (the tensor-core producer)
 //
 // THE PRODUCER DAG (shared by every producer family, CPU twin and CUDA kernel, so that their
 // bits can agree; any change here is a change to both):

@@ -88,8 +88,7 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.fusion = c.tensor_core ? cuda::resolve_fusion(t.fusion) : GpuFusion::separate;
   c.programmatic = c.fusion != GpuFusion::separate && t.programmatic;
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
-  c.tc_walk = t.tc_walk;
-  c.tc_walk_length = t.tc_walk_length;
+  c.tc_slots_per_cta = t.tc_slots_per_cta;
   c.reduce_form = t.reduce_form;
   c.reduce_programmatic = c.fusion == GpuFusion::store_fused;
   if (cudaGetDevice(&c.device) != cudaSuccess) {
@@ -275,40 +274,6 @@ unsigned indirect_slots(const BatchSpan& batch) {
 unsigned indirect_workgroups(const BatchSpan& batch) {
   if (batch.max_visible <= 0) return static_cast<unsigned>(kMaxWorkgroups);
   return static_cast<unsigned>(pinned_schedule(batch.max_visible).nwg);
-}
-
-namespace {
-// CTAs of a tensor-core kernel device `device` holds at once: its SMs x kTcCtasPerSm (the same
-// for every family and dtype: shared memory sets it). 0 when unknown.
-long long tc_resident(int device) {
-  static ResidentCache cache;
-  const bool cached = device >= 0 && device < ResidentCache::kDevices;
-  long long resident = cached ? cache.per_device[device].load(std::memory_order_relaxed) : 0;
-  if (resident == 0) {
-    int sms = 0;
-    const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    resident = e == cudaSuccess && sms > 0 ? static_cast<long long>(sms) * kTcCtasPerSm : -1;
-    if (cached) cache.per_device[device].store(resident, std::memory_order_relaxed);
-  }
-  return resident > 0 ? resident : 0;
-}
-}  // namespace
-
-TcWalkPlan tc_walk_plan(const ProducerChoice& c, const BatchSpan& batch, long long groups) {
-  const long long resident = tc_resident(c.device);
-  const long long workgroups = indirect_workgroups(batch);
-  const long long slots = indirect_slots(batch);
-  const long long entries = batch.count;
-  TcWalkPlan plan;
-  plan.unit = c.tc_walk;
-  if (plan.unit == cuda::TcWalk::automatic)
-    plan.unit = tc_walk_workgroups(groups * workgroups * entries, resident) ? cuda::TcWalk::workgroups
-                                                                            : cuda::TcWalk::slots;
-  const long long units = plan.unit == cuda::TcWalk::workgroups ? workgroups : slots;
-  plan.length = c.tc_walk_length > 0 ? c.tc_walk_length : tc_walk_length(groups * units * entries, resident);
-  plan.ctas_y = static_cast<unsigned>((units + plan.length - 1) / plan.length);
-  return plan;
 }
 
 LayerKernels merge(LayerKernels a, const LayerKernels& b) {

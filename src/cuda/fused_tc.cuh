@@ -124,7 +124,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const std::int64_t slots = static_cast<std::int64_t>(nwg) * nsg;
   float* const o_rows = p.partials;
   float* const ms_pairs = p.partials + static_cast<std::int64_t>(p.shape.n_heads) * slots * kHeadDim;
-  tc_merge_pairs(t, st, o, merge, [&](int h, int, int d, float m_all, float s_all, float o_d, float o_d1) {
+  tc_merge_pairs(t, st, o, merge, [&](int h, int d, float m_all, float s_all, float o_d, float o_d1) {
     const int head = kvh * hpk + tile * kTcHeads + h;
     const std::int64_t idx = head * slots + flat;
     if (d == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx) = make_float2(m_all, s_all);

@@ -36,8 +36,7 @@ struct ProducerChoice {
   // kernel of the stream runs; it waits for it before reading q).
   bool programmatic = false;
   const unsigned* arrival_delay_ns = nullptr;  // FusedTail::delay_ns
-  cuda::TcWalk tc_walk = cuda::TcWalk::automatic;  // LaunchTuning::tc_walk
-  int tc_walk_length = 0;                          // LaunchTuning::tc_walk_length
+  int tc_slots_per_cta = 0;                    // LaunchTuning::tc_slots_per_cta
   cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic;  // LaunchTuning::reduce_form
   // The CUDA device the launches go to, asked once when the choice is resolved: the occupancy
   // caches (resident_ctas) are per device, and a batched launch needs no runtime call to find it.
@@ -100,26 +99,6 @@ struct BatchSpan {
 // (exact DAG) of the largest schedule `batch` can reach.
 unsigned indirect_slots(const BatchSpan& batch);
 unsigned indirect_workgroups(const BatchSpan& batch);
-
-// CTAs of a tensor-core kernel one SM holds: shared memory admits two (producer_tc.cuh's
-// static_asserts), and every tensor-core kernel declares it to ptxas as its minimum
-// (__launch_bounds__): without it, a kernel whose registers came out a little above 168 was
-// squeezed to 168 with spills for a third CTA per SM that shared memory never admits (change 23).
-inline constexpr int kTcCtasPerSm = 2;
-
-// How a batched (indirect) tensor-core producer launch walks its entries' schedules. One
-// function decides it for the producer's launch (which kernel, and the grid's y extent) and for
-// the reducer's (which layout of the partials it reads), so the two cannot disagree: with
-// TcWalk::workgroups each workgroup's partial is written merged (parts = 1), otherwise each warp
-// slot's (parts = the schedule's nsg). groups: tc_groups(shape), the CTAs per unit. A function
-// of the batch's shape and the device only, never of an entry, so every family of a layer's
-// batch walks the same way.
-struct TcWalkPlan {
-  cuda::TcWalk unit = cuda::TcWalk::slots;  // slots or workgroups, never automatic
-  int length = 1;                           // units per CTA
-  unsigned ctas_y = 0;                      // grid y: ceil(the largest schedule's units / length)
-};
-TcWalkPlan tc_walk_plan(const ProducerChoice& c, const BatchSpan& batch, long long groups);
 
 cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream, BatchSpan batch = {});
 // Pad and staging. max_rows bounds the indirect grid (the largest `rows` any token may need).

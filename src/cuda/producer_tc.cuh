@@ -55,17 +55,12 @@
 // paid its q load, pipeline fill and partial write for one or two blocks each (docs/perf.md,
 // 2026-12-01). q is loaded once per CTA, the next slot's first blocks stream in while the
 // current slot's pairs merge, and each slot's partial is computed exactly as by a CTA of its
-// own: the walk is a launch shape, never an input to the arithmetic (P4 holds). Where the
-// launch is wide enough (tc_walk_plan), a CTA walks whole workgroups instead and does the
-// reducer's step 4 itself, by the same rule in the same order, writing one partial per
-// workgroup (parts = 1) instead of one per slot: the same bits, a quarter of the partials at
-// nsg 4 (docs/perf.md, change 28).
+// own: the walk is a launch shape, never an input to the arithmetic (P4 holds).
 #pragma once
 
 #include <array>
 
 #include "cuda/common.cuh"
-#include "cuda/kernels.hpp"
 #include "cuda/reduce.cuh"
 #include "ladder/heuristics.hpp"
 #include "ladder/schedule.hpp"
@@ -107,7 +102,10 @@ static_assert(kTcPairs * kTcHandoffValues * kTcPairThreads <= kTcMergeAreaFloats
 
 // A CTA's shared memory: each pair's tiles (104 KB at 3 stages: two CTAs per SM).
 inline constexpr std::size_t kTcSmemBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
-// kTcCtasPerSm (kernels.hpp): the CTAs per SM this shared memory allows.
+// CTAs per SM that shared memory allows, declared to ptxas as every tensor-core kernel's minimum
+// (__launch_bounds__): without it, a kernel whose registers came out a little above 168 was
+// squeezed to 168 with spills for a third CTA per SM that shared memory never admits (change 23).
+inline constexpr int kTcCtasPerSm = 2;
 inline constexpr std::size_t kSmemPerSmBytes = 228 * 1024;   // H100 / H200 shared memory per SM
 inline constexpr std::size_t kSmemReservedPerCta = 1024;      // of it, what the system keeps per CTA
 static_assert(kTcCtasPerSm * (kTcSmemBytes + kSmemReservedPerCta) <= kSmemPerSmBytes, "two CTAs' tiles fit an SM");
@@ -577,9 +575,8 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
 // that pair merges, through `area` laid out [source pair][value][thread of the pair] (consecutive
 // threads write consecutive words: no bank conflicts). After one CTA barrier each thread reads
 // its counterpart's values, merges its row by softmax.hpp's merge_stats and merge_add (pair 0
-// first), and hands store(h, j, d, m_all, s_all, o_d, o_d1) dims d, d + 1 of head h of the tile
-// (n-tile j of this thread's half: d = 64 half + 8 j + 2 quad; d = 0 once per head) for the
-// tile's real heads. Every thread of the CTA calls it after a CTA
+// first), and hands store(h, d, m_all, s_all, o_d, o_d1) dims d, d + 1 of head h of the tile (d =
+// 0 once per head) for the tile's real heads. Every thread of the CTA calls it after a CTA
 // barrier that ends every read of `area`'s stage; a later write to `area` must follow a CTA
 // barrier.
 template <class Store>
@@ -630,7 +627,7 @@ __device__ __forceinline__ void tc_merge_pairs(const TcThread& t, const SoftmaxS
       const float o1 = first ? theirs[2 * j + e] : my_o;
       v[e] = merge_add(merge_add(0.0f, o0, c[0]), o1, c[1]);
     }
-    store(h, j, 64 * t.half + 8 * j + 2 * t.quad, all.m, all.s, v[0], v[1]);
+    store(h, 64 * t.half + 8 * j + 2 * t.quad, all.m, all.s, v[0], v[1]);
   }
 }
 
@@ -642,7 +639,7 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
   // The slot's partial, written unmerged with the other slots at partials[((head * nwg + w) * nsg
   // + g) * 130] (the reducer merges the slots of a workgroup in slot order).
   const int pstride = partial_stride(kHeadDim);
-  tc_merge_pairs(t, st, o, merge, [&](int h, int, int d, float m_all, float s_all, float o_d, float o_d1) {
+  tc_merge_pairs(t, st, o, merge, [&](int h, int d, float m_all, float s_all, float o_d, float o_d1) {
     const int head = kvh * hpk + tile * kTcHeads + h;
     float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg * sched.nsg + flat) * pstride;
     if (d == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
@@ -650,88 +647,11 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
   });
 }
 
-// A workgroup's warp-slot states as this thread holds them after each slot's pair merge but the
-// last: its fragment row's (m, s) and o for dims 64 half + 8 j + 2 quad, +1 (tc_merge_pairs),
-// kept in registers until the workgroup's last slot. Slot g's values go to index g through
-// selects over a constant index (a runtime index would put the arrays in local memory); the last
-// slot's values are merged as they come, so they need no room here.
-inline constexpr int kTcKeptParts = kMaxWarpsPerWorkgroup - 1;
-struct TcWorkgroupParts {
-  float m[kTcKeptParts];
-  float s[kTcKeptParts];
-  float o[kTcKeptParts][kHeadDim / 16][2];
-
-  __device__ __forceinline__ void keep(int g, int j, float m_g, float s_g, float o_d, float o_d1) {
-#pragma unroll
-    for (int k = 0; k < kTcKeptParts; ++k)
-      if (k == g) {
-        m[k] = m_g;
-        s[k] = s_g;
-        o[k][j][0] = o_d;
-        o[k][j][1] = o_d1;
-      }
-  }
-};
-
-// Dims d, d + 1 (n-tile j of this thread's half) of head h of the tile in workgroup w's partial,
-// given its last slot's merged pair state (m_last, s_last, o_d, o_d1) and the kept states of its
-// other slots: the nsg slots merged in slot order by softmax.hpp's rule, the reducer's step 4
-// (reduce.cuh) with the same operations in the same order, so the reducer reading this one
-// partial (parts = 1) gives the bits it gives reading the slots' nsg partials. A lone slot (nsg
-// 1) is written as it is, as the reducer takes a lone part. Layout: partials[(head * nwg + w) *
-// 130]; (m, s) written with d = 0.
-__device__ __forceinline__ void tc_store_workgroup_partial(const ProducerParams& p, const Schedule& sched, int w,
-                                                           const TcThread& t, const TcWorkgroupParts& parts, int h,
-                                                           int j, int d, float m_last, float s_last, float o_d,
-                                                           float o_d1) {
-  const int head = t.kvh * t.hpk + t.tile * kTcHeads + h;
-  float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg + w) * partial_stride(kHeadDim);
-  const int nsg = sched.nsg;
-  const int last = nsg - 1;
-  float v[2] = {o_d, o_d1};
-  SoftmaxStats all{m_last, s_last};
-  if (nsg > 1) {
-    float c[kMaxWarpsPerWorkgroup] = {};
-    all = merge_stats<kMaxWarpsPerWorkgroup>(
-        nsg, [&](int g) { return g == last ? m_last : parts.m[g < kTcKeptParts ? g : 0]; },
-        [&](int g) { return g == last ? s_last : parts.s[g < kTcKeptParts ? g : 0]; },
-        [&](int g, float cg) { c[g] = cg; });
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float mine = e == 0 ? o_d : o_d1;
-      v[e] = 0.0f;
-#pragma unroll
-      for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g)
-        if (g < nsg) v[e] = merge_add(v[e], g == last ? mine : parts.o[g < kTcKeptParts ? g : 0][j][e], c[g]);
-    }
-  }
-  if (d == 0) *reinterpret_cast<float2*>(dst) = make_float2(all.m, all.s);
-  *reinterpret_cast<float2*>(dst + 2 + d) = make_float2(v[0], v[1]);
-}
-
-// The flat warp slot a CTA's walk starts at, and the one after `flat` (slots() or more once the
-// walk is over). Slots: first, first + step, ... Workgroups: every slot of workgroup first, then
-// of first + step, ...
-template <cuda::TcWalk kUnit>
-__device__ __forceinline__ int tc_walk_first(const Schedule& sched, SlotWalk walk) {
-  return kUnit == cuda::TcWalk::workgroups ? walk.first * sched.nsg : walk.first;
-}
-template <cuda::TcWalk kUnit>
-__device__ __forceinline__ int tc_walk_next(const Schedule& sched, SlotWalk walk, int flat) {
-  if constexpr (kUnit == cuda::TcWalk::workgroups)
-    return flat % sched.nsg + 1 < sched.nsg ? flat + 1 : (flat / sched.nsg + walk.step) * sched.nsg;
-  else
-    return flat + walk.step;
-}
-
-template <class Family, cuda::TcWalk kUnit>
+template <class Family>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk) {
-  static_assert(kUnit == cuda::TcWalk::slots || kUnit == cuda::TcWalk::workgroups, "a resolved walk");
   constexpr KvDtype D = Family::kDtype;
-  constexpr bool kMergeWorkgroups = kUnit == cuda::TcWalk::workgroups;
   const Schedule sched = p.sched;
-  const int first = tc_walk_first<kUnit>(sched, walk);
-  if (first >= sched.slots()) return;
+  if (walk.first >= sched.slots()) return;
   const TcThread t = tc_thread(p.shape);
   const int lane = t.lane, kvh = t.kvh, tile = t.tile;
 
@@ -741,19 +661,18 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   // of the stream is still writing.
   KvWord* wsm = smem + t.pair * kTcSlotHalfs;
   float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
-  tc_prologue<Family>(p, sched, first, t.pair, kvh, t.half, lane, wsm);
+  tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   pdl_wait();
 
   if constexpr (Family::kCurrentRow != CurrentRow::plane) {
     // One warp per KV head (the CTA that walks slot 0) stores the current row (dtype D) into the
     // plane; no CTA of this launch reads that row from the plane (it is zero-filled and taken
     // from the activations).
-    if (tile == 0 && first == 0 && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
+    if (tile == 0 && walk.first == 0 && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
   }
   TcQ q;
   tc_load_q<D>(p, t, smem, q);
-  TcWorkgroupParts parts;
-  for (int flat = first; flat < sched.slots();) {
+  for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
     SoftmaxStats st[2];
     float o[kHeadDim / 16][4];
 #pragma unroll
@@ -762,25 +681,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
     tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
-    const int next = tc_walk_next<kUnit>(sched, walk, flat);
+    const int next = flat + walk.step;
     if (p.early_dependents && next >= sched.slots()) pdl_allow_dependents();
     if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
     if (next < sched.slots()) tc_prologue<Family>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
-    // area's stage, so the pair merge's reads of the merge area finish first.
-    if constexpr (kMergeWorkgroups) {
-      const int g = flat % sched.nsg;
-      const int w = flat / sched.nsg;
-      tc_merge_pairs(t, st, o, merge, [&](int h, int j, int d, float m_all, float s_all, float o_d, float o_d1) {
-        if (g == sched.nsg - 1)
-          tc_store_workgroup_partial(p, sched, w, t, parts, h, j, d, m_all, s_all, o_d, o_d1);
-        else
-          parts.keep(g, j, m_all, s_all, o_d, o_d1);
-      });
-    } else {
-      tc_write_partial(p, sched, flat, t, st, o, merge);
-    }
-    flat = next;
+    // area's stage, so the partial's reads of the merge area finish first.
+    tc_write_partial(p, sched, flat, t, st, o, merge);
   }
   // A kernel launched with PDL behind this one may be scheduled once every CTA got here. Allowed
   // right after the wait, a reducer launched that way cost the producer 1.2-1.5 us per layer at
@@ -792,17 +699,16 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(ProducerParams p) {
   extern __shared__ __align__(16) KvWord tc_smem[];
-  produce_tc<Family, cuda::TcWalk::slots>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
-// Grid z = batch entry; y walks the entry's units (warp slots or workgroups, kUnit) y, y +
-// gridDim.y, ...
-template <class Family, cuda::TcWalk kUnit>
+// Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
+template <class Family>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry(pp, stride);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
-  produce_tc<Family, kUnit>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
 // The grid form (GpuFusion::grid): one kernel per layer. Every CTA walks its warp slots as
@@ -865,7 +771,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
                                                                       unsigned* counter) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   __shared__ unsigned seen;
-  produce_tc<Family, cuda::TcWalk::slots>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
   // A CTA without a slot has not waited in produce_tc: the output it writes below may still be
   // read by the previous kernel of the stream (with PDL). A second wait is a no-op.
   pdl_wait();
@@ -887,8 +793,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
   {
     const ProducerParams p = batch_entry(pp, stride);
     if (p.family == Family::kFamily)
-      produce_tc<Family, cuda::TcWalk::slots>(p, tc_smem,
-                                              SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+      produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
   }
   pdl_wait();
   const unsigned old = grid_arrive(counter, &seen);
@@ -903,24 +808,27 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
   }
 }
 
-// CTAs of a family's grid kernel CUDA device `device` holds at once (occupancy x SMs,
-// resident_ctas); 0 when unknown (no grid form).
-template <class Family>
-long long tc_grid_resident_ctas(int device) {
+// Which kernel of a family the occupancy is asked for.
+enum class TcKernel { walk, grid };
+
+// CTAs of a family's batched (walk) or grid kernel CUDA device `device` holds at once (occupancy
+// x SMs, resident_ctas); 0 when unknown (one CTA per slot; no grid form).
+template <class Family, TcKernel Which>
+long long tc_resident_ctas(int device) {
   static ResidentCache cache;
-  return resident_ctas(reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>), kTcThreads,
-                       kTcSmemBytes, cache, device);
+  const void* kernel = Which == TcKernel::grid ? reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>)
+                                               : reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family>);
+  return resident_ctas(kernel, kTcThreads, kTcSmemBytes, cache, device);
 }
 
-// Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel: every form (direct,
-// and indirect in each walk) of a tensor-core kernel.
-template <class... Kernels>
-cudaError_t tc_opt_in(Kernels*... kernels) {
+// Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel: both forms (direct
+// and indirect) of a tensor-core kernel.
+template <class Direct, class Indirect>
+cudaError_t tc_opt_in(Direct* direct, Indirect* indirect) {
   const int bytes = static_cast<int>(kTcSmemBytes);
-  cudaError_t first = cudaSuccess;
-  for (const cudaError_t e : {cudaFuncSetAttribute(kernels, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)...})
-    if (first == cudaSuccess) first = e;
-  return first;
+  const cudaError_t a = cudaFuncSetAttribute(direct, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  const cudaError_t b = cudaFuncSetAttribute(indirect, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return a != cudaSuccess ? a : b;
 }
 
 // How a tensor-core kernel's CTAs are launched: ordinary (the producer, the fused kernel), or
@@ -950,15 +858,13 @@ inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, bool programmat
   return cfg;
 }
 
-// c: its walk (tc_walk, tc_walk_length: what one CTA of a batched launch walks, by
-// tc_walk_plan, which the reducer's launch follows too) and device. programmatic: launched with
-// PDL (only a family whose current row never comes from the plane).
+// c: its tc_slots_per_cta (warp slots one CTA of a batched launch walks; 0: tc_slots_per_cta's
+// rule) and device. programmatic: launched with PDL (only a family whose current row never comes
+// from the plane).
 template <class Family>
 cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
-  static const cudaError_t opt_in =
-      tc_opt_in(producer_tc_kernel<Family>, producer_tc_kernel_indirect<Family, cuda::TcWalk::slots>,
-                producer_tc_kernel_indirect<Family, cuda::TcWalk::workgroups>);
+  static const cudaError_t opt_in = tc_opt_in(producer_tc_kernel<Family>, producer_tc_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
@@ -968,23 +874,24 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
     return cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family>, p);
   }
-  // The worst case over every schedule; CTAs past this token's units exit at once.
-  const TcWalkPlan plan = tc_walk_plan(c, batch, x);
-  cfg.gridDim = dim3(x, plan.ctas_y, static_cast<unsigned>(batch.count));
-  if (plan.unit == cuda::TcWalk::workgroups)
-    return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, cuda::TcWalk::workgroups>, dp, batch.stride);
-  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, cuda::TcWalk::slots>, dp, batch.stride);
+  const int slots_per_cta = c.tc_slots_per_cta;
+  // The worst case over every schedule; CTAs past this token's slots exit at once.
+  const unsigned slots = indirect_slots(batch);
+  const int walk = slots_per_cta > 0 ? slots_per_cta
+                                     : tc_slots_per_cta(static_cast<long long>(x) * slots * batch.count,
+                                                        tc_resident_ctas<Family, TcKernel::walk>(c.device));
+  const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
+  cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
+  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family>, dp, batch.stride);
 }
 
 // The grid form's launch (GpuFusion::grid). It walks w slots per CTA, w the smallest count
-// (from c.tc_walk_length when given) at which every CTA of the launch is resident at once, and
+// (from c.tc_slots_per_cta when given) at which every CTA of the launch is resident at once, and
 // launches the grid kernel cooperatively (without PDL; with it, the grid sizing alone keeps the
 // CTAs co-resident: a dependent launches only once every CTA of this grid has started). When
 // no walk fits (the batch is larger than the device holds CTAs, or the occupancy is unknown) it
 // launches the store-fused producer instead and leaves `merged` false: the caller then launches
-// the reducer, which gives the same bits. A batched launch whose walk plan merges workgroups in
-// the producer (tc_walk_plan) takes that path too: the reducer launched after it reads one
-// partial per workgroup, and must find them for every entry of the layer.
+// the reducer, which gives the same bits.
 template <class Family>
 cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParams* dp, const ReduceParams& r,
                                     const ReduceParams* dr, unsigned* counter, const ProducerChoice& c,
@@ -998,14 +905,13 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
   const long long slots = direct ? p.sched.slots() : indirect_slots(batch);
   const long long entries = direct ? 1 : batch.count;
   const bool programmatic = c.programmatic;
-  const int slots_per_cta = c.tc_walk_length;
-  const long long resident = tc_grid_resident_ctas<Family>(c.device);
+  const int slots_per_cta = c.tc_slots_per_cta;
+  const long long resident = tc_resident_ctas<Family, TcKernel::grid>(c.device);
   const auto ctas = [&](long long w) { return x * ((slots + w - 1) / w) * entries; };
   long long walk = slots_per_cta > 0 ? slots_per_cta : 1;
   if (slots_per_cta <= 0)
     while (walk < slots && ctas(walk) > resident) ++walk;
-  const bool merges_workgroups = !direct && tc_walk_plan(c, batch, x).unit == cuda::TcWalk::workgroups;
-  if (counter == nullptr || slots <= 0 || resident <= 0 || ctas(walk) > resident || merges_workgroups)
+  if (counter == nullptr || slots <= 0 || resident <= 0 || ctas(walk) > resident)
     return launch_producer_tc<Family>(p, dp, c, stream, batch, programmatic);
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream,

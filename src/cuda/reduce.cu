@@ -19,22 +19,17 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) 
   pdl_allow_dependents();
   reduce_head(p, static_cast<int>(blockIdx.x));
 }
-// Batched: max_parts caps each entry's parts at 1 where the tensor-core producer's CTAs walked
-// whole workgroups and wrote each merged (TcWalkPlan), else at kMaxWarpsPerWorkgroup (no cap).
-__global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp, std::size_t stride,
-                                                                         int max_parts) {
+__global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp, std::size_t stride) {
   pdl_allow_dependents();
-  ReduceParams p = batch_entry(pp, stride);
+  const ReduceParams p = batch_entry(pp, stride);
   if (p.nwg <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
-  p.parts = min(p.parts, max_parts);
   reduce_head(p, static_cast<int>(blockIdx.x));
 }
 __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
-    reduce_kernel_indirect_lean(const ReduceParams* pp, std::size_t stride, int max_parts) {
+    reduce_kernel_indirect_lean(const ReduceParams* pp, std::size_t stride) {
   pdl_allow_dependents();
-  ReduceParams p = batch_entry(pp, stride);
+  const ReduceParams p = batch_entry(pp, stride);
   if (p.nwg <= 0) return;
-  p.parts = min(p.parts, max_parts);
   reduce_head_lean(p, static_cast<int>(blockIdx.x));
 }
 
@@ -60,16 +55,11 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const P
         resident_ctas(reinterpret_cast<const void*>(reduce_kernel_indirect), kReduceThreads, 0, one_pass, c.device);
     lean = resident > 0 && ctas > resident;
   }
-  // The tensor-core producer's batched launch decides, by the same plan, whether it wrote one
-  // partial per workgroup.
-  const bool merged_workgroups =
-      c.tensor_core && tc_walk_plan(c, batch, tc_groups(p.shape)).unit == cuda::TcWalk::workgroups;
-  const int max_parts = merged_workgroups ? 1 : kMaxWarpsPerWorkgroup;
   const dim3 grid(heads, 1, static_cast<unsigned>(batch.count));
   if (lean)
-    reduce_kernel_indirect_lean<<<grid, kReduceThreads, 0, stream>>>(dp, batch.stride, max_parts);
+    reduce_kernel_indirect_lean<<<grid, kReduceThreads, 0, stream>>>(dp, batch.stride);
   else
-    reduce_kernel_indirect<<<grid, kReduceThreads, 0, stream>>>(dp, batch.stride, max_parts);
+    reduce_kernel_indirect<<<grid, kReduceThreads, 0, stream>>>(dp, batch.stride);
   return cudaGetLastError();
 }
 

@@ -1,12 +1,10 @@
-// The tensor-core producer's walk (LaunchTuning::tc_walk, tc_walk_length): in a batched launch
+// The tensor-core producer's slot walk (LaunchTuning::tc_slots_per_cta): in a batched launch
 // one CTA may walk several warp slots in turn, the next slot's first blocks streaming in while
-// the current slot's pairs merge, or several whole workgroups, merging each workgroup's slots
-// itself and writing one partial per workgroup (the reducer then reads one part). It is a launch
-// shape, so it must never change a bit: a batch of sequences at depths whose schedules have 1, 2
-// and 4 warps per workgroup (and a ring) gives the same outputs with 1, 2, 3 and 7 slots per CTA
-// and with 1, 2 and 3 workgroups per CTA, on the default routes (vec, whose store is fused in)
-// and with vec switched off (splitk on the ring, interleaved on the growing plane), and every
-// output holds P3 against the f64 reference.
+// the current slot's pairs merge. It is a launch shape, so it must never change a bit: a batch of
+// sequences at depths whose schedules have 1, 2 and 4 warps per workgroup (and a ring) gives
+// the same outputs with 1, 2, 3 and 7 slots per CTA, on the default routes (vec, whose store is
+// fused in) and with vec switched off (splitk on the ring, interleaved on the growing plane),
+// and every output holds P3 against the f64 reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -50,19 +48,16 @@ struct WalkRun {
 };
 
 // Fills sequence i to depths[i], then decodes `calls` tokens of every sequence in one call each.
-// walk_length: units per CTA (0: the rule) of `unit`.
-WalkRun run_walk(const std::vector<int>& depths, int calls, int walk_length, const Switches& switches,
+WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, const Switches& switches,
                  cuda::GpuFusion fusion = cuda::GpuFusion::automatic,
-                 cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic,
-                 cuda::TcWalk unit = cuda::TcWalk::slots) {
+                 cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic) {
   const Geometry g = walk_geometry();
   EngineOptions opt;
   opt.device = Device::cuda;
   opt.record_trace = true;
   opt.switches = switches;
   cuda::CudaEngineOptions copt;
-  copt.tuning.tc_walk = unit;
-  copt.tuning.tc_walk_length = walk_length;
+  copt.tuning.tc_slots_per_cta = slots_per_cta;
   copt.tuning.fusion = fusion;
   copt.tuning.reduce_form = reduce_form;
   Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, opt, copt);
@@ -135,12 +130,10 @@ void expect_same_bits(const WalkRun& base, const WalkRun& other, const std::vect
           << what << ", call " << c << ", sequence at depth " << depths[i];
 }
 
-std::string walk_label(int walk, cuda::TcWalk unit = cuda::TcWalk::slots) {
-  return std::to_string(walk) + (unit == cuda::TcWalk::workgroups ? " workgroups per CTA" : " slots per CTA");
-}
+std::string walk_label(int walk) { return std::to_string(walk) + " slots per CTA"; }
 
-// Every walk of `unit` gives the one-slot-per-CTA bits; `family` must be among the routes run.
-void expect_walks_keep_bits(const Switches& switches, Route family, cuda::TcWalk unit = cuda::TcWalk::slots) {
+// Every walk gives the one-slot-per-CTA bits; `family` must be among the routes run.
+void expect_walks_keep_bits(const Switches& switches, Route family) {
   // Depths whose NoPE layers' tensor-core partitions (tc_schedule, 2 CTAs per slot) have 1, 2
   // and 4 warps per workgroup: 4,200 tokens has 64 slots of 2-3 blocks where the pinned schedule
   // has 128, and 17,000 (532 blocks) keeps pinned's 128 slots of 4-5. The reduced sweep (the
@@ -149,9 +142,7 @@ void expect_walks_keep_bits(const Switches& switches, Route family, cuda::TcWalk
   const bool small = test::small_sweep();
   const std::vector<int> depths =
       small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 2200, 4200, 3100, 17000};
-  const bool workgroups = unit == cuda::TcWalk::workgroups;
-  const std::vector<int> walks = workgroups ? (small ? std::vector<int>{2} : std::vector<int>{1, 2, 3})
-                                            : (small ? std::vector<int>{3} : std::vector<int>{2, 3, 7});
+  const std::vector<int> walks = small ? std::vector<int>{3} : std::vector<int>{2, 3, 7};
   const int kCalls = small ? 2 : 3;
   const WalkRun one = run_walk(depths, kCalls, 1, switches);
   ASSERT_EQ(one.out.size(), static_cast<std::size_t>(kCalls));
@@ -163,10 +154,7 @@ void expect_walks_keep_bits(const Switches& switches, Route family, cuda::TcWalk
     EXPECT_TRUE(one.coarse) << "and a partition coarser than the pinned one";
   }
   for (const int walk : walks)
-    expect_same_bits(one,
-                     run_walk(depths, kCalls, walk, switches, cuda::GpuFusion::automatic,
-                              cuda::ReduceForm::automatic, unit),
-                     depths, walk_label(walk, unit));
+    expect_same_bits(one, run_walk(depths, kCalls, walk, switches), depths, walk_label(walk));
 }
 
 // The default routes: vec, its store fused in.
@@ -182,21 +170,6 @@ TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBitsWithoutVec) {
   Switches no_vec;
   no_vec.disable_vec = true;
   expect_walks_keep_bits(no_vec, Route::interleaved);
-}
-
-// Whole workgroups per CTA, each merged in the producer (nsg 2 and 4 among the depths: the
-// merge of kept and last slot states; nsg 1: the lone slot written as it is), give the slot
-// walk's bits, with the reducer reading one part per workgroup; the default routes, and vec
-// switched off.
-TEST(GpuSlotWalk, WorkgroupsPerCtaNeverChangeBits) {
-  LADDER_REQUIRE_GPU();
-  expect_walks_keep_bits(Switches{}, Route::vec, cuda::TcWalk::workgroups);
-}
-TEST(GpuSlotWalk, WorkgroupsPerCtaNeverChangeBitsWithoutVec) {
-  LADDER_REQUIRE_GPU();
-  Switches no_vec;
-  no_vec.disable_vec = true;
-  expect_walks_keep_bits(no_vec, Route::interleaved, cuda::TcWalk::workgroups);
 }
 
 // The grid form (GpuFusion::grid: store, producer and merge in one kernel, the CTAs meeting at a
@@ -217,34 +190,17 @@ TEST(GpuSlotWalk, GridFormGivesTheTwoKernelBitsAtEveryWalk) {
   for (const int walk : walks)
     expect_same_bits(two, run_walk(depths, kCalls, walk, Switches{}, cuda::GpuFusion::grid), depths,
                      "the grid form at " + walk_label(walk));
-  // A walk of workgroups merges them in the producer: the grid form then leaves the merge to the
-  // reducer launched after it (which reads one part per workgroup, for every entry).
-  expect_same_bits(two,
-                   run_walk(depths, kCalls, 0, Switches{}, cuda::GpuFusion::grid, cuda::ReduceForm::automatic,
-                            cuda::TcWalk::workgroups),
-                   depths, "the grid form walking workgroups");
 }
 
 // The rule the launch uses by default: one CTA per slot until the slots outnumber the CTAs the
 // GPU holds at once, then enough slots per CTA for about one wave.
 TEST(GpuSlotWalk, DefaultRuleLaunchesAboutOneWave) {
-  EXPECT_EQ(tc_walk_length(64, 264), 1);
-  EXPECT_EQ(tc_walk_length(264, 264), 1);
-  EXPECT_EQ(tc_walk_length(265, 264), 2);
-  EXPECT_EQ(tc_walk_length(1024, 264), 4);
-  EXPECT_EQ(tc_walk_length(4096, 264), 16);
-  EXPECT_EQ(tc_walk_length(4096, 0), 1) << "unknown occupancy: one CTA per slot";
-}
-
-// Whole workgroups per CTA only where they alone make a wave: batch 16 of Muse Glimmer (2 CTAs
-// per unit x 32 workgroups x 16 sequences), not batch 1 (64 workgroup CTAs, where the slots give
-// 256 at 32,768 tokens).
-TEST(GpuSlotWalk, WorkgroupsWalkedOnlyWhereTheyFillTheDevice) {
-  EXPECT_TRUE(tc_walk_workgroups(2 * 32 * 16, 264));
-  EXPECT_TRUE(tc_walk_workgroups(264, 264));
-  EXPECT_FALSE(tc_walk_workgroups(2 * 32, 264));
-  EXPECT_FALSE(tc_walk_workgroups(263, 264));
-  EXPECT_FALSE(tc_walk_workgroups(4096, 0)) << "unknown occupancy: slots";
+  EXPECT_EQ(tc_slots_per_cta(64, 264), 1);
+  EXPECT_EQ(tc_slots_per_cta(264, 264), 1);
+  EXPECT_EQ(tc_slots_per_cta(265, 264), 2);
+  EXPECT_EQ(tc_slots_per_cta(1024, 264), 4);
+  EXPECT_EQ(tc_slots_per_cta(4096, 264), 16);
+  EXPECT_EQ(tc_slots_per_cta(4096, 0), 1) << "unknown occupancy: one CTA per slot";
 }
 
 // The batched reducer's lean form (its loads in passes: one at nsg 1 and 2, two at nsg 4) gives

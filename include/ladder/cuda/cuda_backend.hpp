@@ -77,13 +77,6 @@ using GpuFusion = ladder::GpuFusion;
 
 // How a batched reduce launch loads a head's partials (LaunchTuning::reduce_form).
 enum class ReduceForm { automatic, one_pass, lean };
-// What a CTA of a batched tensor-core launch walks, in turn (a launch shape: every choice gives
-// the same bits).
-enum class TcWalk {
-  automatic,   // workgroups where they alone fill the device, else slots (heuristics.hpp)
-  slots,       // warp slots, each writing its own partial (the reducer merges a workgroup's slots)
-  workgroups,  // whole workgroups, their slots merged in the CTA: one partial per workgroup
-};
 
 // Launch choices. `producer` changes the in-block arithmetic (and so the bits, within the
 // tolerance the tests assert); heads_per_warp never changes a bit (tests prove it).
@@ -104,12 +97,9 @@ struct LaunchTuning {
   // slot f's partial is written, after the PDL reducer was allowed to start. nullptr in every
   // real use.
   const unsigned* debug_arrival_delay_ns = nullptr;
-  // Tensor-core producer, batched launches: what one CTA walks (tc_walk) and how many of them
-  // (tc_walk_length: warp slots or workgroups, as tc_walk resolves). Launch shapes: every value
-  // gives the same bits. automatic and 0 = the rules of heuristics.hpp (tc_walk_workgroups,
-  // tc_walk_length).
-  TcWalk tc_walk = TcWalk::automatic;
-  int tc_walk_length = 0;
+  // Tensor-core producer, batched launches: warp slots one CTA walks in turn (a launch shape:
+  // every value gives the same bits). 0 = the rule of heuristics.hpp (tc_slots_per_cta).
+  int tc_slots_per_cta = 0;
   // Batched reduce launches: the one-pass merge (every load in one round trip, three CTAs per
   // SM on the H200) or the lean one (loads in passes, four CTAs per SM). A launch shape: both
   // give the same bits. automatic = lean when the launch has more CTAs than the one-pass kernel
