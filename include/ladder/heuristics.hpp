@@ -93,6 +93,13 @@ inline constexpr int kFastChunkTokens = 64;
 // partials fit the scratch every route already reserves; 2 KV heads x 32 = 64 equal tasks give
 // 16 workers four each at depth on a head-major plane (two each on a ring, kFastKvHeadsPerTask).
 inline constexpr int kFastMaxSplits = kMaxWorkgroups;
+// ... and at least this many chunks per split below that cap. With one chunk per split a
+// 2,048-token window (the Muse Glimmer step's 39 SWA layers at any depth) was 32 splits of 64
+// tokens per KV head, each task paying its setup and its partial write for one chunk (setup
+// 10.6 % and partials 5.6 % of the producer's time at 2,048, rdtsc on the build machine,
+// docs/perf.md 2026-12-02). A function of the visible length only, like the cap: the bits
+// never depend on the thread count. docs/perf.md, 2026-12-03 (CPU splits of four chunks).
+inline constexpr int kFastMinChunksPerSplit = 4;
 // KV heads one fast-producer task walks side by side on a token-major plane (a ring), where the
 // KV heads of a token share one row: with 2, a task reads each 512-byte Muse Glimmer row whole
 // instead of every other 256-byte run (measured single-threaded on the 2-core machine, docs/perf.md

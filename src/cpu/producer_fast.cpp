@@ -44,7 +44,7 @@ FastSchedule fast_schedule(int visible) {
   FastSchedule s;
   if (visible <= 0) return s;
   s.chunks = (visible + kFastChunkTokens - 1) / kFastChunkTokens;
-  s.splits = std::min(s.chunks, kFastMaxSplits);
+  s.splits = std::min((s.chunks + kFastMinChunksPerSplit - 1) / kFastMinChunksPerSplit, kFastMaxSplits);
   return s;
 }
 

@@ -255,7 +255,12 @@ TEST(FastSchedule, FixedChunksAndBoundedSplits) {
     EXPECT_LE(s.splits, s.chunks);
     // The partials must fit the scratch every route reserves (scratch_needs sizes nwg of them).
     EXPECT_LE(s.splits, pinned_schedule(visible).nwg);
+    // Splits of at least kFastMinChunksPerSplit chunks (one fewer split would not hold them
+    // all), as many as the cap allows.
+    EXPECT_LT((s.splits - 1) * kFastMinChunksPerSplit, s.chunks);
+    EXPECT_TRUE(s.splits == kFastMaxSplits || s.splits * kFastMinChunksPerSplit >= s.chunks);
   }
+  EXPECT_EQ(cpu::fast_schedule(2048).splits, 8) << "a 2,048-token window: 8 splits of 4 chunks";
 }
 
 struct FastCase {
