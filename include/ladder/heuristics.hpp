@@ -97,8 +97,12 @@ inline constexpr int kFastMaxSplits = kMaxWorkgroups;
 // 2,048-token window (the Muse Glimmer step's 39 SWA layers at any depth) was 32 splits of 64
 // tokens per KV head, each task paying its setup and its partial write for one chunk (setup
 // 10.6 % and partials 5.6 % of the producer's time at 2,048, rdtsc on the build machine,
-// docs/perf.md 2026-12-02). A function of the visible length only, like the cap: the bits
-// never depend on the thread count. docs/perf.md, 2026-12-03 (CPU splits of four chunks).
+// docs/perf.md 2026-12-02), and wrote 32 partials per head: 27.7 MB per batch-1 step at 2,048,
+// a quarter of its KV bytes, read back by the reducers. A function of the visible length only,
+// like the cap: the bits never depend on the thread count. Measured on the 16-CPU Xeon
+// (docs/perf.md, 2026-12-03 "splits of at least four chunks", 5 rounds): the 52-layer step
+// 3,691 -> 2,462 us at 2,048 and 4,984 -> 4,051 us at 8,192, every round of 4 faster than every
+// round of 1; single layers within the host's noise. Not swept (8 or 2 chunks not tried).
 inline constexpr int kFastMinChunksPerSplit = 4;
 // KV heads one fast-producer task walks side by side on a token-major plane (a ring), where the
 // KV heads of a token share one row: with 2, a task reads each 512-byte Muse Glimmer row whole
