@@ -132,13 +132,16 @@ inline constexpr int kPoolSpinMicroseconds = 50;
 // (2 + head_dim)) is reduced by one task, every head in order; larger ones get one task per head.
 // Chosen, not measured: the reducer's old threshold for running on the calling thread ("waking
 // the pool costs more"); 65,536 floats are 256 KiB, ~16 splits of Muse Glimmer's 32 heads,
-// i.e. visible lengths up to ~1,000 tokens.
+// i.e. visible lengths up to ~1,000 tokens on the pinned schedule (the exact producer) and up to
+// ~4,000 on the fast producer's splits of four chunks (kFastMinChunksPerSplit): since
+// 2026-12-03 a 2,048-token window's reduce (8 splits) is one task, where its 32 splits made one
+// task per head. That side of the change was not measured apart from the step it sped up.
 inline constexpr long long kReduceFloatsPerTask = 1 << 16;
 
 // Layers per CPU pool job in a decode step. A call of at most kCpuGroupLayersUpToBatch sequences
 // groups consecutive layers into one job while their partials (floats) fit kCpuJobPartialFloats
 // (at least one layer per job); a larger call runs one job per layer. 8 Mi floats = 32 MiB: a
-// whole batch-1 Muse Glimmer step (52 layers x 32 heads x 32 splits x 130 floats = 27.7 MB) is
+// whole batch-1 Muse Glimmer step (at most 52 layers x 32 heads x 32 splits x 130 floats = 27.7 MB) is
 // one job, written and read once within the 16-CPU Xeon's 300 MiB L3. Measured on that host
 // (docs/perf.md 2026-12-01, change 5b, one run; docs/bench/cpu-xeon16-2026-12-01-b), grouped
 // against one job per layer: the batch-1 step 1-6 % faster at 2,048 / 8,192 / 32,768, but
