@@ -139,15 +139,15 @@ inline constexpr int kPoolSpinMicroseconds = 50;
 inline constexpr long long kReduceFloatsPerTask = 1 << 16;
 
 // Layers per CPU pool job in a decode step. A call of at most kCpuGroupLayersUpToBatch sequences
-// groups consecutive layers into one job while their partials (floats) fit kCpuJobPartialFloats
-// (at least one layer per job); a larger call runs one job per layer. 8 Mi floats = 32 MiB: a
-// whole batch-1 Muse Glimmer step (at most 52 layers x 32 heads x 32 splits x 130 floats =
-// 27.7 MB) is one job, written and read once within the 16-CPU Xeon's 300 MiB L3. Measured on
-// that host (docs/perf.md 2026-12-01, change 5b, one run;
-// docs/bench/cpu-xeon16-2026-12-01-b), grouped against one job per layer: the batch-1 step 1-6 % faster at 2,048 / 8,192 / 32,768, but
-// batches of 4 and 16 (grouped ~13 and ~3 layers per job) 1-18 % slower in all 8 rows, so only
-// a call of one sequence is grouped. Single-layer rows, the same code in both CLIs, differed by
-// up to 14 % in that run, so both effects are near the host's noise: one run, not a sweep.
+// groups consecutive layers into one job while their partials (floats) fit kCpuJobPartialFloats (at
+// least one layer per job); a larger call runs one job per layer. 8 Mi floats = 32 MiB: a whole
+// batch-1 Muse Glimmer step (at most 52 layers x 32 heads x 32 splits x 130 floats = 27.7 MB) is
+// one job, written and read once within the 16-CPU Xeon's 300 MiB L3. Measured on that host
+// (docs/perf.md 2026-12-01, change 5b, one run; docs/bench/cpu-xeon16-2026-12-01-b), grouped
+// against one job per layer: the batch-1 step 1-6 % faster at 2,048 / 8,192 / 32,768, but batches
+// of 4 and 16 (grouped ~13 and ~3 layers per job) 1-18 % slower in all 8 rows, so only a call of
+// one sequence is grouped. Single-layer rows, the same code in both CLIs, differed by up to 14 % in
+// that run, so both effects are near the host's noise: one run, not a sweep.
 inline constexpr int kCpuGroupLayersUpToBatch = 1;
 inline constexpr long long kCpuJobPartialFloats = 8LL << 20;
 
