@@ -447,26 +447,7 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
   tc_scores<D>(q, ktile, lane, acc);
   if (klo != nullptr) tc_scores<D>(q, klo, lane, acc);
 
-  // Scale; mask the rows past the count (only a range's last block has any: a full block skips
-  // the selects, a warp-uniform branch); each half's max per head (r = 0: head `group`, r = 1:
-  // head `group + 8`).
-#pragma unroll
-  for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[hb][j][e] *= scale;
-  if (count < kBlockTokens) {
-#pragma unroll
-    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int tok = 16 * hb + 8 * j + 2 * quad + (e & 1);
-          if (tok >= count) acc[hb][j][e] = neg_inf_f32();
-        }
-  }
+  // Scale and mask; each half's max per head (r = 0: head `group`, r = 1: head `group + 8`).
   float hmax[kTcWarpsPerSlot][2];
 #pragma unroll
   for (int hb = 0; hb < kTcWarpsPerSlot; ++hb) {
@@ -475,30 +456,20 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) hmax[hb][e >> 1] = score_max(hmax[hb][e >> 1], acc[hb][j][e]);
+      for (int e = 0; e < 4; ++e) {
+        const int tok = 16 * hb + 8 * j + 2 * quad + (e & 1);
+        acc[hb][j][e] = tok < count ? acc[hb][j][e] * scale : neg_inf_f32();
+        hmax[hb][e >> 1] = score_max(hmax[hb][e >> 1], acc[hb][j][e]);
+      }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       hmax[hb][r] = score_max(hmax[hb][r], __shfl_xor_sync(kFullMask, hmax[hb][r], 1));
       hmax[hb][r] = score_max(hmax[hb][r], __shfl_xor_sync(kFullMask, hmax[hb][r], 2));
     }
   }
-  // The running max moves only while the scores climb; once it stops, fold_block_max would give
-  // corr = softmax_exp(0) = 1 exactly and leave (m, s) and o as they are. So a warp in which no
-  // row's max moves skips the fold and the rescale of o (its bits are the fold's bits; a NaN max
-  // never compares equal, so it always folds).
-  float block_max[2];
-  bool max_moves = false;
+  float corr[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    block_max[r] = score_max(hmax[0][r], hmax[1][r]);
-    max_moves = max_moves || !(score_max(st[r].m, block_max[r]) == st[r].m);
-  }
-  const bool rescale = __any_sync(kFullMask, max_moves);
-  float corr[2] = {1.0f, 1.0f};
-  if (rescale) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) corr[r] = fold_block_max(st[r], block_max[r]);
-  }
+  for (int r = 0; r < 2; ++r) corr[r] = fold_block_max(st[r], score_max(hmax[0][r], hmax[1][r]));
 
   // Weights; each half's sum (a lane's 8 weights in token order, then two quad shuffles); the
   // A fragments of both 16-token steps (n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3).
@@ -526,12 +497,10 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) st[r].s += hsum[0][r] + hsum[1][r];
-  if (rescale) {
 #pragma unroll
-    for (int j = 0; j < kHeadDim / 16; ++j)
+  for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-  }
+    for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
   tc_pv<D>(phi, plo, vtile, t.half, lane, o);
   if (vlo != nullptr) tc_pv<D>(phi, plo, vlo, t.half, lane, o);
 }
