@@ -21,18 +21,12 @@
 //    under the 2^-9 rounding the bf16 rows themselves carry.
 //  * Rows past the block's count are zero-filled in shared memory (never read from memory) and
 //    their scores are -inf, so their weights are exactly 0.
-//  * block max per head over the block's 32 scores (score_max: a NaN score survives). The
-//    running max m moves only when some head of the warp's 16 has a block max above its m +
-//    kTcStaleMaxSlack (or a NaN; always at a slot's first block): then, for every head, corr =
-//    fold_block_max(stats, block_max) (softmax.hpp) and o *= corr. Otherwise m stays (stale) and
-//    the weights, at most e^kTcStaleMaxSlack, carry the difference: the state (m, s, o) is the
-//    same softmax state relative to another m, which every merge takes as it comes.
-//    w = 2^((score - m) * log2 e) by the MUFU ex2.approx instruction (relative error ~2^-22,
-//    deterministic on a given GPU; 3 instructions instead of softmax_exp's ~20), computed against
-//    the stale m before the vote and again only when m moved; the block's weight sum is each
-//    lane's 8 weights in token order, then two quad shuffles (xor 1, 2); s += block sum.
-//    The vote is over the warp's own 16 heads' values, the same in both warps of a pair and a
-//    function of the rows alone, so P1, P2, P4 and P6 hold.
+//  * block max per head over the block's 32 scores (score_max: a NaN score survives); corr =
+//    fold_block_max(stats, block_max) (softmax.hpp); w = 2^((score - m) * log2 e) by the MUFU
+//    ex2.approx instruction (relative error ~2^-22, deterministic on a given GPU; 3 instructions
+//    instead of softmax_exp's ~20, which were the largest share of a warp's block); the block's
+//    weight sum is each lane's 8 weights in token order, then two quad shuffles (xor 1, 2);
+//    s += block sum; o *= corr.
 //  * P (the weights) is split into hi + lo f16 the same way, and o accumulates mma(P_hi, V) then
 //    mma(P_lo, V) per 16-token step.
 //  * Interleaved: the current token's K/V come from the f32 activations, split into hi (written
@@ -166,17 +160,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], 
 __device__ __forceinline__ unsigned half2_bits(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
 __device__ __forceinline__ unsigned bf162_bits(__nv_bfloat162 h) { return *reinterpret_cast<unsigned*>(&h); }
 
-// How far a block's max may rise above the running max m before m moves, in score units:
-// 8 ln 2, so a weight against a stale m is at most 2^8. Moving m costs a warp an exponential per
-// head, 32 multiplies of o and the dependent steps between a block's max and its P.V mmas; past
-// the first blocks of a slot the max of 32 more scores rarely rises by that much, so most blocks
-// skip it. Bounded so that the weights' f16/bf16 hi pieces stay far from overflow (65,504;
-// bf16's range is f32's) and s, a sum of at most a slot's tokens x 2^8, stays exact to f32
-// rounding as before.
-inline constexpr float kTcStaleMaxSlack = 5.54517744447956248f;  // 8 ln 2
-
-// A block weight exp(x), x = score - m <= kTcStaleMaxSlack or -inf (masked: exactly 0); ex2 keeps
-// a NaN NaN.
+// A block weight exp(x), x = score - m <= 0 or -inf (masked: exactly 0); ex2 keeps a NaN NaN.
 __device__ __forceinline__ float tc_weight(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   float y;
@@ -483,39 +467,12 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
       hmax[hb][r] = score_max(hmax[hb][r], __shfl_xor_sync(kFullMask, hmax[hb][r], 2));
     }
   }
-  float block_max[2];
-  bool stale_ok = true;
+  float corr[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    block_max[r] = score_max(hmax[0][r], hmax[1][r]);
-    stale_ok = stale_ok && block_max[r] <= st[r].m + kTcStaleMaxSlack;  // false for a NaN and at m = -inf
-  }
+  for (int r = 0; r < 2; ++r) corr[r] = fold_block_max(st[r], score_max(hmax[0][r], hmax[1][r]));
 
-  // Weights against the running m, issued beside the max's shuffles and the vote; recomputed
-  // after m moves, which the whole warp does together (both warps of a pair vote alike).
-  TcBlockScores w;
-  const auto weigh = [&] {
-#pragma unroll
-    for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) w[hb][j][e] = tc_weight(acc[hb][j][e] - st[e >> 1].m);
-  };
-  weigh();
-  if (!__all_sync(kFullMask, stale_ok)) {
-    float corr[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) corr[r] = fold_block_max(st[r], block_max[r]);
-#pragma unroll
-    for (int j = 0; j < kHeadDim / 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-    weigh();
-  }
-
-  // Each half's sum (a lane's 8 weights in token order, then two quad shuffles); the A
-  // fragments of both 16-token steps (n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3).
+  // Weights; each half's sum (a lane's 8 weights in token order, then two quad shuffles); the
+  // A fragments of both 16-token steps (n-tile 0 gives registers 0, 1, n-tile 1 gives 2, 3).
   unsigned phi[kTcWarpsPerSlot][4], plo[kTcWarpsPerSlot][4];
   float hsum[kTcWarpsPerSlot][2];
 #pragma unroll
@@ -525,9 +482,12 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) hsum[hb][e >> 1] += w[hb][j][e];
-      split_pair<D>(w[hb][j][0], w[hb][j][1], phi[hb][j * 2], plo[hb][j * 2]);
-      split_pair<D>(w[hb][j][2], w[hb][j][3], phi[hb][j * 2 + 1], plo[hb][j * 2 + 1]);
+      for (int e = 0; e < 4; ++e) {
+        acc[hb][j][e] = tc_weight(acc[hb][j][e] - st[e >> 1].m);
+        hsum[hb][e >> 1] += acc[hb][j][e];
+      }
+      split_pair<D>(acc[hb][j][0], acc[hb][j][1], phi[hb][j * 2], plo[hb][j * 2]);
+      split_pair<D>(acc[hb][j][2], acc[hb][j][3], phi[hb][j * 2 + 1], plo[hb][j * 2 + 1]);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -537,6 +497,10 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) st[r].s += hsum[0][r] + hsum[1][r];
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
   tc_pv<D>(phi, plo, vtile, t.half, lane, o);
   if (vlo != nullptr) tc_pv<D>(phi, plo, vlo, t.half, lane, o);
 }
