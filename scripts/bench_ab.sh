@@ -3,8 +3,10 @@
 # both: A, B, A, B, ... for ROUNDS rounds, each `ladder bench --device cuda` (or the device that
 # LADDER_AB_DEVICE names: `cpu` for the CPU rows, here or on the GPU machine's host) with the
 # same flags. Writes each run's table under $OUT/ab.txt (a header line names the binary
-# and round), then the median of every row's median_us over the rounds, per binary, which it
-# also prints (`scripts/bench_ab.sh --summary FILE` prints that table again from an ab.txt).
+# and round), then the median of every row's median_us over the rounds, per binary, with each
+# side's lowest and highest round and whether the two sides' rounds do not overlap at all
+# ("apart": every round of one side below every round of the other), which it also prints
+# (`scripts/bench_ab.sh --summary FILE` prints that table again from an ab.txt).
 #
 #   scripts/bench_ab.sh A_BIN B_BIN ROUNDS [ladder bench flags...]
 #   e.g. scripts/bench_ab.sh /tmp/ladder_base .carry/bench/bin/ladder 2 --depths 2048,131072 --step-depths none
@@ -28,11 +30,19 @@ for line in open(sys.argv[1]):
     m = re.match(r"^(layer-batch|layer|step|engine)\s+(.+?)\s{2,}(\d+)\s+([\d.]+)\s", line)
     if side in ("A", "B") and m:
         runs[(m.group(1), m.group(2), m.group(3))][side].append(float(m.group(4)))
-print(f"{'kind':<12} {'case':<44} {'depth':>7} {'A us':>10} {'B us':>10} {'B/A':>6}")
+def spread(values):  # "lo-hi" over the rounds, or "-" for a side with no rows
+    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
+def apart(a, b):  # whether every round of one side is below every round of the other
+    if not a or not b:
+        return "-"
+    return "yes" if max(a) < min(b) or max(b) < min(a) else "no"
+print(f"{'kind':<12} {'case':<44} {'depth':>7} {'A us':>10} {'B us':>10} {'B/A':>6} "
+      f"{'A lo-hi':>17} {'B lo-hi':>17} {'apart':>5}")
 for key, sides in runs.items():
     a = statistics.median(sides["A"]) if sides["A"] else float("nan")
     b = statistics.median(sides["B"]) if sides["B"] else float("nan")
-    print(f"{key[0]:<12} {key[1][:44]:<44} {key[2]:>7} {a:>10.2f} {b:>10.2f} {b / a:>6.3f}")
+    print(f"{key[0]:<12} {key[1][:44]:<44} {key[2]:>7} {a:>10.2f} {b:>10.2f} {b / a:>6.3f} "
+          f"{spread(sides['A']):>17} {spread(sides['B']):>17} {apart(sides['A'], sides['B']):>5}")
 PY
 }
 if [[ ${1:-} == --summary ]]; then
