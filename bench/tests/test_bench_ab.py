@@ -24,15 +24,23 @@ def summary(path):
     return subprocess.run(["bash", str(SCRIPT), "--summary", str(path)], capture_output=True, text=True)
 
 
-def table(out, spread=False):
-    """{(kind, case, depth): (a, b, ratio)} from the printed table; with spread, each row's
-    (A lo-hi, B lo-hi, apart) columns instead."""
-    rows = {}
+def columns(out):
+    """{(kind, case, depth): the six columns after depth} from the printed table."""
+    parsed = {}
     for line in out.splitlines()[1:]:
         f = line.split()
-        key = (f[0], " ".join(f[1:-7]), f[-7])
-        rows[key] = tuple(f[-3:]) if spread else tuple(float(x) for x in f[-6:-3])
-    return rows
+        parsed[(f[0], " ".join(f[1:-7]), f[-7])] = f[-6:]
+    return parsed
+
+
+def table(out):
+    """{(kind, case, depth): (a, b, ratio)}."""
+    return {key: tuple(float(x) for x in cols[:3]) for key, cols in columns(out).items()}
+
+
+def spreads(out):
+    """{(kind, case, depth): (A lo-hi, B lo-hi, apart)}."""
+    return {key: tuple(cols[3:]) for key, cols in columns(out).items()}
 
 
 def test_medians_per_side_and_ratio(tmp_path):
@@ -59,7 +67,7 @@ def test_medians_per_side_and_ratio(tmp_path):
     # Each side's lowest and highest round, and whether the sides' rounds overlap: at 2048 every
     # B round (4.0-6.0) is below every A round (7.0-9.0), and the batch row's B rounds all above
     # A's; at 131072 they interleave.
-    spread = table(done.stdout, spread=True)
+    spread = spreads(done.stdout)
     assert spread[("layer", "splitk/ring", "2048")] == ("7.00-9.00", "4.00-6.00", "yes")
     assert spread[("layer", "splitk/ring", "131072")] == ("45.00-47.00", "44.00-46.00", "no")
     assert spread[("layer-batch", "swa (ring) layer, batch 16", "2048")] == ("40.00-45.00", "50.00-55.00", "yes")
@@ -76,7 +84,7 @@ def test_a_row_missing_on_one_side_reads_nan(tmp_path):
     assert done.returncode == 0, done.stderr
     a, b, _ = table(done.stdout)[("step", "step", "2048")]
     assert a == 450.0 and b != b  # NaN: never a made-up number
-    assert table(done.stdout, spread=True)[("step", "step", "2048")] == ("450.00-450.00", "-", "-")
+    assert spreads(done.stdout)[("step", "step", "2048")] == ("450.00-450.00", "-", "-")
 
 
 def test_the_files_own_medians_table_is_not_a_round(tmp_path):
