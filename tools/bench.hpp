@@ -147,8 +147,11 @@ struct DeviceActivations {
   explicit operator bool() const { return make && read_out; }
 };
 // `device_io` (nullptr: host memory): the activations of every sequence in device memory.
+// `before_last_call` (when set) runs right before the last timed call (the CUDA bench's
+// timeline reset: diagnostic builds record that call alone).
 Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed,
-                              const std::vector<TokenIO>* device_io = nullptr, const DeviceActivations* reader = nullptr);
+                              const std::vector<TokenIO>* device_io = nullptr, const DeviceActivations* reader = nullptr,
+                              const std::function<Status()>& before_last_call = {});
 // The two batch shapes measured for batch size b at depth d: every sequence at d, and mixed
 // lengths d - i*d/b (sequence 0 at d).
 std::vector<int> same_depths(int b, int d);
@@ -166,7 +169,8 @@ using MakeEngine = std::function<Result<std::unique_ptr<Engine>>(const Geometry&
 // in device memory. Comparable with a peer's batched single-layer call at L >= 32768, where the
 // b planes exceed the L2 (the rows are not rotated).
 Result<Row> time_layer_batch(const Geometry& g, LayerClass cls, int depth, int b, int reps,
-                             const DeviceActivations& device_io, const MakeEngine& make);
+                             const DeviceActivations& device_io, const MakeEngine& make,
+                             const std::function<Status()>& before_last_call = {});
 // With `device_io`, every row is timed a second time with the activations in device memory.
 Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows,
                       const DeviceActivations& device_io = {}, const MakeEngine& make = {});

@@ -101,7 +101,8 @@ std::vector<int> mixed_depths(int b, int d) {
 }
 
 Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed,
-                              const std::vector<TokenIO>* device_io, const DeviceActivations* reader) {
+                              const std::vector<TokenIO>* device_io, const DeviceActivations* reader,
+                              const std::function<Status()>& before_last_call) {
   const Geometry& g = e.geometry();
   const std::size_t b = depths.size();
   const std::size_t layers = static_cast<std::size_t>(g.n_layers);
@@ -145,6 +146,7 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
     std::vector<SequenceToken> call;
     for (std::size_t i = 0; i < b; ++i)
       call.push_back({ids[i], depths[i] - timed - warm + c, io_of(i)});
+    if (before_last_call && c + 1 == timed + warm) LADDER_TRY(before_last_call());
     const DeviceStats s0 = e.device_stats();
     const auto t0 = std::chrono::steady_clock::now();
     LADDER_TRY(e.encode(call));
@@ -188,7 +190,8 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
 }
 
 Result<Row> time_layer_batch(const Geometry& g, LayerClass cls, int depth, int b, int reps,
-                             const DeviceActivations& device_io, const MakeEngine& make) {
+                             const DeviceActivations& device_io, const MakeEngine& make,
+                             const std::function<Status()>& before_last_call) {
   constexpr std::uint64_t kLayerBatchSeed = 29;
   constexpr int kLayerBatchWarmups = 2;
   Geometry one = g;
@@ -206,7 +209,7 @@ Result<Row> time_layer_batch(const Geometry& g, LayerClass cls, int depth, int b
   Result<std::vector<TokenIO>> on_device = device_io.make(one, b, kLayerBatchSeed);
   if (!on_device) return on_device.status();
   Result<Row> r = time_encode_batch(**made, std::vector<int>(static_cast<std::size_t>(b), depth), reps,
-                                    kLayerBatchWarmups, kLayerBatchSeed, &*on_device, &device_io);
+                                    kLayerBatchWarmups, kLayerBatchSeed, &*on_device, &device_io, before_last_call);
   if (!r) return r.status();
   if (r->device_median_us <= 0.0) return make_error(ErrorCode::internal, "the layer-batch row's device kept no time");
   const double host_us = r->median_us;

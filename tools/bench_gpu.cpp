@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <random>
 
@@ -20,7 +21,11 @@
 #ifdef LADDER_HAS_CUDA
 #include <cuda_runtime.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "ladder/cuda/cuda_backend.hpp"
+#include "ladder/cuda/timeline.hpp"
 #include "ladder/cuda_engine.hpp"
 #endif
 
@@ -53,6 +58,47 @@ Status cu(cudaError_t e, const std::string& what) {
   (void)cudaGetLastError();
   return make_error(e == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::device_error,
                     fmt::format("{}: {}", what, cudaGetErrorString(e)));
+}
+
+// Diagnostic builds (LADDER_DIAG_TIMELINE) with LADDER_TIMELINE_DIR set: the kernels' marks
+// (include/ladder/cuda/timeline.hpp) of each row's last timed replay go to <dir>/<row>.bin, 32-byte
+// records, beside <row>.tags: one line per buffer set and layer, "set layer q out" (the addresses
+// the producer and reducer marks carry as tags). scripts/timeline_summary.py reads both.
+constexpr std::uint32_t kTimelineRecords = 1u << 22;
+struct TimelineTag {
+  int set = 0;
+  int layer = 0;
+  const void* q = nullptr;
+  const void* out = nullptr;
+};
+
+const char* timeline_dir() {
+  const char* d = std::getenv("LADDER_TIMELINE_DIR");
+  return d != nullptr && *d != '\0' && cuda::timeline_compiled() ? d : nullptr;
+}
+
+Status write_timeline(const std::string& label, const std::vector<TimelineTag>& tags) {
+  const char* dir = timeline_dir();
+  if (dir == nullptr) return {};
+  Result<std::vector<cuda::TimelineRecord>> recs = cuda::timeline_take();
+  if (!recs.ok()) return recs.status();
+  std::string stem = label;
+  for (char& ch : stem)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  const std::string base = fmt::format("{}/{}", dir, stem);
+  std::FILE* f = std::fopen((base + ".bin").c_str(), "wb");
+  if (f == nullptr) return make_error(ErrorCode::invalid_argument, fmt::format("cannot write {}.bin", base));
+  const std::size_t wrote = std::fwrite(recs->data(), sizeof(cuda::TimelineRecord), recs->size(), f);
+  std::fclose(f);
+  if (wrote != recs->size()) return make_error(ErrorCode::internal, fmt::format("short write of {}.bin", base));
+  std::FILE* t = std::fopen((base + ".tags").c_str(), "w");
+  if (t == nullptr) return make_error(ErrorCode::invalid_argument, fmt::format("cannot write {}.tags", base));
+  for (const TimelineTag& g : tags)
+    std::fprintf(t, "%d %d %llu %llu\n", g.set, g.layer,
+                 static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(g.q)),
+                 static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(g.out)));
+  std::fclose(t);
+  return {};
 }
 
 class DevBuf {
@@ -135,7 +181,8 @@ Result<Timing> time_graphs(const std::vector<cudaGraphExec_t>& graphs, int reps,
   if (st.ok()) st = cu(cudaStreamSynchronize(s), "warm-up replays");
   std::vector<double> us;
   for (int i = 0; st.ok() && i < reps; ++i) {
-    st = cu(cudaEventRecord(a, s), "cudaEventRecord");
+    if (i + 1 == reps) st = cuda::timeline_reset(s);  // diagnostic builds record the last replay
+    if (st.ok()) st = cu(cudaEventRecord(a, s), "cudaEventRecord");
     if (st.ok()) st = cu(cudaGraphLaunch(graphs[i % graphs.size()], s), "cudaGraphLaunch");
     if (st.ok()) st = cu(cudaEventRecord(b, s), "cudaEventRecord");
     if (st.ok()) st = cu(cudaEventSynchronize(b), "replaying a graph");
@@ -198,9 +245,12 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
   if (exec.ok()) {
     Result<Timing> t = time_graphs({*exec}, o.reps, sets, s);
     cudaGraphExecDestroy(*exec);
-    if (!t.ok()) {
+    std::vector<TimelineTag> tags;
+    for (int i = 0; i < sets; ++i) tags.push_back({i, 0, bufs[i].q.as<void>(), bufs[i].out.as<void>()});
+    const Status written = t.ok() ? write_timeline(fmt::format("layer {} {}", case_name(c), depth), tags) : Status{};
+    if (!t.ok() || !written.ok()) {
       cuda::free_workspace(*ws);
-      return t.status();
+      return t.ok() ? written : t.status();
     }
     set_timing(row, *t);
     LADDER_TRY(check_finite(bufs[0].io.out, static_cast<std::size_t>(g.n_heads) * g.head_dim, row.note));
@@ -300,9 +350,16 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   if (st.ok()) {
     Result<Timing> t = time_graphs(graphs, o.reps, 1, s);
     if (t.ok()) {
+      std::vector<TimelineTag> tags;
+      for (int i = 0; i < sets; ++i)
+        for (int l = 0; l < g.n_layers; ++l)
+          tags.push_back({i, l, bufs[i][l].q.as<void>(), bufs[i][l].out.as<void>()});
+      st = write_timeline(fmt::format("{} {}", name, depth), tags);
+    }
+    if (st.ok() && t.ok()) {
       set_timing(row, *t);
       st = check_finite(bufs[0][g.n_layers - 1].io.out, static_cast<std::size_t>(g.n_heads) * g.head_dim, row.note);
-    } else {
+    } else if (!t.ok()) {
       st = t.status();
     }
   }
@@ -366,6 +423,7 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
   const std::vector<float> acts =
       random_floats(static_cast<std::size_t>(g.n_heads + 2 * g.n_kv_heads) * g.head_dim, kSeed + 7);
 
+  if (timeline_dir() != nullptr) LADDER_TRY(cuda::timeline_enable(kTimelineRecords));
   cudaStream_t s = nullptr;
   LADDER_TRY(cu(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
   Status st;
@@ -482,8 +540,15 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
     for (int d : o.depths)
       for (const LayerClass cls : {LayerClass::swa, LayerClass::nope}) {
         progress(fmt::format("one {} layer, batch {} at depth {} (GPU time)", layer_class_name(cls), b, d));
-        Result<Row> r = time_layer_batch(g, cls, d, b, o.reps, on_device, replayed);
+        // Diagnostic builds record the last timed call: its kLayerBatchReplays replays.
+        const auto reset = []() -> Status {
+          LADDER_TRY(cu(cudaDeviceSynchronize(), "before the timeline's reset"));
+          LADDER_TRY(cuda::timeline_reset(nullptr));
+          return cu(cudaDeviceSynchronize(), "resetting the timeline");
+        };
+        Result<Row> r = time_layer_batch(g, cls, d, b, o.reps, on_device, replayed, reset);
         if (!r) return r.status();
+        LADDER_TRY(write_timeline(fmt::format("layer-batch {} b{} {}", layer_class_name(cls), b, d), {}));
         r->note += fmt::format("; GPU time = {} back-to-back replays of the call's step graph / {} (no buffer "
                                "rotation)",
                                kLayerBatchReplays, kLayerBatchReplays);

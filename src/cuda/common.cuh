@@ -16,6 +16,7 @@
 #include "ladder/kv_dtype.hpp"
 #include "ladder/nonfinite.hpp"
 #include "ladder/softmax.hpp"
+#include "cuda/timeline.cuh"
 
 namespace ladder::cuda_detail {
 

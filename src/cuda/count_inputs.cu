@@ -14,6 +14,7 @@ inline constexpr int kCountWarps = kCountThreads / kWarpSize;
 __global__ void __launch_bounds__(kCountThreads)
     count_inputs_kernel(const SlotInputs* slots, int n_layers, int q_layer, int kv_layer, float range_max,
                         InputCount* out) {
+  TimelineCta timeline(cuda::TimelineKernel::count, out);
   const int layer = static_cast<int>(blockIdx.x);
   const int array = static_cast<int>(blockIdx.y);  // InputArray
   const int slot = static_cast<int>(blockIdx.z);
@@ -46,9 +47,12 @@ __global__ void __launch_bounds__(kCountThreads)
     }
     out[(static_cast<std::int64_t>(slot) * n_layers + layer) * kInputArrays + array] = c;
   }
+  timeline.mark(cuda::TimelineEvent::exit);
 }
 
 }  // namespace
+
+LADDER_TIMELINE_SINK(count)
 
 cudaError_t launch_count_inputs(const SlotInputs* slots, int count, int n_layers, int q_layer, int kv_layer,
                                 float range_max, InputCount* out, cudaStream_t stream) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 
 #include "cuda/kernels.hpp"
+#include "cuda/timeline.cuh"
 
 namespace ladder::cuda_detail {
 namespace {
@@ -20,12 +21,16 @@ inline constexpr int kFetchThreads = 256;
 inline constexpr int kFetchMaxCtas = 32;
 
 __global__ void __launch_bounds__(kFetchThreads) fetch_state_kernel(const uint4* host, uint4* dev, std::size_t words) {
+  TimelineCta timeline(cuda::TimelineKernel::fetch, dev);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * kFetchThreads;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(kFetchThreads) + threadIdx.x; i < words; i += stride)
     dev[i] = __ldcv(host + i);
+  timeline.mark(cuda::TimelineEvent::exit);
 }
 
 }  // namespace
+
+LADDER_TIMELINE_SINK(fetch)
 
 cudaError_t launch_fetch_state(const void* host, void* dev, std::size_t bytes, cudaStream_t stream) {
   if (bytes % sizeof(uint4) != 0) return cudaErrorInvalidValue;

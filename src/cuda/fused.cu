@@ -58,6 +58,8 @@ cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, con
 
 }  // namespace
 
+LADDER_TIMELINE_SINK(fused)
+
 cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
                                      const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
                                      const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch) {

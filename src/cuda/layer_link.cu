@@ -15,8 +15,10 @@ namespace {
 inline constexpr int kLinkThreads = 256;
 
 __global__ void __launch_bounds__(kLinkThreads) layer_link_kernel(cuda::LayerLink l, int n_q, int n_kv) {
+  TimelineCta timeline(cuda::TimelineKernel::link, l.out);
   pdl_allow_dependents();
   pdl_wait();
+  timeline.mark(cuda::TimelineEvent::waited);
   for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < n_q;
        i += static_cast<int>(gridDim.x * blockDim.x)) {
     const float o = l.out[i];
@@ -26,9 +28,12 @@ __global__ void __launch_bounds__(kLinkThreads) layer_link_kernel(cuda::LayerLin
       l.v[i] = l.base_v[i] + o;
     }
   }
+  timeline.mark(cuda::TimelineEvent::exit);
 }
 
 }  // namespace
+
+LADDER_TIMELINE_SINK(link)
 }  // namespace ladder::cuda_detail
 
 namespace ladder::cuda {

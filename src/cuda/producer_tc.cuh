@@ -652,6 +652,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
   if (walk.first >= sched.slots()) return;
+  TimelineCta timeline(cuda::TimelineKernel::producer, p.q);
   const TcThread t = tc_thread(p.shape);
   const int lane = t.lane, kvh = t.kvh, tile = t.tile;
 
@@ -663,6 +664,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
   tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   pdl_wait();
+  timeline.mark(cuda::TimelineEvent::waited);
 
   if constexpr (Family::kCurrentRow != CurrentRow::plane) {
     // One warp per KV head (the CTA that walks slot 0) stores the current row (dtype D) into the
@@ -673,6 +675,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   TcQ q;
   tc_load_q<D>(p, t, smem, q);
   for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
+    timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
     float o[kHeadDim / 16][4];
 #pragma unroll
@@ -681,18 +684,22 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
     tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
+    timeline.mark(cuda::TimelineEvent::slot_folded, flat);
     const int next = flat + walk.step;
     if (p.early_dependents && next >= sched.slots()) pdl_allow_dependents();
     if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
     if (next < sched.slots()) tc_prologue<Family>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
+    timeline.mark(cuda::TimelineEvent::slot_issued, flat);
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.
     tc_write_partial(p, sched, flat, t, st, o, merge);
+    timeline.mark(cuda::TimelineEvent::slot_written, flat);
   }
   // A kernel launched with PDL behind this one may be scheduled once every CTA got here. Allowed
   // right after the wait, a reducer launched that way cost the producer 1.2-1.5 us per layer at
   // 8,192 and deeper (docs/perf.md, change 10).
   pdl_allow_dependents();
+  timeline.mark(cuda::TimelineEvent::exit);
 }
 
 

@@ -15,25 +15,34 @@ namespace {
 // producer, allows it after waiting for that producer's grid (common.cuh's rule); the batched
 // ones are launched plainly, so they start only after every earlier kernel has completed.
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) {
+  TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   pdl_wait();  // the producer's grid and its partials (a no-op for a launch without PDL)
+  timeline.mark(cuda::TimelineEvent::waited);
   pdl_allow_dependents();
   reduce_head(p, static_cast<int>(blockIdx.x));
+  timeline.mark(cuda::TimelineEvent::exit);
 }
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp, std::size_t stride) {
   pdl_allow_dependents();
   const ReduceParams p = batch_entry(pp, stride);
   if (p.nwg <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
+  TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   reduce_head(p, static_cast<int>(blockIdx.x));
+  timeline.mark(cuda::TimelineEvent::exit);
 }
 __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
     reduce_kernel_indirect_lean(const ReduceParams* pp, std::size_t stride) {
   pdl_allow_dependents();
   const ReduceParams p = batch_entry(pp, stride);
   if (p.nwg <= 0) return;
+  TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   reduce_head_lean(p, static_cast<int>(blockIdx.x));
+  timeline.mark(cuda::TimelineEvent::exit);
 }
 
 }  // namespace
+
+LADDER_TIMELINE_SINK(reduce)
 
 // A batched launch runs the lean form (two round trips at nsg 4, but 128 registers instead of
 // 168) when it has more CTAs than the one-pass kernel holds at once: 512 heads of 16 sequences
