@@ -353,30 +353,41 @@ __device__ __forceinline__ TcThread tc_thread(const HeadShape& shape) {
 // `group` dims 2q..2q+1, a1 = head `group + 8`, a2/a3 the same 8 dims further), so the bits do
 // not change. Every thread of the CTA must call it, before the first block's CTA barrier (the
 // fold's first iteration refills the staging stage only after that barrier).
-template <KvDtype D>
-__device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThread& t, KvWord* smem, TcQ& q) {
-  const int hpk = t.hpk, kvh = t.kvh, tile = t.tile, lane = t.lane;
-  KvWord* staging = smem + kTcQOffsetHalfs;
-  constexpr int kChunksPerRow = kHeadDim / kDimsPerLane;
-  constexpr int kChunksPerThread = kTcHeads * kChunksPerRow / kTcThreads;
-  static_assert(kTcHeads * kChunksPerRow % kTcThreads == 0, "every thread converts the same number of chunks");
-  // Every load first, then the arithmetic: a loop that converted each chunk as it arrived paid
-  // one DRAM round trip per chunk (the first version of change 12: 0.5 us slower at 2,048).
-  Float4 x[kChunksPerThread];
+// q's loads for one CTA (its 16-head tile's f32 rows, kChunksPerThread 4-dim chunks per
+// thread), issued by tc_issue_q and consumed by tc_stage_q, so that a CTA can issue other loads
+// (the first blocks' copies) while they are in flight.
+constexpr int kTcQChunksPerRow = kHeadDim / kDimsPerLane;
+constexpr int kTcQChunksPerThread = kTcHeads * kTcQChunksPerRow / kTcThreads;
+static_assert(kTcHeads * kTcQChunksPerRow % kTcThreads == 0, "every thread converts the same number of chunks");
+struct TcQLoads {
+  Float4 x[kTcQChunksPerThread];
+};
+
+// Every load first, then the arithmetic (tc_stage_q): a loop that converted each chunk as it
+// arrived paid one DRAM round trip per chunk (the first version of change 12: 0.5 us slower at
+// 2,048).
+__device__ __forceinline__ void tc_issue_q(const ProducerParams& p, const TcThread& t, TcQLoads& loads) {
+  const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
 #pragma unroll
-  for (int c = 0; c < kChunksPerThread; ++c) {
+  for (int c = 0; c < kTcQChunksPerThread; ++c) {
     const int it = static_cast<int>(threadIdx.x) + c * kTcThreads;
-    const int head = tile * kTcHeads + it / kChunksPerRow;
-    const int d = (it % kChunksPerRow) * kDimsPerLane;
-    x[c] = head < hpk ? load_float4(p.q + static_cast<std::int64_t>(kvh * hpk + head) * kHeadDim + d)
-                      : Float4{{0.0f, 0.0f, 0.0f, 0.0f}};
+    const int head = tile * kTcHeads + it / kTcQChunksPerRow;
+    const int d = (it % kTcQChunksPerRow) * kDimsPerLane;
+    loads.x[c] = head < hpk ? load_float4(p.q + static_cast<std::int64_t>(kvh * hpk + head) * kHeadDim + d)
+                            : Float4{{0.0f, 0.0f, 0.0f, 0.0f}};
   }
+}
+
+// q in dtype D's hi/lo split, through shared memory into mma fragments.
+template <KvDtype D>
+__device__ __forceinline__ void tc_stage_q(const TcThread& t, KvWord* smem, const TcQLoads& loads, TcQ& q) {
+  KvWord* staging = smem + kTcQOffsetHalfs;
 #pragma unroll
-  for (int c = 0; c < kChunksPerThread; ++c) {
+  for (int c = 0; c < kTcQChunksPerThread; ++c) {
     const int it = static_cast<int>(threadIdx.x) + c * kTcThreads;
-    const int h = it / kChunksPerRow;
-    const int d = (it % kChunksPerRow) * kDimsPerLane;
-    const Float4 r = in_range4<D>(x[c]);
+    const int h = it / kTcQChunksPerRow;
+    const int d = (it % kTcQChunksPerRow) * kDimsPerLane;
+    const Float4 r = in_range4<D>(loads.x[c]);
     unsigned hi[2], lo[2];
     split_pair<D>(r.x[0], r.x[1], hi[0], lo[0]);
     split_pair<D>(r.x[2], r.x[3], hi[1], lo[1]);
@@ -385,13 +396,21 @@ __device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThrea
   }
   __syncthreads();
   // ldmatrix.x4: lanes 0-15 address rows 0-15 at dims 16kk..+7, lanes 16-31 the same rows at +8.
-  const int row = lane % kTcHeads;
-  const int col = (lane / kTcHeads) * 8;
+  const int row = t.lane % kTcHeads;
+  const int col = (t.lane / kTcHeads) * 8;
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
     ldmatrix_x4(smem_u32(staging + row * kTcRowHalfs + 16 * kk + col), q.hi[kk]);
     ldmatrix_x4(smem_u32(staging + (kTcHeads + row) * kTcRowHalfs + 16 * kk + col), q.lo[kk]);
   }
+}
+
+// Both steps at once (the one-kernel form, fused_tc.cuh).
+template <KvDtype D>
+__device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThread& t, KvWord* smem, TcQ& q) {
+  TcQLoads loads;
+  tc_issue_q(p, t, loads);
+  tc_stage_q<D>(t, smem, loads, q);
 }
 
 // The current row written into the block's tiles (half 0 of the pair; the caller orders it
@@ -647,7 +666,14 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
   });
 }
 
-template <class Family>
+// When a producer CTA issues q's loads: after the PDL wait (behind the first blocks' copies; a
+// launch with PDL must, and batched launches do), or before the first copies (a direct launch
+// without PDL: q may be read at entry). A template parameter, not a runtime flag: with a flag in
+// the kernel the batched launches, which never take it, ran 0.3-1.9 % slower (docs/perf.md,
+// change 33).
+enum class TcQOrder { after_wait, before_copies };
+
+template <class Family, TcQOrder kQOrder = TcQOrder::after_wait>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk) {
   constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
@@ -659,9 +685,14 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   // The first blocks stream in while q loads (a CTA that loaded q first waited on it with
   // nothing in flight). Launched with PDL (a store-fused family only: its current row never
   // comes from the plane), they are issued before the wait: plane rows, which no earlier kernel
-  // of the stream is still writing.
+  // of the stream is still writing; q is loaded after it. A direct launch without PDL
+  // (TcQOrder::before_copies) issues q's loads first and the copies behind them: issued after the
+  // copies, q's round trip was queued behind every CTA's first blocks (the kernels' timeline,
+  // docs/perf.md change 33).
   KvWord* wsm = smem + t.pair * kTcSlotHalfs;
   float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
+  TcQLoads q_loads;
+  if constexpr (kQOrder == TcQOrder::before_copies) tc_issue_q(p, t, q_loads);
   tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   pdl_wait();
   timeline.mark(cuda::TimelineEvent::waited);
@@ -672,8 +703,9 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     // from the activations).
     if (tile == 0 && walk.first == 0 && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
   }
+  if constexpr (kQOrder == TcQOrder::after_wait) tc_issue_q(p, t, q_loads);
   TcQ q;
-  tc_load_q<D>(p, t, smem, q);
+  tc_stage_q<D>(t, smem, q_loads, q);
   for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
     timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
@@ -703,10 +735,10 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
 }
 
 
-template <class Family>
+template <class Family, TcQOrder kQOrder>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(ProducerParams p) {
   extern __shared__ __align__(16) KvWord tc_smem[];
-  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family, kQOrder>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
 // Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
@@ -871,15 +903,22 @@ inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, bool programmat
 template <class Family>
 cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
-  static const cudaError_t opt_in = tc_opt_in(producer_tc_kernel<Family>, producer_tc_kernel_indirect<Family>);
+  static const cudaError_t opt_in =
+      tc_opt_in(producer_tc_kernel<Family, TcQOrder::after_wait>, producer_tc_kernel_indirect<Family>);
+  static const cudaError_t opt_in_q_first =
+      tc_opt_in(producer_tc_kernel<Family, TcQOrder::before_copies>, producer_tc_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
+  if (opt_in_q_first != cudaSuccess) return opt_in_q_first;
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
-    return cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family>, p);
+    // Without PDL, q's loads go out before the first copies (change 33). Batched launches keep
+    // them after the copies: with q first a batch-16 layer at 2,048 was 1.4 % slower (docs/perf.md).
+    return programmatic ? cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family, TcQOrder::after_wait>, p)
+                        : cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family, TcQOrder::before_copies>, p);
   }
   const int slots_per_cta = c.tc_slots_per_cta;
   // The worst case over every schedule; CTAs past this token's slots exit at once.
