@@ -353,7 +353,7 @@ __device__ __forceinline__ TcThread tc_thread(const HeadShape& shape) {
 // `group` dims 2q..2q+1, a1 = head `group + 8`, a2/a3 the same 8 dims further), so the bits do
 // not change. Every thread of the CTA must call it, before the first block's CTA barrier (the
 // fold's first iteration refills the staging stage only after that barrier).
-// q's loads for one CTA (its 16-head tile's f32 rows, kChunksPerThread 4-dim chunks per
+// q's loads for one CTA (its 16-head tile's f32 rows, kTcQChunksPerThread 4-dim chunks per
 // thread), issued by tc_issue_q and consumed by tc_stage_q, so that a CTA can issue other loads
 // (the first blocks' copies) while they are in flight.
 constexpr int kTcQChunksPerRow = kHeadDim / kDimsPerLane;
