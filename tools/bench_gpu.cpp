@@ -246,7 +246,8 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
     Result<Timing> t = time_graphs({*exec}, o.reps, sets, s);
     cudaGraphExecDestroy(*exec);
     std::vector<TimelineTag> tags;
-    for (int i = 0; i < sets; ++i) tags.push_back({i, 0, bufs[i].q.as<void>(), bufs[i].out.as<void>()});
+    if (timeline_dir() != nullptr)
+      for (int i = 0; i < sets; ++i) tags.push_back({i, 0, bufs[i].q.as<void>(), bufs[i].out.as<void>()});
     const Status written = t.ok() ? write_timeline(fmt::format("layer {} {}", case_name(c), depth), tags) : Status{};
     if (!t.ok() || !written.ok()) {
       cuda::free_workspace(*ws);
@@ -349,7 +350,7 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   Row row;
   if (st.ok()) {
     Result<Timing> t = time_graphs(graphs, o.reps, 1, s);
-    if (t.ok()) {
+    if (t.ok() && timeline_dir() != nullptr) {
       std::vector<TimelineTag> tags;
       for (int i = 0; i < sets; ++i)
         for (int l = 0; l < g.n_layers; ++l)
@@ -541,11 +542,13 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
       for (const LayerClass cls : {LayerClass::swa, LayerClass::nope}) {
         progress(fmt::format("one {} layer, batch {} at depth {} (GPU time)", layer_class_name(cls), b, d));
         // Diagnostic builds record the last timed call: its kLayerBatchReplays replays.
-        const auto reset = []() -> Status {
-          LADDER_TRY(cu(cudaDeviceSynchronize(), "before the timeline's reset"));
-          LADDER_TRY(cuda::timeline_reset(nullptr));
-          return cu(cudaDeviceSynchronize(), "resetting the timeline");
-        };
+        std::function<Status()> reset;
+        if (timeline_dir() != nullptr)
+          reset = []() -> Status {
+            LADDER_TRY(cu(cudaDeviceSynchronize(), "before the timeline's reset"));
+            LADDER_TRY(cuda::timeline_reset(nullptr));
+            return cu(cudaDeviceSynchronize(), "resetting the timeline");
+          };
         Result<Row> r = time_layer_batch(g, cls, d, b, o.reps, on_device, replayed, reset);
         if (!r) return r.status();
         LADDER_TRY(write_timeline(fmt::format("layer-batch {} b{} {}", layer_class_name(cls), b, d), {}));

@@ -35,12 +35,10 @@ __device__ __forceinline__ void pdl_allow_dependents() { asm volatile("griddepco
 __device__ inline void debug_sleep_ns(unsigned ns) {
   if (ns == 0) return;
   constexpr unsigned kMaxNap = 100000u;
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const unsigned long long t0 = global_timer_ns();
   do {
     __nanosleep(ns < kMaxNap ? ns : kMaxNap);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
+  } while (global_timer_ns() - t0 < ns);
 }
 
 // A launch of grid x block threads on `stream`, with PDL when `programmatic`, for

@@ -15,8 +15,15 @@
 
 namespace ladder::cuda_detail {
 
+// The global nanosecond timer (also what the tests' debug_sleep_ns waits on, common.cuh).
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+
 #if LADDER_DIAG_TIMELINE
-// Records, kTimelinePerSm of them per SM, each SM's area filled from its own counter: CTAs of
+// Records, TimelineSink::per_sm of them per SM, each SM's area filled from its own counter: CTAs of
 // different SMs never touch one counter, and a CTA takes its kTimelinePerCta records with one
 // atomic, whose reply it waits for only at its second mark (at the first it keeps the time), so a
 // mark costs the CTA's thread 0 one 32-byte store. (The first version, one atomic per mark on one
@@ -31,19 +38,13 @@ namespace {
 __constant__ TimelineSink g_timeline_sink;  // this translation unit's copy
 }  // namespace
 
-__device__ __forceinline__ unsigned long long timeline_now() {
-  unsigned long long now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  return now;
-}
-
 // One CTA's marks (thread 0 records; the other threads' calls do nothing).
 class TimelineCta {
  public:
   __device__ TimelineCta(cuda::TimelineKernel kernel, const void* tag) : kernel_(kernel), tag_(tag) {
     const TimelineSink s = g_timeline_sink;
     if (s.records == nullptr || threadIdx.x != 0) return;
-    entry_ns_ = timeline_now();
+    entry_ns_ = global_timer_ns();
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     sm_ = sm;
@@ -54,7 +55,7 @@ class TimelineCta {
   }
   __device__ void mark(cuda::TimelineEvent event, int aux = 0) {
     if (records_ == nullptr) return;
-    const unsigned long long now = timeline_now();
+    const unsigned long long now = global_timer_ns();
     if (used_ == 0) put(entry_ns_, cuda::TimelineEvent::entry, 0);
     put(now, event, aux);
   }
