@@ -22,6 +22,13 @@
 #                         sources must sit at the paths it was built from: the script links
 #                         LADDER_BUILT_AT (the build machine's checkout, default /work/main) to
 #                         this tree if that path is free.
+#   LADDER_NCU_KERNEL=RE  profiles the first launch whose name matches RE instead of the producer
+#                         (e.g. 'reduce_kernel<' for the direct reducer); the output files then
+#                         carry the regex's letters in their names.
+#   LADDER_NCU_SKIP=N     skips N matching launches first (steady state instead of the first).
+#   LADDER_NCU_CACHE=none keeps the caches as the previous kernel left them (ncu's default, all,
+#                         flushes them before each replay: a reducer then reads its partials from
+#                         DRAM, not from L2 where its producer left them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 depth=${1:?usage: scripts/ncu_producer.sh DEPTH ROUTE...}
@@ -36,17 +43,19 @@ if [ -n "${LADDER_NCU_SOURCE:-}" ]; then
   built_at=${LADDER_BUILT_AT:-/work/main}
   [ -e "$built_at" ] || { mkdir -p "$(dirname "$built_at")" && ln -s "$PWD" "$built_at"; }
 fi
+KSEL=(--launch-skip "${LADDER_NCU_SKIP:-0}" --launch-count 1 --cache-control "${LADDER_NCU_CACHE:-all}")
 for route in "$@"; do
   tag=$(echo "$route" | tr '/' '_')_$depth
+  [ -n "${LADDER_NCU_KERNEL:-}" ] && tag=${tag}_$(echo "$LADDER_NCU_KERNEL" | tr -cd 'A-Za-z0-9_')
   rep=/tmp/ncu_$tag
   if [ -n "${LADDER_NCU_BATCH:-}" ]; then
     tag=${tag}_batch${LADDER_NCU_BATCH}
     rep=/tmp/ncu_$tag
-    "$NCU" --set full --import-source "$IMPORT" -k regex:producer_tc_kernel_indirect --launch-count 1 -f -o "$rep" \
+    "$NCU" --set full --import-source "$IMPORT" -k "regex:${LADDER_NCU_KERNEL:-producer_tc_kernel_indirect}" "${KSEL[@]}" -f -o "$rep" \
       "$BIN" bench --device cuda --depths "$depth" --routes "$route" --step-depths none --batch "$LADDER_NCU_BATCH" \
       --batch-max-depth 0 --no-engine --reps 3 --quiet >"/tmp/ncu_run_$tag.txt" 2>&1
   else
-    "$NCU" --set full --import-source "$IMPORT" -k regex:producer_tc --launch-count 1 -f -o "$rep" \
+    "$NCU" --set full --import-source "$IMPORT" -k "regex:${LADDER_NCU_KERNEL:-producer_tc}" "${KSEL[@]}" -f -o "$rep" \
       "$BIN" bench --device cuda --depths "$depth" --routes "$route" --step-depths none --no-engine --reps 3 --quiet \
       >"/tmp/ncu_run_$tag.txt" 2>&1
   fi
