@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) 
   pdl_wait();  // the producer's grid and its partials (a no-op for a launch without PDL)
   timeline.mark(cuda::TimelineEvent::waited);
   pdl_allow_dependents();
-  reduce_head(p, static_cast<int>(blockIdx.x));
+  reduce_head_exact(p, static_cast<int>(blockIdx.x));
   timeline.mark(cuda::TimelineEvent::exit);
 }
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp, std::size_t stride) {
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const R
   const ReduceParams p = batch_entry(pp, stride);
   if (p.nwg <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
-  reduce_head(p, static_cast<int>(blockIdx.x));
+  reduce_head_exact(p, static_cast<int>(blockIdx.x));
   timeline.mark(cuda::TimelineEvent::exit);
 }
 __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)

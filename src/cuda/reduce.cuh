@@ -35,7 +35,16 @@ inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
 // workgroup order, so the pass size never changes a bit either. kLoads = 128 with kParts = 4 is
 // one round trip for every schedule (reduce_head); fewer loads per pass hold fewer registers, so
 // more CTAs fit an SM (reduce_head_lean).
-template <int kParts, int kLoads>
+//
+// With PartsCount::exact, kParts is the entry's parts itself (the caller dispatched on p.parts):
+// every `g < parts` test and every offset from o_row below is then a constant, and a load is one
+// instruction with an immediate offset. With at_most (kParts only bounds p.parts) the compiler
+// rebuilt each predicated load's 64-bit address from the kernel parameters, ~10 instructions per
+// load for 128 loads: ncu on the H200 put the one-pass kernel at 1,516 instructions per warp, 2.6
+// cycles each, issue-bound (docs/perf.md, 2026-12-04).
+enum class PartsCount { at_most, exact };
+
+template <int kParts, int kLoads, PartsCount kCount = PartsCount::at_most>
 __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int head) {
   static_assert(kParts >= 1 && kParts <= kMaxWarpsPerWorkgroup, "parts per workgroup");
   constexpr int kWgPerPass = kLoads / kParts < kMaxWorkgroups ? kLoads / kParts : kMaxWorkgroups;
@@ -44,7 +53,7 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
   const int d = static_cast<int>(threadIdx.x);
   const int lane = d % kWarpSize;
   const int stride = partial_stride(kHeadDim);
-  const int parts = p.parts;
+  const int parts = kCount == PartsCount::exact ? kParts : p.parts;
   const int nwg = p.nwg;
   const float* base = p.partials + static_cast<std::int64_t>(head) * nwg * parts * stride;
   static_assert(kMaxWorkgroups <= kWarpSize, "one lane per workgroup partial");
@@ -61,12 +70,13 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
     part_s[g] = live ? __ldcg(wg_base + g * stride + 1) : 0.0f;
   }
   float v[kWgPerPass][kParts];
+  const float* o_row = base + 2 + d;  // dim d of workgroup 0's first part
   const auto load_pass = [&](int w0) {
 #pragma unroll
     for (int w = 0; w < kWgPerPass; ++w)
 #pragma unroll
       for (int g = 0; g < kParts; ++g)
-        v[w][g] = (w0 + w < nwg && g < parts) ? __ldcg(base + ((w0 + w) * parts + g) * stride + 2 + d) : 0.0f;
+        v[w][g] = (w0 + w < nwg && g < parts) ? __ldcg(o_row + ((w0 + w) * parts + g) * stride) : 0.0f;
   };
   load_pass(0);
 
@@ -133,6 +143,26 @@ __device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
   reduce_head_passes<kMaxWarpsPerWorkgroup, kMaxWorkgroups * kMaxWarpsPerWorkgroup>(p, head);
 }
 
+// reduce_head's operations for the entry's exact parts (1, 2 or 4: nsg is a power of two up to
+// kMaxWarpsPerWorkgroup), each a one-pass instantiation of its own; any other count takes
+// reduce_head. The same bits as reduce_head.
+__device__ __forceinline__ void reduce_head_exact(const ReduceParams& p, int head) {
+  constexpr PartsCount kExact = PartsCount::exact;
+  switch (p.parts) {
+    case 1:
+      reduce_head_passes<1, kMaxWorkgroups, kExact>(p, head);
+      return;
+    case 2:
+      reduce_head_passes<2, 2 * kMaxWorkgroups, kExact>(p, head);
+      return;
+    case kMaxWarpsPerWorkgroup:
+      reduce_head_passes<kMaxWarpsPerWorkgroup, kMaxWarpsPerWorkgroup * kMaxWorkgroups, kExact>(p, head);
+      return;
+    default:
+      reduce_head(p, head);
+  }
+}
+
 // Half the loads per pass, instantiated for the entry's parts: one round trip for nsg 1 and 2,
 // two for nsg 4, and registers for more CTAs per SM. For launches with more heads than the
 // one-pass kernel holds at once (batched), docs/perf.md change 20.
@@ -142,12 +172,20 @@ inline constexpr int kLeanLoads = kMaxWorkgroups * kMaxWarpsPerWorkgroup / 2;
 // 131 registers, which fit three.
 inline constexpr int kLeanReduceCtasPerSm = 4;
 __device__ __forceinline__ void reduce_head_lean(const ReduceParams& p, int head) {
-  if (p.parts <= 1)
-    reduce_head_passes<1, kLeanLoads>(p, head);
-  else if (p.parts == 2)
-    reduce_head_passes<2, kLeanLoads>(p, head);
-  else
-    reduce_head_passes<kMaxWarpsPerWorkgroup, kLeanLoads>(p, head);
+  constexpr PartsCount kExact = PartsCount::exact;
+  switch (p.parts) {
+    case 1:
+      reduce_head_passes<1, kLeanLoads, kExact>(p, head);
+      return;
+    case 2:
+      reduce_head_passes<2, kLeanLoads, kExact>(p, head);
+      return;
+    case kMaxWarpsPerWorkgroup:
+      reduce_head_passes<kMaxWarpsPerWorkgroup, kLeanLoads, kExact>(p, head);
+      return;
+    default:
+      reduce_head_passes<kMaxWarpsPerWorkgroup, kLeanLoads>(p, head);
+  }
 }
 
 }  // namespace ladder::cuda_detail
