@@ -143,24 +143,37 @@ __device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
   reduce_head_passes<kMaxWarpsPerWorkgroup, kMaxWorkgroups * kMaxWarpsPerWorkgroup>(p, head);
 }
 
-// reduce_head's operations for the entry's exact parts (1, 2 or 4: nsg is a power of two up to
-// kMaxWarpsPerWorkgroup), each a one-pass instantiation of its own; any other count takes
-// reduce_head. The same bits as reduce_head.
-__device__ __forceinline__ void reduce_head_exact(const ReduceParams& p, int head) {
+// Loads per pass of an exact-parts instantiation: every workgroup's parts in one pass, or
+// kMaxLoads where that is fewer.
+LADDER_HD constexpr int reduce_pass_loads(int parts, int max_loads) {
+  return parts * kMaxWorkgroups < max_loads ? parts * kMaxWorkgroups : max_loads;
+}
+
+// reduce_head_passes for the entry's exact parts (1, 2 or 4: nsg is a power of two up to
+// kMaxWarpsPerWorkgroup), an instantiation each, at most kMaxLoads loads per pass; any other count
+// takes the bounded form. The same bits as reduce_head whatever the pass size.
+template <int kMaxLoads>
+__device__ __forceinline__ void reduce_head_by_parts(const ReduceParams& p, int head) {
   constexpr PartsCount kExact = PartsCount::exact;
+  constexpr int kAll = kMaxWarpsPerWorkgroup;
   switch (p.parts) {
     case 1:
-      reduce_head_passes<1, kMaxWorkgroups, kExact>(p, head);
+      reduce_head_passes<1, reduce_pass_loads(1, kMaxLoads), kExact>(p, head);
       return;
     case 2:
-      reduce_head_passes<2, 2 * kMaxWorkgroups, kExact>(p, head);
+      reduce_head_passes<2, reduce_pass_loads(2, kMaxLoads), kExact>(p, head);
       return;
-    case kMaxWarpsPerWorkgroup:
-      reduce_head_passes<kMaxWarpsPerWorkgroup, kMaxWarpsPerWorkgroup * kMaxWorkgroups, kExact>(p, head);
+    case kAll:
+      reduce_head_passes<kAll, reduce_pass_loads(kAll, kMaxLoads), kExact>(p, head);
       return;
     default:
-      reduce_head(p, head);
+      reduce_head_passes<kAll, kMaxLoads>(p, head);
   }
+}
+
+// One round trip for every parts count (the direct and the one-pass batched kernels).
+__device__ __forceinline__ void reduce_head_exact(const ReduceParams& p, int head) {
+  reduce_head_by_parts<kMaxWorkgroups * kMaxWarpsPerWorkgroup>(p, head);
 }
 
 // Half the loads per pass, instantiated for the entry's parts: one round trip for nsg 1 and 2,
@@ -172,20 +185,7 @@ inline constexpr int kLeanLoads = kMaxWorkgroups * kMaxWarpsPerWorkgroup / 2;
 // 131 registers, which fit three.
 inline constexpr int kLeanReduceCtasPerSm = 4;
 __device__ __forceinline__ void reduce_head_lean(const ReduceParams& p, int head) {
-  constexpr PartsCount kExact = PartsCount::exact;
-  switch (p.parts) {
-    case 1:
-      reduce_head_passes<1, kLeanLoads, kExact>(p, head);
-      return;
-    case 2:
-      reduce_head_passes<2, kLeanLoads, kExact>(p, head);
-      return;
-    case kMaxWarpsPerWorkgroup:
-      reduce_head_passes<kMaxWarpsPerWorkgroup, kLeanLoads, kExact>(p, head);
-      return;
-    default:
-      reduce_head_passes<kMaxWarpsPerWorkgroup, kLeanLoads>(p, head);
-  }
+  reduce_head_by_parts<kLeanLoads>(p, head);
 }
 
 }  // namespace ladder::cuda_detail
