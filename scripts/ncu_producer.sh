@@ -12,7 +12,8 @@
 #
 #   LADDER_NCU_BATCH=16   profiles the batched producer instead: the first launch of the
 #                         indirect kernel in the `layer-batch` rows (one layer over 16 sequences
-#                         through the engine, each sequence at DEPTH); ROUTE then only names the
+#                         through the engine, each sequence at DEPTH); ROUTE (still a valid route:
+#                         it goes to --routes) then only names the
 #                         output file (the engine picks each layer class's route).
 #   LADDER_NCU_SOURCE=1   also imports the CUDA sources into the report and writes its source
 #                         page per CUDA line ($OUT/src_cuda_<route>_<depth>.csv.gz) and per SASS
