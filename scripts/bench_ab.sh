@@ -15,36 +15,8 @@
 # device tool's 64 MiB carry limit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-summary() {  # the per-row medians of an ab.txt
-  python3 - "$1" <<'PY'
-import collections, re, statistics, sys
-runs = collections.defaultdict(lambda: collections.defaultdict(list))
-side = None
-for line in open(sys.argv[1]):
-    if line.startswith("== "):
-        # A round's header names its side; rows under any other header (another side, or the
-        # medians table the script appends to its own file) are not counted.
-        m = re.match(r"== (\S+) round", line)
-        side = m.group(1) if m else None
-        continue
-    m = re.match(r"^(layer-batch|layer|step|engine)\s+(.+?)\s{2,}(\d+)\s+([\d.]+)\s", line)
-    if side in ("A", "B") and m:
-        runs[(m.group(1), m.group(2), m.group(3))][side].append(float(m.group(4)))
-def spread(values):  # "lo-hi" over the rounds, or "-" for a side with no rows
-    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
-def apart(a, b):  # whether every round of one side is below every round of the other
-    if not a or not b:
-        return "-"
-    return "yes" if max(a) < min(b) or max(b) < min(a) else "no"
-print(f"{'kind':<12} {'case':<44} {'depth':>7} {'A us':>10} {'B us':>10} {'B/A':>6} "
-      f"{'A lo-hi':>17} {'B lo-hi':>17} {'apart':>5}")
-for key, sides in runs.items():
-    a = statistics.median(sides["A"]) if sides["A"] else float("nan")
-    b = statistics.median(sides["B"]) if sides["B"] else float("nan")
-    print(f"{key[0]:<12} {key[1][:44]:<44} {key[2]:>7} {a:>10.2f} {b:>10.2f} {b / a:>6.3f} "
-          f"{spread(sides['A']):>17} {spread(sides['B']):>17} {apart(sides['A'], sides['B']):>5}")
-PY
-}
+source scripts/bench_lib.sh
+summary() { python3 scripts/bench_rounds.py ab "$1"; }  # the per-row medians of an ab.txt
 if [[ ${1:-} == --summary ]]; then
   summary "$2"
   exit
@@ -52,17 +24,8 @@ fi
 [[ $# -ge 3 ]] || { echo "usage: scripts/bench_ab.sh A_BIN B_BIN ROUNDS [ladder bench flags...]" >&2; exit 2; }
 : "${OUT:=$PWD/ab-out}"
 mkdir -p "$OUT"
-unpack() {  # a path to an executable, unpacking NAME.xz to /tmp/NAME
-  if [[ $1 == *.xz ]]; then
-    local dst
-    dst=/tmp/$(basename "${1%.xz}")
-    xz -dc "$1" >"$dst" && chmod +x "$dst" && echo "$dst"
-  else
-    echo "$1"
-  fi
-}
-a=$(unpack "$1")
-b=$(unpack "$2")
+a=$(unpack_bin "$1")
+b=$(unpack_bin "$2")
 rounds=$3
 shift 3
 : >"$OUT/ab.txt"

@@ -13,38 +13,8 @@
 #   scripts/bench_variants.sh --summary FILE   (the table again from a variants.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-summary() {
-  python3 - "$1" <<'PY'
-import collections, re, statistics, sys
-runs = collections.defaultdict(lambda: collections.defaultdict(list))
-order = []
-name = None
-for line in open(sys.argv[1]):
-    if line.startswith("== "):
-        m = re.match(r"== (\S+) round", line)
-        name = m.group(1) if m else None
-        if name and name not in order:
-            order.append(name)
-        continue
-    m = re.match(r"^(layer-batch|layer|step|engine)\s+(.+?)\s{2,}(\d+)\s+([\d.]+)\s", line)
-    if name and m:
-        runs[(m.group(1), m.group(2), m.group(3))][name].append(float(m.group(4)))
-if not order:
-    sys.exit("no variant rounds in " + sys.argv[1])
-head = f"{'kind':<12} {'case':<40} {'depth':>7}" + "".join(f" {n[:14]:>14}" for n in order)
-print(head + "   (median us; / first)")
-for key, by in runs.items():
-    base = statistics.median(by[order[0]]) if by[order[0]] else float("nan")
-    cells = []
-    for n in order:
-        if not by[n]:
-            cells.append(f" {'-':>14}")
-            continue
-        v = statistics.median(by[n])
-        cells.append(f" {v:>8.2f}" + (f" {v / base:>5.2f}" if n != order[0] else " " * 6))
-    print(f"{key[0]:<12} {key[1][:40]:<40} {key[2]:>7}" + "".join(cells))
-PY
-}
+source scripts/bench_lib.sh
+summary() { python3 scripts/bench_rounds.py variants "$1"; }
 if [[ ${1:-} == --summary ]]; then
   summary "$2"
   exit
@@ -64,14 +34,9 @@ done
 mkdir -p "$OUT"
 bins=()
 for v in "${variants[@]}"; do
-  if [[ $v == *.xz ]]; then
-    dst=/tmp/$(basename "${v%.xz}")
-    xz -dc "$v" >"$dst" && chmod +x "$dst"
-    bins+=("$dst")
-  else
-    [[ -x $v ]] || { echo "bench_variants.sh: $v is not executable" >&2; exit 2; }
-    bins+=("$v")
-  fi
+  b=$(unpack_bin "$v")
+  [[ -x $b ]] || { echo "bench_variants.sh: $v is not executable" >&2; exit 2; }
+  bins+=("$b")
 done
 names=()
 for b in "${bins[@]}"; do
