@@ -51,9 +51,9 @@ using cuda_detail::RouteLaunch;
 using cuda_detail::SlotInputs;
 using cuda_detail::StreamHandle;
 
-// Pinned host memory (the graph's copy nodes and the state fetch read and write it at replay
-// time). HostMapping::mapped also maps it into the device's address space: device_view() is the
-// pointer a kernel reads it through.
+// Pinned host memory (the graph's copy nodes, the state fetch and the input count read and write
+// it at replay time). HostMapping::mapped also maps it into the device's address space:
+// device_view() is the pointer a kernel reads or writes it through.
 enum class HostMapping { unmapped, mapped };
 
 template <class T>
@@ -90,7 +90,7 @@ class PinnedArray {
     return {};
   }
   T* get() const { return p_; }
-  const T* device_view() const { return dev_; }
+  T* device_view() const { return dev_; }
   std::size_t size() const { return n_; }
 
  private:
@@ -438,8 +438,7 @@ class CudaBackend final : public DeviceBackend {
     const std::size_t call_bytes = fetch_bytes(steps_offset_ + entries * sizeof(RouteLaunch));
     LADDER_TRY(h_call_.allocate(call_bytes, "step state", HostMapping::mapped));
     LADDER_TRY(d_call_.allocate(call_bytes, "step state"));
-    LADDER_TRY(h_counts_.allocate(entries * kInputArrays, "input counts"));
-    LADDER_TRY(d_counts_.allocate(entries * kInputArrays, "input counts"));
+    LADDER_TRY(h_counts_.allocate(entries * kInputArrays, "input counts", HostMapping::mapped));
     // A call of fewer sequences than its bucket still copies the whole bucket's staging (the
     // captured copies are bucket-sized): the empty slots' bytes are never read by a kernel, but
     // they must be initialised bytes (compute-sanitizer initcheck), so they start at zero.
@@ -476,7 +475,8 @@ class CudaBackend final : public DeviceBackend {
     const std::size_t b = static_cast<std::size_t>(bucket);
     const std::size_t bytes = fetch_bytes(steps_offset_ + b * call_layers_ * sizeof(RouteLaunch));
     cuda_detail::clear_stale_error();
-    LADDER_TRY(cuda_status(cuda_detail::launch_fetch_state(h_call_.device_view(), d_call_.get(), bytes, stream()),
+    LADDER_TRY(cuda_status(cuda_detail::launch_fetch_state(h_call_.device_view(), d_call_.get(), bytes, stream(),
+                                                           ctx_.copt.tuning.debug_fetch_delay_ns),
                            "fetching the step state"));
     if (memory == Memory::device) return {};
     if (with_q)
@@ -492,18 +492,16 @@ class CudaBackend final : public DeviceBackend {
   }
 
   // N1's counts of every slot's inputs into h_counts_ ([bucket][call layers][kInputArrays]), on
-  // `stream`.
+  // `stream`: the kernel writes them straight into the mapped pinned array, which the host reads
+  // once the call has synchronized. A copy node behind the kernel cost a batch-1 52-layer call
+  // ~70 us of its host clock at 2,048 (667 -> 598 us on the H200; docs/perf.md, change 38).
   Status enqueue_counts(int bucket, cudaStream_t stream) {
     cuda_detail::clear_stale_error();
-    LADDER_TRY(cuda_status(cuda_detail::launch_count_inputs(d_inputs(), bucket, static_cast<int>(call_layers_),
-                                                            ctx_.g.n_heads * ctx_.g.head_dim,
-                                                            ctx_.g.n_kv_heads * ctx_.g.head_dim,
-                                                            kv_range_max(ctx_.g.kv_dtype), d_counts_.get(), stream),
-                           "launching the input count"));
-    const std::size_t n = static_cast<std::size_t>(bucket) * call_layers_ * kInputArrays;
-    return cuda_status(
-        cudaMemcpyAsync(h_counts_.get(), d_counts_.get(), n * sizeof(InputCount), cudaMemcpyDeviceToHost, stream),
-        "copying the input counts");
+    return cuda_status(cuda_detail::launch_count_inputs(d_inputs(), bucket, static_cast<int>(call_layers_),
+                                                        ctx_.g.n_heads * ctx_.g.head_dim,
+                                                        ctx_.g.n_kv_heads * ctx_.g.head_dim,
+                                                        kv_range_max(ctx_.g.kv_dtype), h_counts_.device_view(), stream),
+                       "launching the input count");
   }
 
   // The counts on a side branch that forks from stream() after the inputs are in and joins it at
@@ -512,7 +510,9 @@ class CudaBackend final : public DeviceBackend {
   // Under capture the fork and join become graph edges; eagerly they are two streams.
   // `work` enqueues the rest of the call on stream(); the branch is joined whatever it returns,
   // so a failed enqueue never leaves the side stream forked (under capture, an unjoined branch
-  // would turn the error into an invalid capture).
+  // would turn the error into an invalid capture). The branch is captured first: captured after
+  // the layers it was no faster once the count wrote to host memory itself (docs/perf.md,
+  // change 38).
   template <class Work>
   Status with_counts_beside(int bucket, Work&& work) {
     LADDER_TRY(cuda_status(cudaEventRecord(fork_.get(), stream()), "forking the input count"));
@@ -546,9 +546,14 @@ class CudaBackend final : public DeviceBackend {
   Status enqueue_step(const StepKey& key) {
     LADDER_TRY(copy_in(key.bucket, key.memory, true));
     return with_counts_beside(key.bucket, [&]() -> Status {
-      for (std::size_t l = 0; l < key.layers.size(); ++l)
-        LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps() + l, span(key.bucket),
+      for (std::size_t l = 0; l < key.layers.size(); ++l) {
+        BatchSpan layer_span = span(key.bucket);
+        // With activations in device memory the fetch is the kernel right before layer 0 (in host
+        // memory the activations' copies come between).
+        if (l == 0 && key.memory == Memory::device) layer_span.entries = cuda_detail::EntriesFrom::fetch_just_before;
+        LADDER_TRY(cuda_detail::enqueue_layer_batch(key.layers[l], ctx_.shape, d_steps() + l, layer_span,
                                                     ctx_.producer, d_grid_counter_.get(), stream()));
+      }
       if (key.memory == Memory::device) return {};
       const std::size_t b = static_cast<std::size_t>(key.bucket);
       return cuda_status(
@@ -602,8 +607,7 @@ class CudaBackend final : public DeviceBackend {
   std::size_t steps_offset_ = 0;
   StreamHandle side_;  // the count's branch (with_counts_beside)
   EventHandle fork_, join_;
-  PinnedArray<InputCount> h_counts_;  // [slots][n_layers][kInputArrays]
-  DeviceArray<InputCount> d_counts_;
+  PinnedArray<InputCount> h_counts_;  // [slots][n_layers][kInputArrays], written by the count kernel
   RangeStats last_counts_;
   // The grid form's barrier word (GpuFusion::grid): one for the stream, whose launches are
   // ordered; zero once, never reset (producer_tc.cuh, grid_barrier).
@@ -621,6 +625,7 @@ bool env_off(const char* name) {
 CudaEngineOptions default_engine_options() {
   CudaEngineOptions copt;
   copt.use_graph = !env_off("LADDER_CUDA_GRAPH");
+  if (env_off("LADDER_GPU_PDL")) copt.tuning.programmatic = false;
   return copt;
 }
 

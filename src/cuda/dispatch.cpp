@@ -230,6 +230,9 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   // The tensor-core producer writes one partial per warp slot and leaves their merge to the
   // reducer; the exact-DAG producer merges them itself (kernel_params.hpp, steps 4 and 5).
   l.reduce.parts = producer.tensor_core ? p.sched.nsg : 1;
+  if (!reducer_takes_parts(l.reduce.parts))
+    return make_error(ErrorCode::internal,
+                      fmt::format("a schedule of {} warps per workgroup has no reducer", l.reduce.parts));
   l.reduce.partials = ws.partials;
   l.reduce.out = io.out;
   if (merges_itself) l.reduce.nwg = 0;  // no reduce entry
@@ -310,7 +313,9 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
                            const ProducerChoice& producer, unsigned* grid_counter, cudaStream_t stream) {
   clear_stale_error();
   batch.max_visible = k.max_visible;
+  // Only the layer's first launch can be right behind the state fetch (EntriesFrom).
   const auto step = [&](cudaError_t r, const char* what) -> Status {
+    batch.entries = EntriesFrom::earlier_kernel;
     return cuda_status(r, fmt::format("launching the batched {} kernel", what));
   };
   // Grid sizes come from the shape, never from an entry (which may be an empty slot).

@@ -83,6 +83,8 @@ RouteLaunch empty_launch(const HeadShape& shape);
 // Enqueues one layer of a batched step: each kernel of `k`, grid z over `batch.count` entries,
 // entry z's RouteLaunch at `first` + z * batch.stride bytes (device memory). `grid_counter`: the
 // grid form's barrier word (one per stream: the layers' launches are stream-ordered).
+// batch.entries = EntriesFrom::fetch_just_before for a call's first layer in a graph that
+// fetched the step state right before it (it applies to the layer's first launch only).
 Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const RouteLaunch* first, BatchSpan batch,
                            const ProducerChoice& producer, unsigned* grid_counter, cudaStream_t stream);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "cuda/common.cuh"
 #include "cuda/kernels.hpp"
 #include "cuda/timeline.cuh"
 
@@ -20,8 +21,14 @@ inline constexpr int kFetchThreads = 256;
 // has a few words per thread in flight, few enough that a one-layer call launches one or two.
 inline constexpr int kFetchMaxCtas = 32;
 
-__global__ void __launch_bounds__(kFetchThreads) fetch_state_kernel(const uint4* host, uint4* dev, std::size_t words) {
+__global__ void __launch_bounds__(kFetchThreads) fetch_state_kernel(const uint4* host, uint4* dev, std::size_t words,
+                                                                   unsigned debug_delay_ns) {
   TimelineCta timeline(cuda::TimelineKernel::fetch, dev);
+  // The first layer's producer may be launched now (EntriesFrom::fetch_just_before): its CTAs
+  // become resident while the words cross PCIe, and wait (griddepcontrol.wait: this grid
+  // complete, its stores visible) before they read an entry.
+  pdl_allow_dependents();
+  if (debug_delay_ns > 0) debug_sleep_ns(debug_delay_ns);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * kFetchThreads;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(kFetchThreads) + threadIdx.x; i < words; i += stride)
     dev[i] = __ldcv(host + i);
@@ -32,13 +39,14 @@ __global__ void __launch_bounds__(kFetchThreads) fetch_state_kernel(const uint4*
 
 LADDER_TIMELINE_SINK(fetch)
 
-cudaError_t launch_fetch_state(const void* host, void* dev, std::size_t bytes, cudaStream_t stream) {
+cudaError_t launch_fetch_state(const void* host, void* dev, std::size_t bytes, cudaStream_t stream,
+                               unsigned debug_delay_ns) {
   if (bytes % sizeof(uint4) != 0) return cudaErrorInvalidValue;
   const std::size_t words = bytes / sizeof(uint4);
   if (words == 0) return cudaSuccess;
   const std::size_t ctas = std::min<std::size_t>((words + kFetchThreads - 1) / kFetchThreads, kFetchMaxCtas);
   fetch_state_kernel<<<static_cast<unsigned>(ctas), kFetchThreads, 0, stream>>>(static_cast<const uint4*>(host),
-                                                                              static_cast<uint4*>(dev), words);
+                                                                              static_cast<uint4*>(dev), words, debug_delay_ns);
   return cudaGetLastError();
 }
 

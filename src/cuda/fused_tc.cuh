@@ -273,14 +273,14 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) fused_tc_kernel(Prod
   produce_fused<Family>(p, tail, fused_smem, &flag);
 }
 
-// Graph form: the per-token structs come from device memory (copied before the first kernel of
-// the step, so reading them before the PDL wait is safe).
+// Graph form: the per-token structs come from device memory, read before the PDL wait unless the
+// state fetch that writes them is the kernel just before (EntriesFrom).
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) fused_tc_kernel_indirect(const ProducerParams* pp, const FusedTail* tp,
-                                                                      std::size_t stride) {
+                                                                      std::size_t stride, EntriesFrom from) {
   extern __shared__ __align__(16) KvWord fused_smem[];
   __shared__ unsigned flag;
-  const ProducerParams p = batch_entry(pp, stride);
+  const ProducerParams p = batch_entry_from(pp, stride, from);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
   const FusedTail tail = batch_entry(tp, stride);
   produce_fused<Family>(p, tail, fused_smem, &flag);
@@ -302,7 +302,7 @@ cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, c
     return cudaLaunchKernelEx(&cfg, fused_tc_kernel<Family>, p, tail);
   }
   cfg.gridDim = dim3(x, indirect_slots(batch), static_cast<unsigned>(batch.count));
-  return cudaLaunchKernelEx(&cfg, fused_tc_kernel_indirect<Family>, dp, dtail, batch.stride);
+  return cudaLaunchKernelEx(&cfg, fused_tc_kernel_indirect<Family>, dp, dtail, batch.stride, batch.entries);
 }
 
 }  // namespace ladder::cuda_detail

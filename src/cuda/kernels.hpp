@@ -90,10 +90,22 @@ struct FusedTail {
 // KernelFamily. The default is one struct.
 // max_visible bounds the producers' grids: the most rows any entry's layer can see (its schedule
 // at that length has the most workgroups and warps); 0 = the worst case of every schedule.
+// Which kernel wrote a batched launch's entries. The step state fetch (the first kernel of an
+// engine call's graph) lets the next kernel start while it still copies (fetch_state.cu), so a
+// launch right behind it reads its entries only after its PDL wait; behind any later kernel the
+// fetch has long finished, and the entries may be read at entry, before the wait (a store-fused
+// producer then prefetches its plane rows while the previous layer finishes).
+enum class EntriesFrom { earlier_kernel, fetch_just_before };
+
 struct BatchSpan {
   std::size_t stride = 0;
   int count = 1;
   int max_visible = 0;
+  // fetch_just_before: this launch is the first of the call, right behind the state fetch. A
+  // tensor-core producer with the store inside is then launched with PDL (its CTAs start while
+  // the fetch runs, docs/perf.md change 38) and waits before it reads its entry; every other
+  // kernel is launched plainly and never sees the fetch running.
+  EntriesFrom entries = EntriesFrom::earlier_kernel;
 };
 // The indirect producer grid's y extent: warp slots (tensor-core and fused) or workgroups
 // (exact DAG) of the largest schedule `batch` can reach.
@@ -126,6 +138,10 @@ cudaError_t launch_interleaved(const ProducerParams& p, const ProducerParams* dp
 cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
                                      const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
                                      const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch = {});
+// The warp-partial counts the reducer is instantiated for (reduce.cuh, reduce_head_by_parts):
+// nsg's values, 1, 2 and kMaxWarpsPerWorkgroup. plan_route refuses an entry with any other, and
+// launch_reduce a direct launch.
+constexpr bool reducer_takes_parts(int parts) { return parts == 1 || parts == 2 || parts == kMaxWarpsPerWorkgroup; }
 // c: its reduce_form (how a batched launch loads the partials; a direct launch is always one
 // pass) and device (the automatic form's occupancy query).
 // programmatic: launched with PDL (a direct launch only); it waits for the producer grid before
@@ -138,7 +154,8 @@ cudaError_t launch_poison(KvWord* dst, std::int64_t n, KvDtype dtype, cudaStream
 // N1's counters over a call's activations in device memory (count_inputs.cu). Slot z's q, k, v
 // hold [n_layers][q_layer] / [n_layers][kv_layer] / [n_layers][kv_layer] floats; a null pointer
 // (no q in a fill, an empty slot) counts nothing; range_max is the plane dtype's bound
-// (kv_range_max). out: [count][n_layers][kInputArrays], every entry written.
+// (kv_range_max). out: [count][n_layers][kInputArrays], every entry written (device memory, or
+// pinned host memory through its device mapping: the engine's counts go straight to the host).
 enum InputArray : int { kInputQ = 0, kInputK = 1, kInputV = 2, kInputArrays = 3 };
 struct SlotInputs {
   const float* q = nullptr;
@@ -160,8 +177,11 @@ struct ResidentCache {
 long long resident_ctas(const void* kernel, int threads, std::size_t smem, ResidentCache& cache, int device);
 
 // An engine call's step state, `bytes` (a multiple of 16) from device-mapped pinned host memory
-// (`host`: the device's pointer to it) into device memory `dev` (fetch_state.cu).
-cudaError_t launch_fetch_state(const void* host, void* dev, std::size_t bytes, cudaStream_t stream);
+// (`host`: the device's pointer to it) into device memory `dev` (fetch_state.cu). It allows its
+// dependents at once (EntriesFrom). debug_delay_ns (tests only; 0 otherwise): how long its CTAs
+// sleep after allowing them, before they copy.
+cudaError_t launch_fetch_state(const void* host, void* dev, std::size_t bytes, cudaStream_t stream,
+                               unsigned debug_delay_ns = 0);
 cudaError_t launch_count_inputs(const SlotInputs* slots, int count, int n_layers, int q_layer, int kv_layer,
                                 float range_max, InputCount* out, cudaStream_t stream);
 

@@ -741,11 +741,20 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(P
   produce_tc<Family, kQOrder>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
+// Reads a batched launch's entry z: after the PDL wait when the kernel just before it is the
+// state fetch that writes the entries (EntriesFrom, kernels.hpp), at once otherwise.
+template <class T>
+__device__ __forceinline__ T batch_entry_from(const T* first, std::size_t stride, EntriesFrom from) {
+  if (from == EntriesFrom::fetch_just_before) pdl_wait();
+  return batch_entry(first, stride);
+}
+
 // Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
 template <class Family>
-__global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride) {
+__global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride,
+                                                                         EntriesFrom from) {
   extern __shared__ __align__(16) KvWord tc_smem[];
-  const ProducerParams p = batch_entry(pp, stride);
+  const ProducerParams p = batch_entry_from(pp, stride, from);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
   produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
@@ -818,7 +827,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
   const unsigned heads = static_cast<unsigned>(r.shape.n_heads);
   if (cta_rank() >= heads) return;  // merges nothing
   grid_wait(counter, old);
-  for (unsigned h = cta_rank(); h < heads; h += cta_count()) reduce_head(r, static_cast<int>(h));
+  for (unsigned h = cta_rank(); h < heads; h += cta_count()) reduce_head_exact(r, static_cast<int>(h));
 }
 
 // Batched: grid z = entry. Entries of another family take part in the barrier (every CTA of the
@@ -826,11 +835,12 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_kernel_indirect(const ProducerParams* pp,
                                                                                const ReduceParams* rp,
-                                                                               std::size_t stride, unsigned* counter) {
+                                                                               std::size_t stride, unsigned* counter,
+                                                                               EntriesFrom from) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   __shared__ unsigned seen;
   {
-    const ProducerParams p = batch_entry(pp, stride);
+    const ProducerParams p = batch_entry_from(pp, stride, from);
     if (p.family == Family::kFamily)
       produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
   }
@@ -843,7 +853,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
     const unsigned z = item / heads;
     if (entry_at(pp, stride, z).family != Family::kFamily) continue;
     const ReduceParams r = entry_at(rp, stride, z);
-    reduce_head(r, static_cast<int>(item % heads));
+    reduce_head_exact(r, static_cast<int>(item % heads));
   }
 }
 
@@ -928,7 +938,7 @@ cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp
                                                         tc_resident_ctas<Family, TcKernel::walk>(c.device));
   const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
   cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
-  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family>, dp, batch.stride);
+  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family>, dp, batch.stride, batch.entries);
 }
 
 // The grid form's launch (GpuFusion::grid). It walks w slots per CTA, w the smallest count
@@ -966,7 +976,7 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
   cfg.gridDim = dim3(static_cast<unsigned>(x), ys, static_cast<unsigned>(entries));
   const cudaError_t e = direct ? cudaLaunchKernelEx(&cfg, producer_tc_grid_kernel<Family>, p, r, counter)
                                : cudaLaunchKernelEx(&cfg, producer_tc_grid_kernel_indirect<Family>, dp, dr,
-                                                    batch.stride, counter);
+                                                    batch.stride, counter, batch.entries);
   merged = e == cudaSuccess;
   return e;
 }

@@ -52,6 +52,7 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const P
   const cuda::ReduceForm form = c.reduce_form;
   const unsigned heads = static_cast<unsigned>(p.shape.n_heads);
   if (dp == nullptr) {
+    if (!reducer_takes_parts(p.parts)) return cudaErrorInvalidValue;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_launch_config(attr, programmatic, dim3(heads), dim3(kReduceThreads), stream);
     return cudaLaunchKernelEx(&cfg, reduce_kernel, p);

@@ -30,21 +30,19 @@ inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
 // are the same fmaf chains in the same order as the CPU twin's (parts = 1) or the merging
 // producer's (parts > 1), dim by dim, so which thread holds a dim never changes a bit.
 //
-// The o loads come in passes of kLoads values per thread (kLoads / kParts workgroups each, p.parts
-// <= kParts), every load of a pass issued before any is used; the chains run on across passes in
-// workgroup order, so the pass size never changes a bit either. kLoads = 128 with kParts = 4 is
-// one round trip for every schedule (reduce_head); fewer loads per pass hold fewer registers, so
-// more CTAs fit an SM (reduce_head_lean).
+// The o loads come in passes of kLoads values per thread (kLoads / kParts workgroups each), every
+// load of a pass issued before any is used; the chains run on across passes in workgroup order,
+// so the pass size never changes a bit either. kLoads = kParts x 32 is one round trip
+// (reduce_head_exact); fewer loads per pass hold fewer registers, so more CTAs fit an SM
+// (reduce_head_lean).
 //
-// With PartsCount::exact, kParts is the entry's parts itself (the caller dispatched on p.parts):
-// every `g < parts` test and every offset from o_row below is then a constant, and a load is one
-// instruction with an immediate offset. With at_most (kParts only bounds p.parts) the compiler
-// rebuilt each predicated load's 64-bit address from the kernel parameters, ~10 instructions per
-// load for 128 loads: ncu on the H200 put the one-pass kernel at 1,516 instructions per warp, 2.6
+// kParts is the entry's parts itself (the caller dispatched on p.parts, reduce_head_by_parts):
+// every `g < parts` test and every offset from o_row below is a constant, and a load is one
+// instruction with an immediate offset. With kParts only a bound on p.parts the compiler rebuilt
+// each predicated load's 64-bit address from the kernel parameters, ~10 instructions per load
+// for 128 loads: ncu on the H200 put that one-pass kernel at 1,516 instructions per warp, 2.6
 // cycles each, issue-bound (docs/perf.md, 2026-12-04).
-enum class PartsCount { at_most, exact };
-
-template <int kParts, int kLoads, PartsCount kCount = PartsCount::at_most>
+template <int kParts, int kLoads>
 __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int head) {
   static_assert(kParts >= 1 && kParts <= kMaxWarpsPerWorkgroup, "parts per workgroup");
   constexpr int kWgPerPass = kLoads / kParts < kMaxWorkgroups ? kLoads / kParts : kMaxWorkgroups;
@@ -53,7 +51,7 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
   const int d = static_cast<int>(threadIdx.x);
   const int lane = d % kWarpSize;
   const int stride = partial_stride(kHeadDim);
-  const int parts = kCount == PartsCount::exact ? kParts : p.parts;
+  constexpr int parts = kParts;
   const int nwg = p.nwg;
   const float* base = p.partials + static_cast<std::int64_t>(head) * nwg * parts * stride;
   static_assert(kMaxWorkgroups <= kWarpSize, "one lane per workgroup partial");
@@ -138,40 +136,32 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
   p.out[head * kHeadDim + d] = o_all / s_all;
 }
 
-// Every load in one round trip (168 registers: three 128-thread CTAs per SM).
-__device__ __forceinline__ void reduce_head(const ReduceParams& p, int head) {
-  reduce_head_passes<kMaxWarpsPerWorkgroup, kMaxWorkgroups * kMaxWarpsPerWorkgroup>(p, head);
-}
-
 // Loads per pass of an exact-parts instantiation: every workgroup's parts in one pass, or
 // kMaxLoads where that is fewer.
 LADDER_HD constexpr int reduce_pass_loads(int parts, int max_loads) {
   return parts * kMaxWorkgroups < max_loads ? parts * kMaxWorkgroups : max_loads;
 }
 
-// reduce_head_passes for the entry's exact parts (1, 2 or 4: nsg is a power of two up to
-// kMaxWarpsPerWorkgroup), an instantiation each, at most kMaxLoads loads per pass; any other count
-// takes the bounded form. The same bits as reduce_head whatever the pass size.
+// reduce_head_passes for the entry's exact parts, an instantiation each, at most kMaxLoads loads
+// per pass; the same bits whatever the pass size. The parts count is one of 1, 2 and 4 (nsg is a
+// power of two up to kMaxWarpsPerWorkgroup, schedule.hpp), checked on the host where an entry
+// is planned and where a direct launch is made (reducer_takes_parts): a fourth, bounded form for
+// any other count was dead code that added ~2,300 instructions to each reducer kernel, where
+// instruction fetch was the largest stall left (ncu, docs/perf.md 2026-12-04).
 template <int kMaxLoads>
 __device__ __forceinline__ void reduce_head_by_parts(const ReduceParams& p, int head) {
-  constexpr PartsCount kExact = PartsCount::exact;
   constexpr int kAll = kMaxWarpsPerWorkgroup;
-  switch (p.parts) {
-    case 1:
-      reduce_head_passes<1, reduce_pass_loads(1, kMaxLoads), kExact>(p, head);
-      return;
-    case 2:
-      reduce_head_passes<2, reduce_pass_loads(2, kMaxLoads), kExact>(p, head);
-      return;
-    case kAll:
-      reduce_head_passes<kAll, reduce_pass_loads(kAll, kMaxLoads), kExact>(p, head);
-      return;
-    default:
-      reduce_head_passes<kAll, kMaxLoads>(p, head);
-  }
+  static_assert(kAll == 4, "the parts counts dispatched below are 1, 2 and kAll");
+  if (p.parts == 1)
+    reduce_head_passes<1, reduce_pass_loads(1, kMaxLoads)>(p, head);
+  else if (p.parts == 2)
+    reduce_head_passes<2, reduce_pass_loads(2, kMaxLoads)>(p, head);
+  else
+    reduce_head_passes<kAll, reduce_pass_loads(kAll, kMaxLoads)>(p, head);
 }
 
-// One round trip for every parts count (the direct and the one-pass batched kernels).
+// Every load in one round trip, for every parts count (the direct and the one-pass batched
+// kernels, and the grid form's merge).
 __device__ __forceinline__ void reduce_head_exact(const ReduceParams& p, int head) {
   reduce_head_by_parts<kMaxWorkgroups * kMaxWarpsPerWorkgroup>(p, head);
 }

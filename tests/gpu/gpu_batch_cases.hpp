@@ -2,7 +2,9 @@
 // switch setting of the CPU sweep (every route) in graph replay, plus the default in eager
 // launches, with the two one-kernel-per-layer forms (the last CTA merging; the grid form's
 // barrier, then every CTA merging some heads) and with the store-fused producer and the reducer
-// behind it.
+// behind it, all with the engine's PDL (LaunchTuning::programmatic: each layer's kernel starts
+// while the previous one runs, the first right behind the state fetch) and the store-fused form
+// also without it.
 #pragma once
 
 #include <vector>
@@ -17,6 +19,7 @@ struct GpuBatchCase {
   BatchSwitchCase switches;
   bool graph;
   cuda::GpuFusion fusion;
+  bool programmatic = cuda::CudaEngineOptions{}.tuning.programmatic;
 };
 
 inline std::vector<GpuBatchCase> gpu_batch_cases() {
@@ -27,6 +30,7 @@ inline std::vector<GpuBatchCase> gpu_batch_cases() {
   out.push_back({"default_fused", def, true, cuda::GpuFusion::fused});
   out.push_back({"default_store_fused", def, true, cuda::GpuFusion::store_fused});
   out.push_back({"default_grid", def, true, cuda::GpuFusion::grid});
+  out.push_back({"default_store_fused_no_pdl", def, true, cuda::GpuFusion::store_fused, false});
   return out;
 }
 

@@ -32,6 +32,7 @@ TEST_P(GpuBatchInvariance, TargetBitsDoNotDependOnTheBatch) {
     cuda::CudaEngineOptions copt;
     copt.use_graph = c.graph;
     copt.tuning.fusion = c.fusion;
+    copt.tuning.programmatic = c.programmatic;
     return cuda::create_engine(g, opt, copt);
   };
   const int steps = test::small_sweep() ? 72 : 160;
@@ -74,6 +75,7 @@ TEST_P(GpuBatchInvariance, LayerByLayerCallsGiveTheWholeTokenBits) {
     cuda::CudaEngineOptions copt;
     copt.use_graph = c.graph;
     copt.tuning.fusion = c.fusion;
+    copt.tuning.programmatic = c.programmatic;
     return cuda::create_engine(g, opt, copt);
   };
   constexpr int kSequences = 4;

@@ -1,9 +1,12 @@
 // Activations in device memory (TokenIO::memory == Memory::device): the CUDA engine reads q, k,
 // v and writes out where they live, with no host copies, and counts N1's range rule on the
-// device. The sweep decodes the same batch twice, once from host memory and once from device
-// memory, and asks for the same bits, the same range counts (checked against counts injected on
-// purpose, not recomputed) and P3 against the f64 reference; the opt-in finite check refuses a
-// NaN in device memory before anything is stored.
+// device. The sweep decodes the same batch three times, once from host memory and twice from
+// device memory, and asks for the same bits, the same range counts (checked against counts
+// injected on purpose, not recomputed) and P3 against the f64 reference; the opt-in finite check
+// refuses a NaN in device memory before anything is stored. The third engine's step-state fetch
+// sleeps after it let the first layer's producer start (LaunchTuning::debug_fetch_delay_ns): a
+// producer that read its entry before its PDL wait would attend with the previous call's
+// positions and store the row into the previous call's slot.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -63,7 +66,11 @@ struct DeviceToken {
 using DeviceIoCase = test::GpuBatchCase;
 constexpr auto device_io_cases = test::gpu_batch_cases;
 
-std::unique_ptr<Engine> make_engine(const DeviceIoCase& c, bool check_finite = false) {
+// Long beside a launch (~2-4 us): a producer that did not wait for the fetch reads its entry
+// well before the fetch has written it.
+constexpr unsigned kLateFetchNs = 20000;
+
+std::unique_ptr<Engine> make_engine(const DeviceIoCase& c, bool check_finite = false, unsigned fetch_delay_ns = 0) {
   EngineOptions opt;
   opt.device = Device::cuda;
   opt.switches = c.switches.sw;
@@ -73,6 +80,8 @@ std::unique_ptr<Engine> make_engine(const DeviceIoCase& c, bool check_finite = f
   cuda::CudaEngineOptions copt;
   copt.use_graph = c.graph;
   copt.tuning.fusion = c.fusion;
+  copt.tuning.programmatic = c.programmatic;
+  copt.tuning.debug_fetch_delay_ns = fetch_delay_ns;
   Result<std::unique_ptr<Engine>> made = cuda::create_engine(test::batch_geometry(), opt, copt);
   EXPECT_TRUE(made.ok()) << made.status().to_string();
   return made ? std::move(made).value() : nullptr;
@@ -99,12 +108,13 @@ TEST_P(GpuDeviceIo, DeviceMemoryGivesTheHostMemoryBits) {
   LADDER_REQUIRE_GPU();
   const DeviceIoCase& c = GetParam();
   const Geometry g = test::batch_geometry();
-  std::unique_ptr<Engine> host = make_engine(c), dev = make_engine(c);
-  ASSERT_TRUE(host && dev);
+  std::unique_ptr<Engine> host = make_engine(c), dev = make_engine(c), late = make_engine(c, false, kLateFetchNs);
+  ASSERT_TRUE(host && dev && late);
   std::vector<SequenceId> ids{0};
   for (int i = 1; i < kSequences; ++i) {
     ids.push_back(host->add_sequence().value());
     ASSERT_EQ(dev->add_sequence().value(), ids.back());
+    ASSERT_EQ(late->add_sequence().value(), ids.back());
   }
   // Different depths: sequence i is filled to 37 * i tokens (rings empty, filling and wrapped,
   // growing planes grown), in batched fills from host and from device memory.
@@ -127,6 +137,7 @@ TEST_P(GpuDeviceIo, DeviceMemoryGivesTheHostMemoryBits) {
     }
     ASSERT_TRUE(host->fill(hcall).ok());
     ASSERT_TRUE(dev->fill(dcall).ok());
+    ASSERT_TRUE(late->fill(dcall).ok());
   }
   EXPECT_EQ(dev->range_stats(), RangeStats{}) << "the random inputs lie in [-1, 1]";
   double worst = 0.0;
@@ -142,23 +153,32 @@ TEST_P(GpuDeviceIo, DeviceMemoryGivesTheHostMemoryBits) {
       data.back().k[static_cast<std::size_t>(last) * kvn + 3] = kBeyondF16;
       data.back().q[static_cast<std::size_t>(last) * qn + 5] = -kBeyondF16;
     }
-    std::vector<DeviceToken> on_dev;
+    std::vector<DeviceToken> on_dev, on_late;
     on_dev.reserve(kSequences);
+    on_late.reserve(kSequences);
     std::vector<std::vector<float>> outs(kSequences, std::vector<float>(data[0].q.size(), std::nanf("")));
-    std::vector<SequenceToken> hcall, dcall;
+    std::vector<SequenceToken> hcall, dcall, lcall;
     for (int i = kSequences - 1; i >= 0; --i) {  // a different order than the ids': P4 either way
       on_dev.emplace_back(data[static_cast<std::size_t>(i)]);
+      on_late.emplace_back(data[static_cast<std::size_t>(i)]);
       hcall.push_back({ids[i], next[i], {data[i].q.data(), data[i].k.data(), data[i].v.data(), outs[i].data()}});
       dcall.push_back({ids[i], next[i], on_dev.back().io()});
+      lcall.push_back({ids[i], next[i], on_late.back().io()});
     }
     ASSERT_TRUE(host->encode(hcall).ok());
     const Status s = dev->encode(dcall);
     ASSERT_TRUE(s.ok()) << s.to_string();
+    const Status sl = late->encode(lcall);
+    ASSERT_TRUE(sl.ok()) << sl.to_string();
     const auto routes = last_call_routes(*dev, kSequences);
     for (int i = 0; i < kSequences; ++i) {
-      const std::vector<float> got = on_dev[static_cast<std::size_t>(kSequences - 1 - i)].out.download();
+      const std::size_t at = static_cast<std::size_t>(kSequences - 1 - i);
+      const std::vector<float> got = on_dev[at].out.download();
       ASSERT_EQ(std::memcmp(got.data(), outs[i].data(), got.size() * sizeof(float)), 0)
           << "sequence " << i << " at position " << next[i];
+      const std::vector<float> got_late = on_late[at].out.download();
+      ASSERT_EQ(std::memcmp(got_late.data(), outs[i].data(), got_late.size() * sizeof(float)), 0)
+          << "sequence " << i << " at position " << next[i] << ", the fetch delayed";
       // P3 on the layers with in-range inputs (the last layer's saturated values are not in the
       // reference's inputs).
       if (step % 8 == 0 || step == kSteps - 1)
@@ -172,6 +192,7 @@ TEST_P(GpuDeviceIo, DeviceMemoryGivesTheHostMemoryBits) {
   EXPECT_LE(worst, test::kBatchRelTol);
   const RangeStats expected{static_cast<std::int64_t>(kSaturatedPerToken) * kSequences * kSteps, 0};
   EXPECT_EQ(dev->range_stats(), expected);
+  EXPECT_EQ(late->range_stats(), expected);
   EXPECT_EQ(host->range_stats(), expected);
 }
 

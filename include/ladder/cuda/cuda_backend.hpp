@@ -97,6 +97,10 @@ struct LaunchTuning {
   // slot f's partial is written, after the PDL reducer was allowed to start. nullptr in every
   // real use.
   const unsigned* debug_arrival_delay_ns = nullptr;
+  // Tests only: nanoseconds each CTA of an engine call's step-state fetch sleeps after it let the
+  // first layer's kernel start and before it copies (a kernel that read its entry before the
+  // fetch finished would read the previous call's). 0 in every real use.
+  unsigned debug_fetch_delay_ns = 0;
   // Tensor-core producer, batched launches: warp slots one CTA walks in turn (a launch shape:
   // every value gives the same bits). 0 = the rule of heuristics.hpp (tc_slots_per_cta).
   int tc_slots_per_cta = 0;
@@ -169,7 +173,10 @@ Status enqueue_layer_link(const LayerLink& link, const HeadShape& shape, void* s
 struct CudaEngineOptions {
   // Capture the per-token step as a CUDA graph and replay it (E2). false = eager launches.
   bool use_graph = true;
-  LaunchTuning tuning;
+  // An engine launches its tensor-core kernels with PDL (LaunchTuning::programmatic): it owns the
+  // planes, so nothing outside it writes the rows a kernel prefetches before its wait. Measured
+  // on the H200 (docs/perf.md, change 38): a 52-layer batch-16 call's GPU time -1.4 to -4.8 %.
+  LaunchTuning tuning{.programmatic = true};
   // Time every call's work on the GPU with a pair of CUDA events (DeviceStats::device_us): what
   // the benches report beside the host clock. Off by default (two event records per call).
   bool time_steps = false;
@@ -181,7 +188,8 @@ struct CudaEngineOptions {
   // Values below 1 count as 1.
   int replays_per_timed_call = 1;
 };
-// What Device::cuda engines run with: the defaults, with LADDER_CUDA_GRAPH=0 selecting eager.
+// What Device::cuda engines run with: the defaults, with LADDER_CUDA_GRAPH=0 selecting eager
+// launches and LADDER_GPU_PDL=0 launches without PDL.
 CudaEngineOptions default_engine_options();
 // The CUDA device for the engine (device_api.hpp). Each sequence owns its planes and scratch;
 // the device owns one stream, the staging of host-memory activations and the step graphs. The
