@@ -382,7 +382,8 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
 Result<Row> bench_engine(const Geometry& g, int depth, const Options& o) {
   EngineOptions eo;
   eo.device = Device::cuda;
-  Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, eo, cuda::CudaEngineOptions{});
+  // What Engine::create gives a user (LADDER_CUDA_GRAPH and LADDER_GPU_PDL included).
+  Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, eo, cuda::default_engine_options());
   if (!made.ok()) return made.status();
   Result<Row> row = time_encode_token(**made, depth, o.reps, kWarmupReplays, Switches{}, kSeed);
   if (!row.ok()) return row.status();

@@ -493,8 +493,9 @@ class CudaBackend final : public DeviceBackend {
 
   // N1's counts of every slot's inputs into h_counts_ ([bucket][call layers][kInputArrays]), on
   // `stream`: the kernel writes them straight into the mapped pinned array, which the host reads
-  // once the call has synchronized. A copy node behind the kernel cost a batch-1 52-layer call
-  // ~70 us of its host clock at 2,048 (667 -> 598 us on the H200; docs/perf.md, change 38).
+  // once the call has synchronized, so no copy node (a hand-off to the copy engine) sits in every
+  // call's graph. With it gone and PDL on, a batch-1 52-layer call took 695 -> 598 us of host
+  // clock at 2,048 on the H200 (docs/perf.md, change 38; the two were not measured apart).
   Status enqueue_counts(int bucket, cudaStream_t stream) {
     cuda_detail::clear_stale_error();
     return cuda_status(cuda_detail::launch_count_inputs(d_inputs(), bucket, static_cast<int>(call_layers_),
