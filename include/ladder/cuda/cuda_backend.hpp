@@ -90,7 +90,9 @@ struct LaunchTuning {
   GpuFusion fusion = GpuFusion::automatic;
   // Launch the fused kernel with programmatic dependent launch: it may start while the previous
   // kernel on the stream runs, prefetching its KV rows, and waits for that kernel before it
-  // reads q or the activations (a programmatic edge when captured into a graph).
+  // reads q or the activations (a programmatic edge when captured into a graph). Off here: a
+  // run_route caller's previous kernel may be writing those rows. Engines turn it on
+  // (CudaEngineOptions), since they own their planes.
   bool programmatic = false;
   // Tests only: a device array [128] of nanoseconds the fused kernel's CTA of warp slot f waits
   // before it arrives at the reduce (forces an arrival order); in the store-fused form, before
