@@ -84,12 +84,6 @@ struct FusedTail {
   unsigned* grid_counter = nullptr;
 };
 
-// The indirect form over a batch: `count` parameter structs, the first at `dp` and each next one
-// `stride` bytes further (grid z = count). An entry with nothing to do exits at once: a store
-// with n_kv_heads 0, a copy with rows 0, a reduce with nwg 0, a producer struct of another
-// KernelFamily. The default is one struct.
-// max_visible bounds the producers' grids: the most rows any entry's layer can see (its schedule
-// at that length has the most workgroups and warps); 0 = the worst case of every schedule.
 // Which kernel wrote a batched launch's entries. The step state fetch (the first kernel of an
 // engine call's graph) lets the next kernel start while it still copies (fetch_state.cu), so a
 // launch right behind it reads its entries only after its PDL wait; behind any later kernel the
@@ -97,6 +91,12 @@ struct FusedTail {
 // producer then prefetches its plane rows while the previous layer finishes).
 enum class EntriesFrom { earlier_kernel, fetch_just_before };
 
+// The indirect form over a batch: `count` parameter structs, the first at `dp` and each next one
+// `stride` bytes further (grid z = count). An entry with nothing to do exits at once: a store
+// with n_kv_heads 0, a copy with rows 0, a reduce with nwg 0, a producer struct of another
+// KernelFamily. The default is one struct.
+// max_visible bounds the producers' grids: the most rows any entry's layer can see (its schedule
+// at that length has the most workgroups and warps); 0 = the worst case of every schedule.
 struct BatchSpan {
   std::size_t stride = 0;
   int count = 1;
