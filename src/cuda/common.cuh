@@ -16,6 +16,7 @@
 #include "ladder/kv_dtype.hpp"
 #include "ladder/nonfinite.hpp"
 #include "ladder/softmax.hpp"
+#include "cuda/kernels.hpp"
 #include "cuda/timeline.cuh"
 
 namespace ladder::cuda_detail {
@@ -72,6 +73,13 @@ __device__ __forceinline__ const T& entry_at(const T* first, std::size_t stride,
 template <class T>
 __device__ __forceinline__ const T& batch_entry(const T* first, std::size_t stride) {
   return entry_at(first, stride, blockIdx.z);
+}
+// The same entry, read after the PDL wait when the kernel just before is the state fetch that
+// writes the entries (EntriesFrom), at once otherwise.
+template <class T>
+__device__ __forceinline__ T batch_entry_from(const T* first, std::size_t stride, EntriesFrom from) {
+  if (from == EntriesFrom::fetch_just_before) pdl_wait();
+  return batch_entry(first, stride);
 }
 
 struct Float4 {

@@ -313,8 +313,10 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
                            const ProducerChoice& producer, unsigned* grid_counter, cudaStream_t stream) {
   clear_stale_error();
   batch.max_visible = k.max_visible;
-  // Only the layer's first launch can be right behind the state fetch (EntriesFrom).
-  const auto step = [&](cudaError_t r, const char* what) -> Status {
+  // One launch, then its error in words. Only the layer's first launch can be right behind the
+  // state fetch (EntriesFrom): every launch after it reads its entries at once.
+  const auto step = [&](auto&& launch, const char* what) -> Status {
+    const cudaError_t r = launch();
     batch.entries = EntriesFrom::earlier_kernel;
     return cuda_status(r, fmt::format("launching the batched {} kernel", what));
   };
@@ -339,24 +341,29 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
                                std::pair{Route::vec, LayerKernels::fused_vec}})
     if (k.bits & bit) {
       bool merged = false;
-      LADDER_TRY(step(launch_store_fused_route(r, prod, &first->producer, reduce, &first->reduce, tail, &first->tail,
-                                               producer, stream, merged, batch),
-                      store_fused_name(r, producer)));
+      LADDER_TRY(step(
+          [&] {
+            return launch_store_fused_route(r, prod, &first->producer, reduce, &first->reduce, tail, &first->tail,
+                                            producer, stream, merged, batch);
+          },
+          store_fused_name(r, producer)));
       all_merged = all_merged && merged;
     }
-  if (k.bits & LayerKernels::store) LADDER_TRY(step(launch_store(store, &first->store, stream, batch), "store"));
+  if (k.bits & LayerKernels::store) LADDER_TRY(step([&] { return launch_store(store, &first->store, stream, batch); }, "store"));
   if (k.bits & LayerKernels::copy)
-    LADDER_TRY(step(launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch), "pad or stage"));
+    LADDER_TRY(step([&] { return launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch); }, "pad or stage"));
   if (k.bits & LayerKernels::splitk)
-    LADDER_TRY(step(launch_splitk(prod, &first->producer, producer, stream, batch), "splitk producer"));
-  if (k.bits & LayerKernels::vec) LADDER_TRY(step(launch_vec(prod, &first->producer, producer, stream, batch), "vec producer"));
+    LADDER_TRY(step([&] { return launch_splitk(prod, &first->producer, producer, stream, batch); }, "splitk producer"));
+  if (k.bits & LayerKernels::vec)
+    LADDER_TRY(step([&] { return launch_vec(prod, &first->producer, producer, stream, batch); }, "vec producer"));
   if (k.bits & LayerKernels::interleaved)
-    LADDER_TRY(step(launch_interleaved(prod, &first->producer, producer, stream, batch), "interleaved producer"));
+    LADDER_TRY(step([&] { return launch_interleaved(prod, &first->producer, producer, stream, batch); },
+                    "interleaved producer"));
   // The reducer, unless every entry was merged by its grid-form launch (where entries of other
   // families need it, it also merges those entries again, to the same bits).
   const bool others = (k.bits & (LayerKernels::splitk | LayerKernels::vec | LayerKernels::interleaved)) != 0;
   if ((k.bits & LayerKernels::reduce) && (others || !all_merged))
-    LADDER_TRY(step(launch_reduce(reduce, &first->reduce, producer, stream, batch), "reduce"));
+    LADDER_TRY(step([&] { return launch_reduce(reduce, &first->reduce, producer, stream, batch); }, "reduce"));
   return {};
 }
 

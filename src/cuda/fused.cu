@@ -44,10 +44,9 @@ cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, con
     return launch_fused_tc<FusedRows<F, D>>(p, dp, tail, dtail, c.programmatic, stream, batch);
   if (c.fusion == GpuFusion::grid)
     return launch_producer_tc_grid<FusedRows<F, D>>(p, dp, rp, drp, tail.grid_counter, c, stream, batch, merged);
-  // Right behind the state fetch, with PDL whatever c says: the CTAs start while the fetch runs
-  // and read their entries after the wait (EntriesFrom).
-  const bool behind_fetch = dp != nullptr && batch.entries == EntriesFrom::fetch_just_before;
-  return launch_producer_tc<FusedRows<F, D>>(p, dp, c, stream, batch, c.programmatic || behind_fetch);
+  // Right behind the state fetch (batch.entries), the kernel reads its entry after its PDL wait;
+  // whether it may start before the fetch ends is c.programmatic's to say, as for every form.
+  return launch_producer_tc<FusedRows<F, D>>(p, dp, c, stream, batch, c.programmatic);
 }
 
 template <KernelFamily F>

@@ -102,9 +102,10 @@ struct BatchSpan {
   int count = 1;
   int max_visible = 0;
   // fetch_just_before: this launch is the first of the call, right behind the state fetch. A
-  // tensor-core producer with the store inside is then launched with PDL (its CTAs start while
-  // the fetch runs, docs/perf.md change 38) and waits before it reads its entry; every other
-  // kernel is launched plainly and never sees the fetch running.
+  // tensor-core producer (store-fused, fused or grid form) then reads its entry only after its
+  // PDL wait, so with ProducerChoice::programmatic its CTAs may start while the fetch runs
+  // (docs/perf.md change 38); every other kernel is launched plainly and never sees the fetch
+  // running.
   EntriesFrom entries = EntriesFrom::earlier_kernel;
 };
 // The indirect producer grid's y extent: warp slots (tensor-core and fused) or workgroups

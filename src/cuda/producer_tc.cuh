@@ -741,14 +741,6 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(P
   produce_tc<Family, kQOrder>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
-// Reads a batched launch's entry z: after the PDL wait when the kernel just before it is the
-// state fetch that writes the entries (EntriesFrom, kernels.hpp), at once otherwise.
-template <class T>
-__device__ __forceinline__ T batch_entry_from(const T* first, std::size_t stride, EntriesFrom from) {
-  if (from == EntriesFrom::fetch_just_before) pdl_wait();
-  return batch_entry(first, stride);
-}
-
 // Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
 template <class Family>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride,
