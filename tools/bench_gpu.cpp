@@ -393,6 +393,26 @@ Result<Row> bench_engine(const Geometry& g, int depth, const Options& o) {
   return row;
 }
 
+// The same call with the activations in device memory (a caller whose model runs on the GPU, as
+// through the Python module), from an engine that also times each call with CUDA events: the
+// row's time is the host clock like encode_token's, its note gives the GPU time, so the two
+// rows together say what the host-memory row pays for its copies.
+Result<Row> bench_engine_device_io(const Geometry& g, int depth, const Options& o, const DeviceActivations& acts,
+                                   const MakeEngine& make) {
+  EngineOptions eo;
+  eo.device = Device::cuda;
+  Result<std::unique_ptr<Engine>> made = make(g, eo);
+  if (!made.ok()) return made.status();
+  Result<std::vector<TokenIO>> io = acts.make(g, 1, kSeed);
+  if (!io.ok()) return io.status();
+  Result<Row> row = time_encode_batch(**made, {depth}, o.reps, kWarmupReplays, kSeed, &*io, &acts);
+  if (!row.ok()) return row.status();
+  row->kind = "engine";
+  row->name = "encode_token, device I/O";
+  row->note += "; no rotation";
+  return row;
+}
+
 }  // namespace
 
 Result<Report> run_gpu(const Geometry& g, const Options& o) {
@@ -532,6 +552,14 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
     };
   };
   const MakeEngine timed = timed_engine(1);
+  if (o.engine_step)
+    for (int depth : o.step_depths) {
+      if (depth > o.engine_max_depth) continue;
+      progress(fmt::format("engine encode_token with device I/O at depth {} (fills {} tokens first)", depth, depth));
+      Result<Row> r = bench_engine_device_io(g, depth, o, on_device, timed);
+      if (!r) return r.status();
+      rep.rows.push_back(*r);
+    }
   LADDER_TRY(add_batch_rows(g, Device::cuda, o, rep.rows, on_device, timed));
   // One layer over each batch size at each single-layer depth: what a peer's batched
   // single-layer call is compared with. The peers are timed as replays of a captured graph, back
@@ -569,7 +597,8 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
       "launch (each prefetches its KV rows before it waits for the previous kernel)");
   if (o.engine_step)
     rep.notes.push_back(fmt::format("engine: Engine::encode_token on the host clock (its cached step graph plus "
-                                    "activation copies in and out), depths <= {}",
+                                    "activation copies in and out; ', device I/O': the activations in device memory, the "
+                                    "note giving the call's GPU time), depths <= {}",
                                     o.engine_max_depth));
   if (!o.batches.empty())
     rep.notes.push_back("batch rows: Engine::encode on the host clock, one call per token for every sequence "
