@@ -57,6 +57,14 @@ inline int tc_slots_per_cta(long long slot_ctas, long long resident_ctas) {
   return static_cast<int>((slot_ctas + resident_ctas - 1) / resident_ctas);
 }
 
+// GPU, batched launches (the engine's graphs): the reducer behind a store-fused producer is
+// launched with PDL (it starts while the producer's last CTAs finish, and the next layer's
+// producer behind it one hand-off earlier) only for a call of at most this many sequences.
+// Measured on the H200 (docs/perf.md): at every batch size (change 27) the batch-16 layer lost
+// 1.5 % at 32,768 (its 512 reducer CTAs landing beside producer CTAs still streaming) for 2 % at
+// 2,048; a one-sequence call's 52-layer token: change 40's section.
+inline constexpr int kBatchedReducerPdlUpToBatch = 1;
+
 // GPU splitk and vec: how many kernels a layer launches (cuda::LaunchTuning::fusion, the
 // environment's LADDER_GPU_FUSED=1 / store / 0, else kGpuFusionDefault).
 enum class GpuFusion {

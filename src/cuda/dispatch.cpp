@@ -363,7 +363,12 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   // families need it, it also merges those entries again, to the same bits).
   const bool others = (k.bits & (LayerKernels::splitk | LayerKernels::vec | LayerKernels::interleaved)) != 0;
   if ((k.bits & LayerKernels::reduce) && (others || !all_merged))
-    LADDER_TRY(step([&] { return launch_reduce(reduce, &first->reduce, producer, stream, batch); }, "reduce"));
+    LADDER_TRY(step(
+        [&] {
+          return launch_reduce(reduce, &first->reduce, producer, stream, batch,
+                               producer.reduce_programmatic && batch.count <= kBatchedReducerPdlUpToBatch);
+        },
+        "reduce"));
   return {};
 }
 

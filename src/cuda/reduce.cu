@@ -11,9 +11,10 @@ namespace ladder::cuda_detail {
 namespace {
 
 // A next layer's producer launched with PDL may start its plane prefetch once every earlier
-// kernel of the stream has completed: the direct kernel, launched with PDL behind a store-fused
-// producer, allows it after waiting for that producer's grid (common.cuh's rule); the batched
-// ones are launched plainly, so they start only after every earlier kernel has completed.
+// kernel of the stream has completed: each kernel allows it after waiting for the producer's
+// grid (common.cuh's rule). The direct kernel is launched with PDL behind a store-fused
+// producer; the batched ones only for a call of at most kBatchedReducerPdlUpToBatch sequences
+// (heuristics.hpp), plainly otherwise, where the wait is a no-op.
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) {
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   pdl_wait();  // the producer's grid and its partials (a no-op for a launch without PDL)
@@ -23,6 +24,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) 
   timeline.mark(cuda::TimelineEvent::exit);
 }
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp, std::size_t stride) {
+  pdl_wait();
   pdl_allow_dependents();
   const ReduceParams p = batch_entry(pp, stride);
   if (p.nwg <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
@@ -32,6 +34,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const R
 }
 __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
     reduce_kernel_indirect_lean(const ReduceParams* pp, std::size_t stride) {
+  pdl_wait();
   pdl_allow_dependents();
   const ReduceParams p = batch_entry(pp, stride);
   if (p.nwg <= 0) return;
@@ -66,11 +69,10 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const P
     lean = resident > 0 && ctas > resident;
   }
   const dim3 grid(heads, 1, static_cast<unsigned>(batch.count));
-  if (lean)
-    reduce_kernel_indirect_lean<<<grid, kReduceThreads, 0, stream>>>(dp, batch.stride);
-  else
-    reduce_kernel_indirect<<<grid, kReduceThreads, 0, stream>>>(dp, batch.stride);
-  return cudaGetLastError();
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = pdl_launch_config(attr, programmatic, grid, dim3(kReduceThreads), stream);
+  return lean ? cudaLaunchKernelEx(&cfg, reduce_kernel_indirect_lean, dp, batch.stride)
+              : cudaLaunchKernelEx(&cfg, reduce_kernel_indirect, dp, batch.stride);
 }
 
 }  // namespace ladder::cuda_detail

@@ -21,6 +21,8 @@
 #include "gpu/gpu_delays.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
+#include "ladder/cuda_engine.hpp"
+#include "ladder/engine.hpp"
 
 namespace ladder::test {
 namespace {
@@ -322,6 +324,84 @@ TEST(GpuFused, StoreFusedReducerWaitsForItsProducers) {
       EXPECT_TRUE(same_bits(delayed, base)) << "max ulp " << max_ulp(delayed, base);
     }
     cuda::free_workspace(*ws);
+  }
+}
+
+// The engine's one-sequence calls launch their batched reducer with PDL too
+// (kBatchedReducerPdlUpToBatch): it may start once every producer CTA has folded its last slot,
+// before any partial is written. Chosen CTAs sleep in that window; the scratch then holds the
+// previous layer's and the previous token's partials, and the reducer must still merge only
+// what this layer's producers wrote: the bits are those of an engine whose reducer is launched
+// plainly behind separate kernels (the same bits, GpuFused.OneKernelEqualsSeparateKernelsBitForBit).
+// Two partitions: the ring layers' 2,048 rows (32 slots) and the NoPE layer's 2,100 (64 slots).
+TEST(GpuFused, BatchOneEngineReducerWaitsForItsProducers) {
+  LADDER_REQUIRE_GPU();
+  constexpr unsigned kStepNs = 20000;  // far above a CTA's few microseconds: the order is forced
+  constexpr int kFilled = 2100;        // tokens stored before the timed ones
+  constexpr int kDecoded = 3;          // tokens decoded by every engine
+  Geometry g;
+  g.name = "reducer-waits";
+  g.n_layers = 3;
+  g.n_heads = 32;
+  g.n_kv_heads = 2;
+  g.head_dim = kHeadDim;
+  g.window = 2048;
+  g.ring_slack = 0;
+  g.max_context = 4096;
+  g.nope_period = 3;
+  g.nope_phase = 2;
+  ASSERT_TRUE(g.validate().ok());
+  const std::size_t nq = static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim;
+  const std::size_t nkv = static_cast<std::size_t>(g.n_layers) * g.n_kv_heads * g.head_dim;
+  // Token p's activations: a function of p alone, so every engine is given the same ones.
+  struct Acts {
+    std::vector<float> q, k, v;
+  };
+  const auto acts = [&](int p) {
+    std::mt19937 rng(static_cast<unsigned>(p) + 1u);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    Acts a{std::vector<float>(nq), std::vector<float>(nkv), std::vector<float>(nkv)};
+    for (auto* xs : {&a.q, &a.k, &a.v})
+      for (float& x : *xs) x = n(rng);
+    return a;
+  };
+  Delays delays;
+  std::vector<unsigned> reversed(kMaxSlots), slot0_last(kMaxSlots, 0u);
+  for (int f = 0; f < kMaxSlots; ++f) reversed[f] = static_cast<unsigned>(kMaxSlots - 1 - f) * kStepNs / 8;
+  slot0_last[0] = 20 * kStepNs;
+  // The outputs of kDecoded tokens after kFilled stored ones, from an engine built with `copt`.
+  const auto decode = [&](const cuda::CudaEngineOptions& copt) {
+    EngineOptions opt;
+    opt.device = Device::cuda;
+    Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, opt, copt);
+    EXPECT_TRUE(made.ok()) << made.status().to_string();
+    std::vector<float> outs;
+    if (!made.ok()) return outs;
+    Engine& e = **made;
+    for (int p = 0; p < kFilled + kDecoded; ++p) {
+      const Acts a = acts(p);
+      std::vector<float> out(nq, std::nanf(""));
+      const TokenIO io{a.q.data(), a.k.data(), a.v.data(), out.data()};
+      const Status st = p < kFilled ? e.fill_token(p, io) : e.encode_token(p, io);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      if (p >= kFilled) outs.insert(outs.end(), out.begin(), out.end());
+    }
+    return outs;
+  };
+  cuda::CudaEngineOptions plain = cuda::default_engine_options();
+  plain.tuning.fusion = cuda::GpuFusion::separate;
+  const std::vector<float> base = decode(plain);
+  ASSERT_EQ(base.size(), nq * kDecoded);
+  ASSERT_TRUE(all_finite(base));
+  for (const auto& [name, ns] : {std::pair{"reversed", reversed}, std::pair{"slot 0 last", slot0_last}}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(delays.set(ns));
+    cuda::CudaEngineOptions delayed = cuda::default_engine_options();
+    delayed.tuning.fusion = cuda::GpuFusion::store_fused;
+    delayed.tuning.debug_arrival_delay_ns = delays.get();
+    const std::vector<float> got = decode(delayed);
+    ASSERT_EQ(got.size(), base.size());
+    EXPECT_TRUE(same_bits(got, base)) << "max ulp " << max_ulp(got, base);
   }
 }
 
