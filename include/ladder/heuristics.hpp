@@ -62,7 +62,8 @@ inline int tc_slots_per_cta(long long slot_ctas, long long resident_ctas) {
 // producer behind it one hand-off earlier) only for a call of at most this many sequences.
 // Measured on the H200 (docs/perf.md): at every batch size (change 27) the batch-16 layer lost
 // 1.5 % at 32,768 (its 512 reducer CTAs landing beside producer CTAs still streaming) for 2 % at
-// 2,048; a one-sequence call's 52-layer token: change 40's section.
+// 2,048; for a one-sequence call (change 40) the 52-layer token with device I/O took 385 -> 354
+// us at 2,048 and 528 -> 506 at 32,768, batch-16 rows unchanged. Batches of 2 to 8: not measured.
 inline constexpr int kBatchedReducerPdlUpToBatch = 1;
 
 // GPU splitk and vec: how many kernels a layer launches (cuda::LaunchTuning::fusion, the
