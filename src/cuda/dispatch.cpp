@@ -349,7 +349,8 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
           store_fused_name(r, producer)));
       all_merged = all_merged && merged;
     }
-  if (k.bits & LayerKernels::store) LADDER_TRY(step([&] { return launch_store(store, &first->store, stream, batch); }, "store"));
+  if (k.bits & LayerKernels::store)
+    LADDER_TRY(step([&] { return launch_store(store, &first->store, stream, batch); }, "store"));
   if (k.bits & LayerKernels::copy)
     LADDER_TRY(step([&] { return launch_copy_rows(copy, &first->copy, k.copy_rows, stream, batch); }, "pad or stage"));
   if (k.bits & LayerKernels::splitk)

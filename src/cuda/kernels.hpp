@@ -146,8 +146,8 @@ constexpr bool reducer_takes_parts(int parts) { return parts == 1 || parts == 2 
 // c: its reduce_form (how a batched launch loads the partials; a direct launch is always one
 // pass) and device (the automatic form's occupancy query).
 // programmatic: launched with PDL (a direct launch behind a store-fused producer, or a batched
-// one of a small call: batched_reducer_programmatic); it waits for the producer grid before it
-// reads a partial.
+// one of a call of at most kBatchedReducerPdlUpToBatch sequences); it waits for the producer grid
+// before it reads a partial.
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const ProducerChoice& c, cudaStream_t stream,
                           BatchSpan batch = {}, bool programmatic = false);
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
