@@ -63,8 +63,11 @@ inline int tc_slots_per_cta(long long slot_ctas, long long resident_ctas) {
 // Measured on the H200 (docs/perf.md): at every batch size (change 27) the batch-16 layer lost
 // 1.5 % at 32,768 (its 512 reducer CTAs landing beside producer CTAs still streaming) for 2 % at
 // 2,048; for a one-sequence call (change 40) the 52-layer token with device I/O took 385 -> 354
-// us at 2,048 and 528 -> 506 at 32,768, batch-16 rows unchanged. Batches of 2 to 8: not measured.
-inline constexpr int kBatchedReducerPdlUpToBatch = 1;
+// us at 2,048 and 528 -> 506 at 32,768, batch-16 rows unchanged. One-layer calls of 2 / 4 / 8
+// sequences with the bound at 8 against 1 (change 40's bound): -4 / +2.2 to +2.9 / +0.4 to +2.5 %
+// at 2,048 and -1.5 to -2.1 / -0.9 / -0.6 to -1.2 % at 32,768. So 2 (a bucket of 2 holds 2 sequences;
+// 3 take a bucket of 4).
+inline constexpr int kBatchedReducerPdlUpToBatch = 2;
 
 // GPU splitk and vec: how many kernels a layer launches (cuda::LaunchTuning::fusion, the
 // environment's LADDER_GPU_FUSED=1 / store / 0, else kGpuFusionDefault).
