@@ -86,6 +86,11 @@ struct Tiles {
   AlignedFloats o;       // [hpk][hd8]; with heads in lanes o transposed, [hd8][hpk]
   AlignedFloats wt;      // heads in lanes: [kFastChunkTokens][hpk], scores then weights
   AlignedFloats fold;    // heads in lanes: per KV head of the task, m[hpk] then s[hpk]
+  // Heads in lanes: two [kSubTokens][hd8] K tiles (one scored, one being widened), then two V
+  // tiles, in one block so that every tile written sits a whole number of tiles (8 KiB) from
+  // the tile read: at other distances the widening stores slowed the kernel reading beside them
+  // by up to 8 % (score) and 17 % (V pass) on the 2-vCPU EPYC (docs/perf.md, 2026-12-04).
+  AlignedFloats lane_tiles;
   std::vector<SoftmaxStats> stats;          // [hpk]
   std::vector<KvWord> zero_row;             // [hd] +0 words (either dtype): a padding token's K row
 };
@@ -182,6 +187,17 @@ void score_rows8(int heads, const float* qt, int hd, const float* krows, float s
 #endif
 }
 
+// Heads in lanes: two K tiles and two V tiles (Tiles::lane_tiles).
+constexpr int kLaneTiles = 4;
+
+// The chunk that a task runs after the current one (the next KV head of its group, else the first
+// of the next chunk), whose first K rows the current one's last kernel widens.
+struct FollowingChunk {
+  const ChunkRows* rows = nullptr;  // none: the task's last
+  int kv_head = 0;
+  int chunk = 0;
+};
+
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
 struct HeadState {
   float* q;             // [hpk][hd] (the transposed-K kernels of 8 lanes only)
@@ -237,6 +253,7 @@ class FastProducer final : public ProducerTasks {
     tl.o.fit(group * hpk * hd8);
     if (heads_in_lanes_) tl.wt.fit(kFastChunkTokens * hpk);
     if (heads_in_lanes_) tl.fold.fit(group * 2 * hpk);
+    if (heads_in_lanes_) tl.lane_tiles.fit(kLaneTiles * kSubTokens * hd8);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
     std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, KvWord{0});
@@ -268,13 +285,30 @@ class FastProducer final : public ProducerTasks {
       // so only the first sub-block waits for memory (a task at L = 2,048 is a single chunk).
       prefetch_rows(rows[j][0].k, chunk_count(first_chunk));
     }
+    if (heads_in_lanes_) {
+      // The task's first K rows: no kernel runs before them to widen them on the way.
+      detail::WidenQueue first;
+      queue_widen(rows[0][0].k, std::min(kSubTokens, chunk_count(first_chunk)), true, kv0, tl.lane_tiles.data(), first);
+      detail::widen_queue_now(first);
+    }
     for (int c = first_chunk; c < end_chunk; ++c) {
       const bool has_next = c + 1 < end_chunk;
       for (int j = 0; j < group_; ++j) {
         const ChunkRows& cur = rows[j][(c - first_chunk) % 2];
         ChunkRows& next = rows[j][(c - first_chunk + 1) % 2];
         if (has_next) chunk_rows(kv0 + j, c + 1, next);
-        run_chunk(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr);
+        if (!heads_in_lanes_) {
+          run_chunk(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr);
+          continue;
+        }
+        // The call after this one: the group's next KV head on this chunk, else its first on the
+        // next chunk (whose rows were listed above, at j = 0).
+        FollowingChunk following;
+        if (j + 1 < group_)
+          following = {&rows[j + 1][(c - first_chunk) % 2], kv0 + j + 1, c};
+        else if (has_next)
+          following = {&rows[0][(c - first_chunk + 1) % 2], kv0, c + 1};
+        run_chunk_lanes(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr, following);
       }
     }
     for (int j = 0; j < group_; ++j) write_partials(state[j], kv0 + j, split);
@@ -447,22 +481,16 @@ class FastProducer final : public ProducerTasks {
     const float scale = p_.shape.scale;
     float* scores = tl.scores.data();
     // Scores of every head for the chunk, K widened and transposed once per sub-block.
-    detail::LineQueue lines;
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
-      if (heads_in_lanes_)
-        queue_lines(cur.v + b, n, lines);  // asked for inside the score kernel
-      else
-        prefetch_rows(cur.v + b, n);
+      prefetch_rows(cur.v + b, n);
       if (row_scores_) {
         float* krows = tl.krows.data();
         widen_rows(cur.k + b, true, n, kv_head, krows);
         // A ragged sub-block's rows past n: zero, as a transposed tile's (their scores are
         // never read).
         std::fill(krows + static_cast<std::size_t>(n) * hd8, krows + kSubTokens * hd8, 0.0f);
-        if (heads_in_lanes_)
-          detail::score_rows_heads_in_lanes(hs.qt, hd_, krows, scale, tl.wt.data() + b * hpk_, lines);
-        else if (wide_)
+        if (wide_)
           detail::score_rows_avx512(hpk_, hs.qt, hd_, krows, scale, scores + b);
         else
           score_rows8(hpk_, hs.qt, hd_, krows, scale, tl.score_tile.data(), scores + b);
@@ -479,8 +507,7 @@ class FastProducer final : public ProducerTasks {
     }
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
-    if (heads_in_lanes_) detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_);
-    for (int h = 0; h < hpk_ && !heads_in_lanes_; ++h) {
+    for (int h = 0; h < hpk_; ++h) {
       float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
       SoftmaxStats& st = hs.stats[h];
       const float corr = fold_block_max(st, detail::chunk_max(s, count));
@@ -492,15 +519,8 @@ class FastProducer final : public ProducerTasks {
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       const int next_n = next == nullptr ? 0 : std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b));
-      if (heads_in_lanes_)
-        queue_lines(next_n > 0 ? next->k + b : nullptr, next_n, lines);  // asked for inside the V kernel
-      else if (next_n > 0)
-        prefetch_rows(next->k + b, next_n);
+      if (next_n > 0) prefetch_rows(next->k + b, next_n);
       widen_rows(cur.v + b, false, n, kv_head, rows);
-      if (heads_in_lanes_) {
-        detail::accumulate_heads_in_lanes(hs.o, hd_, tl.wt.data() + b * hpk_, rows, hd8_, n, lines);
-        continue;
-      }
       if (wide_) {
         detail::accumulate_heads_avx512(hpk_, hd8_, hs.o, hd8_, scores + b, rows, hd8_, n);
         continue;
@@ -511,6 +531,70 @@ class FastProducer final : public ProducerTasks {
           accumulate_heads(heads, (hd8_ - d) / kLanes, hs.o + h * hd8 + d, hd8_,
                            scores + static_cast<std::size_t>(h) * kFastChunkTokens + b, rows + d, hd8_, n);
       }
+    }
+  }
+
+  // The widen queue of a sub-block's n K (key) or V rows into dst ([kSubTokens][hd8]): plane rows
+  // queued for the next kernel, the current token's f32 row (nullptr) widened now with the range
+  // rule (N1), and a K tile's rows past n zeroed now (their scores are never read; zero, as the
+  // other paths' tiles), all into a tile the running kernel does not read.
+  void queue_widen(const KvWord* const* r, int n, bool key, int kv_head, float* dst, detail::WidenQueue& q) const {
+    using W = detail::WidenQueue;
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
+    int queued = 0;
+    for (int i = 0; i < n; ++i) {
+      float* row = dst + i * hd8;
+      if (r[i] == nullptr) {
+        widen_row(nullptr, key, kv_head, row);
+        continue;
+      }
+      q.src[queued] = r[i];
+      q.dst[queued++] = row;
+    }
+    q.vectors = queued * W::kVectorsPerRow;
+    q.dtype = D;
+    if (key) std::fill(dst + static_cast<std::size_t>(n) * hd8, dst + kSubTokens * hd8, 0.0f);
+  }
+
+  // run_chunk with heads in lanes (producer_fast_avx512.hpp). K and V rows are widened one
+  // sub-block ahead, inside the kernel that runs before they are read: the scores of sub-block i
+  // widen the K rows of i + 1 (the last widens V's first rows), the V pass of i widens the V rows
+  // of i + 1 (the last widens the following chunk's first K rows, which its score loop finds in
+  // the first K tile). Two tiles per side: the one read and the one written.
+  void run_chunk_lanes(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
+                       const ChunkRows* next, const FollowingChunk& following) const {
+    const std::size_t tile = kSubTokens * static_cast<std::size_t>(hd8_);
+    const int count = chunk_count(chunk);
+    const float scale = p_.shape.scale;
+    float* ktiles = tl.lane_tiles.data();
+    float* vtiles = ktiles + 2 * tile;
+    float* wt = tl.wt.data();
+    detail::LineQueue lines;
+    detail::WidenQueue widen;
+    for (int b = 0, i = 0; b < count; b += kSubTokens, ++i) {
+      const int n = std::min(kSubTokens, count - b);
+      queue_lines(cur.v + b, n, lines);  // asked for inside the score kernel
+      if (b + kSubTokens < count)
+        queue_widen(cur.k + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), true, kv_head,
+                    ktiles + (i + 1) % 2 * tile, widen);
+      else
+        queue_widen(cur.v, std::min(kSubTokens, count), false, kv_head, vtiles, widen);
+      detail::score_rows_heads_in_lanes(hs.qt, hd_, ktiles + i % 2 * tile, scale, wt + b * hpk_, lines, widen);
+    }
+    detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_);
+    for (int b = 0, i = 0; b < count; b += kSubTokens, ++i) {
+      const int n = std::min(kSubTokens, count - b);
+      const int next_n = next == nullptr ? 0 : std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b));
+      queue_lines(next_n > 0 ? next->k + b : nullptr, next_n, lines);  // asked for inside the V kernel
+      if (b + kSubTokens < count)
+        queue_widen(cur.v + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), false, kv_head,
+                    vtiles + (i + 1) % 2 * tile, widen);
+      else if (following.rows != nullptr)
+        queue_widen(following.rows->k, std::min(kSubTokens, chunk_count(following.chunk)), true, following.kv_head,
+                    ktiles, widen);
+      else
+        widen.vectors = 0;
+      detail::accumulate_heads_in_lanes(hs.o, hd_, wt + b * hpk_, vtiles + i % 2 * tile, hd8_, n, lines, widen);
     }
   }
 

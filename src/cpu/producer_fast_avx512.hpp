@@ -75,10 +75,31 @@ struct LineQueue {
   int count = 0;
 };
 
+// Plane rows that a heads-in-lanes kernel widens between its FMAs, one 16-dim vector per step of
+// its loop (a step is 16 FMAs), for the kernel that runs after it: the rows of the next sub-block
+// (or phase) are widened while this one's are multiplied. Widened by themselves, as a loop of
+// conversions and stores with no FMA beside them, they were ~17 % of a worker's samples (the
+// 2-vCPU EPYC, docs/perf.md 2026-12-04): the stores and the loads' wait from L2 then hid behind
+// nothing. Row r: kWideRowDims elements of `dtype` at src[r] into dst[r] (exact, as
+// widen_row_avx512).
+struct WidenQueue {
+  static constexpr int kMaxRows = 16;                       // a sub-block: kSubTokens rows
+  static constexpr int kVectorDims = 16;                    // one 512-bit register of f32
+  static constexpr int kVectorsPerRow = kWideRowDims / kVectorDims;
+  const KvWord* src[kMaxRows]{};
+  float* dst[kMaxRows]{};
+  int vectors = 0;  // rows x kVectorsPerRow
+  KvDtype dtype = KvDtype::f16;
+};
+
+// Every vector of `q` widened now (the first sub-block of a task, which no kernel precedes).
+void widen_queue_now(const WidenQueue& q);
+
 // wt[t * kHeadLanes + h] = scale * sum_d qt[d * kHeadLanes + h] * krows[t * kWideRowDims + d] for
-// t < 16 (score_rows_avx512's chains, left token-major); asks for `lines` on the way.
+// t < 16 (score_rows_avx512's chains, left token-major); asks for `lines` and widens `widen` on
+// the way (its destinations must not overlap krows, qt or wt).
 void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt,
-                               const LineQueue& lines);
+                               const LineQueue& lines, const WidenQueue& widen);
 
 // One chunk's fold for every head at once, wt's first `count` tokens (1..kFastChunkTokens):
 // chunk_max's maximum per head, fold_block_max against (m, s) with ot rescaled by the factor,
@@ -87,9 +108,10 @@ void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, floa
 void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot, int hd);
 
 // ot[d * kHeadLanes + h] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t * v_stride + d]
-// for d < hd (a multiple of 16); asks for `lines` on the way.
+// for d < hd (a multiple of 16); asks for `lines` and widens `widen` on the way (its destinations
+// must not overlap ot, wt or v).
 void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
-                               const LineQueue& lines);
+                               const LineQueue& lines, const WidenQueue& widen);
 
 // The 16 heads' partials [m, s, o[hd]] at part0 + h * head_stride from m, s and ot (hd a multiple
 // of 16): ot's 16 x 16 blocks transposed in registers (a strided scalar copy was ~2 % of a
