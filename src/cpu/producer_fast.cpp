@@ -222,7 +222,8 @@ class FastProducer final : public ProducerTasks {
         sched_(fast_schedule(p.visible)),
         row_scores_(row_scores(wide_, hd_, hpk_)),
         heads_in_lanes_(heads_in_lanes(wide_, hd_, hpk_)),
-        qt_form_(wide_ || row_scores_) {
+        qt_form_(wide_ || row_scores_),
+        lines_into_l1_(heads_in_lanes_ && detail::cpu_prefetch_into_l1()) {
     if (qt_form_) transpose_q();
   }
 
@@ -407,6 +408,7 @@ class FastProducer final : public ProducerTasks {
     using Q = detail::LineQueue;
     const int row_bytes = hd_ * kv_dtype_bytes(D);
     q.count = 0;
+    q.into_l1 = lines_into_l1_;
     for (int i = 0; i < n; ++i) {
       if (rows[i] == nullptr) continue;
       const char* at = reinterpret_cast<const char*>(rows[i]);
@@ -644,6 +646,7 @@ class FastProducer final : public ProducerTasks {
   // once per call); the 8-lane transposed-K kernels read each task's q rows.
   bool qt_form_;
   std::vector<float> qt_;  // transpose_q()
+  bool lines_into_l1_;     // the heads-in-lanes kernels' asks into L1 (detail::cpu_prefetch_into_l1)
 };
 
 }  // namespace

@@ -126,10 +126,14 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   _mm512_storeu_ps(q.dst[row] + at, widen16(q.src[row] + at, q.dtype));
 }
 
-// A read prefetch into L2 (locality 2, as producer_fast.cpp's prefetch_rows).
-[[gnu::always_inline]] inline void ask_l2(const char* line) {
-  constexpr int kIntoL2 = 2;
-  __builtin_prefetch(line, 0, kIntoL2);
+// A read prefetch of one of `lines`' lines: into L2 (locality 2, as producer_fast.cpp's
+// prefetch_rows), or into L1 as well (locality 3) where the queue asks for it.
+[[gnu::always_inline]] inline void ask(const LineQueue& lines, int i) {
+  constexpr int kIntoL2 = 2, kIntoL1 = 3;
+  if (lines.into_l1)
+    __builtin_prefetch(lines.at[i], 0, kIntoL1);
+  else
+    __builtin_prefetch(lines.at[i], 0, kIntoL2);
 }
 
 // acc[t] = scale * (lanes `heads_mask` of qt's dim rows . K row t), t < 16, each lane one fmaf
@@ -145,7 +149,7 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int d = 0; d < hd; ++d) {
-    if (d % kDimsPerLine == 0 && asked < lines.count) ask_l2(lines.at[asked++]);
+    if (d % kDimsPerLine == 0 && asked < lines.count) ask(lines, asked++);
     if (widened < widen.vectors) widen_vector(widen, widened++);
     const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
     const float* kd = krows + d;
@@ -156,7 +160,7 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_mul_ps(acc[t], sc);
-  while (asked < lines.count) ask_l2(lines.at[asked++]);  // any the dims did not reach (none at 128 dims)
+  while (asked < lines.count) ask(lines, asked++);  // any the dims did not reach (none at 128 dims)
   while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise (none at 128 dims)
 }
 
@@ -285,7 +289,7 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
     for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
 #pragma GCC unroll 2
     for (int t = 0; t < n; ++t) {
-      if (asked < upto) ask_l2(lines.at[asked++]);
+      if (asked < upto) ask(lines, asked++);
       if (widened < widen.vectors) widen_vector(widen, widened++);
       const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
       const float* vt = v + t * v_stride + d0;
@@ -294,7 +298,7 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
     }
 #pragma GCC unroll 16
     for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
-    while (asked < upto) ask_l2(lines.at[asked++]);  // a short sub-block: fewer tokens than lines
+    while (asked < upto) ask(lines, asked++);  // a short sub-block: fewer tokens than lines
   }
   while (widened < widen.vectors) widen_vector(widen, widened++);  // a short sub-block: fewer steps
 }
@@ -340,6 +344,11 @@ void accumulate_dispatch(int heads, float* o, int o_stride, const float* w, cons
 bool cpu_has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f");
   return has;
+}
+
+bool cpu_prefetch_into_l1() {
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd;
 }
 
 void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, float scale, float* s) {
@@ -410,6 +419,7 @@ void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const 
 #else
 
 bool cpu_has_avx512() { return false; }
+bool cpu_prefetch_into_l1() { return false; }
 void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
 void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }

@@ -67,13 +67,23 @@ inline constexpr int kHeadLanes = 16;
 // one at a time between their FMAs instead of in a burst before them: a burst of 64 lines
 // waited for the core's fill buffers, ~15 % of a worker's samples on the Xeon and on this
 // session's build machine (docs/perf.md, 2026-12-02, "spread prefetches"). At most one
-// sub-block's rows of kWideRowDims 2-byte elements: kHeadLanes x 4 lines.
+// sub-block's rows of kWideRowDims 2-byte elements: kHeadLanes x 4 lines. `into_l1`: asked into
+// L1 and L2 (`prefetcht0`) instead of L2 only (cpu_prefetch_into_l1).
 struct LineQueue {
   static constexpr int kLineBytes = 64;
   static constexpr int kMaxLines = 16 * kWideRowDims * 2 / kLineBytes;
   const char* at[kMaxLines]{};
   int count = 0;
+  bool into_l1 = false;
 };
+
+// Whether the heads-in-lanes kernels ask for their lines into L1 on this CPU: on AMD's cores.
+// Once the kernels widen the next sub-block's rows between their FMAs (WidenQueue), an L2-only
+// ask left those loads to wait on L2 inside the FMA loop; on the 2-vCPU EPYC (Zen 4) a worker on
+// rotated growing planes ran ~15 % faster with the asks into L1 (docs/perf.md, 2026-12-04). On
+// Intel's the L2 hint stays: there an L1 ask holds one of the few fill buffers until its line
+// arrives, and asks into L1 were no faster and slowed the step (docs/perf.md, 2026-12-02).
+bool cpu_prefetch_into_l1();
 
 // Plane rows that a heads-in-lanes kernel widens between its FMAs, one 16-dim vector per step of
 // its loop (a step is 16 FMAs), for the kernel that runs after it: the rows of the next sub-block
