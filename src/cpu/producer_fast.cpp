@@ -86,10 +86,10 @@ struct Tiles {
   AlignedFloats o;       // [hpk][hd8]; with heads in lanes o transposed, [hd8][hpk]
   AlignedFloats wt;      // heads in lanes: [kFastChunkTokens][hpk], scores then weights
   AlignedFloats fold;    // heads in lanes: per KV head of the task, m[hpk] then s[hpk]
-  // Heads in lanes: two [kSubTokens][hd8] K tiles (one scored, one being widened), then two V
-  // tiles, in one block so that every tile written sits a whole number of tiles (8 KiB) from
-  // the tile read: at other distances the widening stores slowed the kernel reading beside them
-  // by up to 8 % (score) and 17 % (V pass) on the 2-vCPU EPYC (docs/perf.md, 2026-12-04).
+  // Heads in lanes: a chunk's K rows widened ([kFastChunkTokens][hd8]), then its V rows, in one
+  // block so that the rows written sit a whole number of 8 KiB from the rows read: at other
+  // distances the widening stores slowed the kernel reading beside them by up to 8 % (score)
+  // and 17 % (V pass) on the 2-vCPU EPYC (docs/perf.md, 2026-12-04).
   AlignedFloats lane_tiles;
   std::vector<SoftmaxStats> stats;          // [hpk]
   std::vector<KvWord> zero_row;             // [hd] +0 words (either dtype): a padding token's K row
@@ -187,8 +187,8 @@ void score_rows8(int heads, const float* qt, int hd, const float* krows, float s
 #endif
 }
 
-// Heads in lanes: two K tiles and two V tiles (Tiles::lane_tiles).
-constexpr int kLaneTiles = 4;
+// Heads in lanes: a K tile and a V tile of a chunk each (Tiles::lane_tiles).
+constexpr int kLaneTiles = 2;
 
 // The chunk that a task runs after the current one (the next KV head of its group, else the first
 // of the next chunk), whose first K rows the current one's last kernel widens.
@@ -254,7 +254,7 @@ class FastProducer final : public ProducerTasks {
     tl.o.fit(group * hpk * hd8);
     if (heads_in_lanes_) tl.wt.fit(kFastChunkTokens * hpk);
     if (heads_in_lanes_) tl.fold.fit(group * 2 * hpk);
-    if (heads_in_lanes_) tl.lane_tiles.fit(kLaneTiles * kSubTokens * hd8);
+    if (heads_in_lanes_) tl.lane_tiles.fit(kLaneTiles * kFastChunkTokens * hd8);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
     std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, KvWord{0});
@@ -288,9 +288,14 @@ class FastProducer final : public ProducerTasks {
     }
     if (heads_in_lanes_) {
       // The task's first K rows: no kernel runs before them to widen them on the way.
+      // Only its first sub-block's: the first call's score kernels widen the rest (a whole chunk
+      // widened here was ~3.5 % of a worker's samples on rotated planes, a stall on memory with
+      // no FMA beside it). Its first V rows are asked for here, as a V pass asks for the next
+      // chunk's.
       detail::WidenQueue first;
       queue_widen(rows[0][0].k, std::min(kSubTokens, chunk_count(first_chunk)), true, kv0, tl.lane_tiles.data(), first);
       detail::widen_queue_now(first);
+      prefetch_rows(rows[0][0].v, std::min(kSubTokens, chunk_count(first_chunk)));
     }
     for (int c = first_chunk; c < end_chunk; ++c) {
       const bool has_next = c + 1 < end_chunk;
@@ -309,7 +314,7 @@ class FastProducer final : public ProducerTasks {
           following = {&rows[j + 1][(c - first_chunk) % 2], kv0 + j + 1, c};
         else if (has_next)
           following = {&rows[0][(c - first_chunk + 1) % 2], kv0, c + 1};
-        run_chunk_lanes(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr, following);
+        run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following, c == first_chunk && j == 0);
       }
     }
     for (int j = 0; j < group_; ++j) write_partials(state[j], kv0 + j, split);
@@ -403,17 +408,15 @@ class FastProducer final : public ProducerTasks {
 #endif
   }
 
-  // The same lines as prefetch_rows, queued for a heads-in-lanes kernel to ask for one at a time.
+  // The same lines as prefetch_rows, queued (after what q holds) for a heads-in-lanes kernel to
+  // ask for one at a time; the current token's row (nullptr) is skipped.
   void queue_lines(const KvWord* const* rows, int n, detail::LineQueue& q) const {
     using Q = detail::LineQueue;
-    const int row_bytes = hd_ * kv_dtype_bytes(D);
-    q.count = 0;
     q.into_l1 = lines_into_l1_;
-    for (int i = 0; i < n; ++i) {
-      if (rows[i] == nullptr) continue;
-      const char* at = reinterpret_cast<const char*>(rows[i]);
-      for (int b = 0; b < row_bytes && q.count < Q::kMaxLines; b += Q::kLineBytes) q.at[q.count++] = at + b;
-    }
+    int queued = q.count / Q::kLinesPerRow;
+    for (int i = 0; i < n; ++i)
+      if (rows[i] != nullptr) q.rows[queued++] = rows[i];
+    q.count = queued * Q::kLinesPerRow;
   }
 
   // One row widened into dst (hd_ floats): a plane row, or the current token's f32 row, read
@@ -536,14 +539,15 @@ class FastProducer final : public ProducerTasks {
     }
   }
 
-  // The widen queue of a sub-block's n K (key) or V rows into dst ([kSubTokens][hd8]): plane rows
-  // queued for the next kernel, the current token's f32 row (nullptr) widened now with the range
-  // rule (N1), and a K tile's rows past n zeroed now (their scores are never read; zero, as the
-  // other paths' tiles), all into a tile the running kernel does not read.
+  // Appends to a widen queue n (up to a chunk's) K (key) or V rows into dst ([n][hd8]): plane rows
+  // queued for a kernel, the current token's f32 row (nullptr) widened now with the range rule
+  // (N1), and a K tile's rows from n to the end of its last sub-block zeroed now (their scores
+  // are never read; zero, as the other paths' tiles), all into rows the running kernel does not
+  // read.
   void queue_widen(const KvWord* const* r, int n, bool key, int kv_head, float* dst, detail::WidenQueue& q) const {
     using W = detail::WidenQueue;
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
-    int queued = 0;
+    int queued = q.vectors / W::kVectorsPerRow;  // after what q holds
     for (int i = 0; i < n; ++i) {
       float* row = dst + i * hd8;
       if (r[i] == nullptr) {
@@ -555,49 +559,52 @@ class FastProducer final : public ProducerTasks {
     }
     q.vectors = queued * W::kVectorsPerRow;
     q.dtype = D;
-    if (key) std::fill(dst + static_cast<std::size_t>(n) * hd8, dst + kSubTokens * hd8, 0.0f);
+    if (key) std::fill(dst + static_cast<std::size_t>(n) * hd8, dst + static_cast<std::size_t>(round_up(n, kSubTokens)) * hd8, 0.0f);
   }
 
-  // run_chunk with heads in lanes (producer_fast_avx512.hpp). K and V rows are widened one
-  // sub-block ahead, inside the kernel that runs before they are read: the scores of sub-block i
-  // widen the K rows of i + 1 (the last widens V's first rows), the V pass of i widens the V rows
-  // of i + 1 (the last widens the following chunk's first K rows, which its score loop finds in
-  // the first K tile). Two tiles per side: the one read and the one written.
+  // run_chunk with heads in lanes (producer_fast_avx512.hpp). Rows are widened one phase ahead,
+  // inside the kernel before the one that reads them: the scores of sub-block i widen its V rows
+  // (and ask for sub-block i + 1's V lines, the last for the following call's first K lines),
+  // and the V pass, one call over the whole chunk, widens the following call's K rows (the
+  // group's next KV head, or the next chunk) and asks for the rest of its K lines and its first
+  // V lines. A V pass over 64 tokens instead of four over 16 loads and stores its accumulators a
+  // quarter as often (an L1-resident loop: 57 against 55 GFMA/s on the 2-vCPU EPYC). A task's
+  // first call (`first`) finds only its first sub-block's K rows widened: its score kernels widen
+  // the next sub-block's K rows beside their own V rows.
   void run_chunk_lanes(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
-                       const ChunkRows* next, const FollowingChunk& following) const {
-    const std::size_t tile = kSubTokens * static_cast<std::size_t>(hd8_);
+                       const FollowingChunk& following, bool first) const {
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const int count = chunk_count(chunk);
     const float scale = p_.shape.scale;
-    float* ktiles = tl.lane_tiles.data();
-    float* vtiles = ktiles + 2 * tile;
+    float* ktile = tl.lane_tiles.data();  // this chunk's K rows, widened by the call before
+    float* vtile = ktile + kFastChunkTokens * hd8;
     float* wt = tl.wt.data();
+    const int next_count = following.rows == nullptr ? 0 : chunk_count(following.chunk);
     detail::LineQueue lines;
     detail::WidenQueue widen;
-    for (int b = 0, i = 0; b < count; b += kSubTokens, ++i) {
+    for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
-      queue_lines(cur.v + b, n, lines);  // asked for inside the score kernel
+      lines.count = 0;
       if (b + kSubTokens < count)
+        queue_lines(cur.v + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), lines);
+      else if (next_count > 0)
+        queue_lines(following.rows->k, std::min(kSubTokens, next_count), lines);
+      widen.vectors = 0;
+      if (first && b + kSubTokens < count)
         queue_widen(cur.k + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), true, kv_head,
-                    ktiles + (i + 1) % 2 * tile, widen);
-      else
-        queue_widen(cur.v, std::min(kSubTokens, count), false, kv_head, vtiles, widen);
-      detail::score_rows_heads_in_lanes(hs.qt, hd_, ktiles + i % 2 * tile, scale, wt + b * hpk_, lines, widen);
+                    ktile + (b + kSubTokens) * hd8, widen);
+      queue_widen(cur.v + b, n, false, kv_head, vtile + b * hd8, widen);
+      detail::score_rows_heads_in_lanes(hs.qt, hd_, ktile + b * hd8, scale, wt + b * hpk_, lines, widen);
     }
     detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_);
-    for (int b = 0, i = 0; b < count; b += kSubTokens, ++i) {
-      const int n = std::min(kSubTokens, count - b);
-      const int next_n = next == nullptr ? 0 : std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b));
-      queue_lines(next_n > 0 ? next->k + b : nullptr, next_n, lines);  // asked for inside the V kernel
-      if (b + kSubTokens < count)
-        queue_widen(cur.v + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), false, kv_head,
-                    vtiles + (i + 1) % 2 * tile, widen);
-      else if (following.rows != nullptr)
-        queue_widen(following.rows->k, std::min(kSubTokens, chunk_count(following.chunk)), true, following.kv_head,
-                    ktiles, widen);
-      else
-        widen.vectors = 0;
-      detail::accumulate_heads_in_lanes(hs.o, hd_, wt + b * hpk_, vtiles + i % 2 * tile, hd8_, n, lines, widen);
+    lines.count = 0;
+    widen.vectors = 0;
+    if (next_count > kSubTokens) queue_lines(following.rows->k + kSubTokens, next_count - kSubTokens, lines);
+    if (next_count > 0) {
+      queue_lines(following.rows->v, std::min(kSubTokens, next_count), lines);
+      queue_widen(following.rows->k, next_count, true, following.kv_head, ktile, widen);
     }
+    detail::accumulate_heads_in_lanes(hs.o, hd_, wt, vtile, hd8_, count, lines, widen);
   }
 
   void write_partials(const HeadState& hs, int kv_head, int split) const {

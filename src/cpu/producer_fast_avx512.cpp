@@ -34,6 +34,7 @@ constexpr __mmask16 kAllLanes = 0xFFFF;
 constexpr int kRunningLanes = 8;       // chunk_max's and weights_in_place's running lanes (the 8-lane path's order)
 constexpr int kHeadLaneDims = 16;      // o dims per accumulate pass with heads in lanes: 16 accumulators
 constexpr int kDimsPerLine = 2;        // the row scores ask for one line every 2 of 128 dims: 64 lines
+constexpr int kStepsPerLine = 2;       // the V pass, one every 2 of its 8 x 64 steps: a chunk's 256 lines
 constexpr LineQueue kNoLines{};
 constexpr WidenQueue kNoWiden{};
 constexpr __mmask16 kLowHalf = 0x00FF;
@@ -129,17 +130,21 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
 // A read prefetch of one of `lines`' lines: into L2 (locality 2, as producer_fast.cpp's
 // prefetch_rows), or into L1 as well (locality 3) where the queue asks for it.
 [[gnu::always_inline]] inline void ask(const LineQueue& lines, int i) {
+  using L = LineQueue;
   constexpr int kIntoL2 = 2, kIntoL1 = 3;
+  const unsigned u = static_cast<unsigned>(i);
+  const char* line = reinterpret_cast<const char*>(lines.rows[u / L::kLinesPerRow]) + u % L::kLinesPerRow * L::kLineBytes;
   if (lines.into_l1)
-    __builtin_prefetch(lines.at[i], 0, kIntoL1);
+    __builtin_prefetch(line, 0, kIntoL1);
   else
-    __builtin_prefetch(lines.at[i], 0, kIntoL2);
+    __builtin_prefetch(line, 0, kIntoL2);
 }
 
 // acc[t] = scale * (lanes `heads_mask` of qt's dim rows . K row t), t < 16, each lane one fmaf
 // chain over d from 0: the row scores of both layouts (score_rows16 transposes them,
 // score_rows_heads_in_lanes keeps them token-major); asks for `lines`, one every kDimsPerLine dims,
-// and widens one vector of `widen` per dim.
+// and widens one vector of `widen` per dim, two while more are left than dims (a task's first
+// chunk, whose K rows are widened beside its V rows).
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) void row_score_tile(
     __mmask16 heads_mask, const float* qt, int qt_stride, int hd, const float* krows, float scale,
     const LineQueue& lines, const WidenQueue& widen, __m512 (&acc)[kSubTokens16]) {
@@ -151,6 +156,7 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   for (int d = 0; d < hd; ++d) {
     if (d % kDimsPerLine == 0 && asked < lines.count) ask(lines, asked++);
     if (widened < widen.vectors) widen_vector(widen, widened++);
+    if (widen.vectors - widened > hd - 1 - d) widen_vector(widen, widened++);
     const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
     const float* kd = krows + d;
 #pragma GCC unroll 16
@@ -280,16 +286,15 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
                                                                  int v_stride, int n, const LineQueue& lines,
                                                                  const WidenQueue& widen) {
   int asked = 0;
-  int widened = 0;  // one vector per token step: all 128 of a full sub-block's rows at 128 dims
+  int widened = 0;  // one vector per token step: all 512 of a chunk's rows at 128 dims
+  int step = 0;
   for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
-    // Lines spread over the dim blocks: count / (hd / 16) per block, the rest with the last.
-    const int upto = d0 + kHeadLaneDims >= hd ? lines.count : lines.count * (d0 + kHeadLaneDims) / hd;
     __m512 acc[kHeadLaneDims];
 #pragma GCC unroll 16
     for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
 #pragma GCC unroll 2
-    for (int t = 0; t < n; ++t) {
-      if (asked < upto) ask(lines, asked++);
+    for (int t = 0; t < n; ++t, ++step) {
+      if (step % kStepsPerLine == 0 && asked < lines.count) ask(lines, asked++);
       if (widened < widen.vectors) widen_vector(widen, widened++);
       const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
       const float* vt = v + t * v_stride + d0;
@@ -298,9 +303,9 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
     }
 #pragma GCC unroll 16
     for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
-    while (asked < upto) ask(lines, asked++);  // a short sub-block: fewer tokens than lines
   }
-  while (widened < widen.vectors) widen_vector(widen, widened++);  // a short sub-block: fewer steps
+  while (asked < lines.count) ask(lines, asked++);  // a short chunk: fewer steps than lines
+  while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise
 }
 
 __attribute__((target("avx512f"))) void write_partials_heads_in_lanes(const float* ot, int hd, const float* m,

@@ -66,14 +66,17 @@ inline constexpr int kHeadLanes = 16;
 // Cache lines the heads-in-lanes kernels ask for (an L2 prefetch, as the producer's bursts do),
 // one at a time between their FMAs instead of in a burst before them: a burst of 64 lines
 // waited for the core's fill buffers, ~15 % of a worker's samples on the Xeon and on this
-// session's build machine (docs/perf.md, 2026-12-02, "spread prefetches"). At most one
-// sub-block's rows of kWideRowDims 2-byte elements: kHeadLanes x 4 lines. `into_l1`: asked into
-// L1 and L2 (`prefetcht0`) instead of L2 only (cpu_prefetch_into_l1).
+// session's build machine (docs/perf.md, 2026-12-02, "spread prefetches"). The queue holds
+// rows of kWideRowDims 2-byte elements, at most a chunk's, and line i is line i % kLinesPerRow
+// of row i / kLinesPerRow (the kernels compute the address: a queue of line addresses took a
+// loop of 64 stores per sub-block to build). `into_l1`: asked into L1 and L2 (`prefetcht0`)
+// instead of L2 only (cpu_prefetch_into_l1).
 struct LineQueue {
   static constexpr int kLineBytes = 64;
-  static constexpr int kMaxLines = 16 * kWideRowDims * 2 / kLineBytes;
-  const char* at[kMaxLines]{};
-  int count = 0;
+  static constexpr int kLinesPerRow = kWideRowDims * 2 / kLineBytes;
+  static constexpr int kMaxRows = 64;  // kFastChunkTokens
+  const KvWord* rows[kMaxRows]{};
+  int count = 0;  // lines: rows x kLinesPerRow
   bool into_l1 = false;
 };
 
@@ -86,14 +89,14 @@ struct LineQueue {
 bool cpu_prefetch_into_l1();
 
 // Plane rows that a heads-in-lanes kernel widens between its FMAs, one 16-dim vector per step of
-// its loop (a step is 16 FMAs), for the kernel that runs after it: the rows of the next sub-block
-// (or phase) are widened while this one's are multiplied. Widened by themselves, as a loop of
+// its loop (a step is 16 FMAs), for a kernel that runs after it: a sub-block's V rows while its
+// scores are computed, the next chunk's K rows during the V pass. Widened by themselves, as a loop of
 // conversions and stores with no FMA beside them, they were ~17 % of a worker's samples (the
 // 2-vCPU EPYC, docs/perf.md 2026-12-04): the stores and the loads' wait from L2 then hid behind
 // nothing. Row r: kWideRowDims elements of `dtype` at src[r] into dst[r] (exact, as
 // widen_row_avx512).
 struct WidenQueue {
-  static constexpr int kMaxRows = 16;                       // a sub-block: kSubTokens rows
+  static constexpr int kMaxRows = 64;                       // a chunk: kFastChunkTokens rows
   static constexpr int kVectorDims = 16;                    // one 512-bit register of f32
   static constexpr int kVectorsPerRow = kWideRowDims / kVectorDims;
   const KvWord* src[kMaxRows]{};
@@ -102,12 +105,12 @@ struct WidenQueue {
   KvDtype dtype = KvDtype::f16;
 };
 
-// Every vector of `q` widened now (the first sub-block of a task, which no kernel precedes).
+// Every vector of `q` widened now (a task's first K rows, which no kernel precedes).
 void widen_queue_now(const WidenQueue& q);
 
 // wt[t * kHeadLanes + h] = scale * sum_d qt[d * kHeadLanes + h] * krows[t * kWideRowDims + d] for
 // t < 16 (score_rows_avx512's chains, left token-major); asks for `lines` and widens `widen` on
-// the way (its destinations must not overlap krows, qt or wt).
+// the way, up to two vectors per dim (its destinations must not overlap krows, qt or wt).
 void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt,
                                const LineQueue& lines, const WidenQueue& widen);
 
@@ -118,8 +121,8 @@ void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, floa
 void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot, int hd);
 
 // ot[d * kHeadLanes + h] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t * v_stride + d]
-// for d < hd (a multiple of 16); asks for `lines` and widens `widen` on the way (its destinations
-// must not overlap ot, wt or v).
+// for d < hd (a multiple of 16), n up to a chunk (kFastChunkTokens); asks for `lines` and widens
+// `widen` on the way (its destinations must not overlap ot, wt or v).
 void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
                                const LineQueue& lines, const WidenQueue& widen);
 

@@ -199,13 +199,13 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     // kernels ask for the V rows' lines on the way (prefetches change no value).
     std::fill(krows.begin() + count * kHd, krows.end(), 0.0f);
     d::LineQueue lines;
-    for (; lines.count < d::LineQueue::kMaxLines; ++lines.count)
-      lines.at[lines.count] = reinterpret_cast<const char*>(vrows.data()) + lines.count * d::LineQueue::kLineBytes;
+    for (int r = 0; r < d::LineQueue::kMaxRows; ++r) lines.rows[r] = reinterpret_cast<const KvWord*>(vrows.data() + r * kHd);
+    lines.count = d::LineQueue::kMaxRows * d::LineQueue::kLinesPerRow;
     std::vector<float> wt(kChunk * kH, nan), s(kH * kChunk, nan);
     const KvDtype dtype = count % 2 == 1 ? KvDtype::f16 : KvDtype::bf16;
     std::uniform_int_distribution<int> word(0, 0xFFFF);
-    std::vector<KvWord> plane(kSub * kHd);
-    std::vector<float> widened(kSub * kHd), expected(kSub * kHd);
+    std::vector<KvWord> plane(kChunk * kHd);
+    std::vector<float> widened(kChunk * kHd), expected(kChunk * kHd);
     // A queue of the first n plane rows; after the kernel, they must be widened exactly.
     const auto queue_rows = [&](int n) {
       for (KvWord& w : plane) w = static_cast<KvWord>(word(rng));
@@ -222,7 +222,7 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     const auto check_rows = [&](int n) {
       for (int r = 0; r < n; ++r) d::widen_row_avx512(plane.data() + r * kHd, expected.data() + r * kHd, dtype);
       for (int i = 0; i < n * kHd; ++i) ASSERT_EQ(bits(widened[i]), bits(expected[i])) << "widened on the way, element " << i;
-      for (int i = n * kHd; i < kSub * kHd; ++i) ASSERT_TRUE(std::isnan(widened[i])) << "past the queue: untouched";
+      for (int i = n * kHd; i < kChunk * kHd; ++i) ASSERT_TRUE(std::isnan(widened[i])) << "past the queue: untouched";
     };
     for (int b = 0; b < count; b += kSub) {
       const int n = std::min(kSub, count - b);
@@ -261,14 +261,14 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
       for (int t = 0; t < padded; ++t) ASSERT_EQ(bits(wt[t * kH + h]), bits(s[h * kChunk + t])) << "weight, head " << h << ", token " << t;
     }
     for (int t = padded * kH; t < kChunk * kH; ++t) EXPECT_EQ(bits(wt[t]), bits(before_fold[t])) << "past padded: untouched";
-    // The V pass, sub-block by sub-block.
-    for (int b = 0; b < count; b += kSub) {
-      const int n = std::min(kSub, count - b);
-      const d::WidenQueue widen = queue_rows(kSub);
-      d::accumulate_heads_in_lanes(ot.data(), kHd, wt.data() + b * kH, vrows.data() + b * kHd, kHd, n, lines, widen);
-      check_rows(kSub);
-      d::accumulate_heads_avx512(kH, kHd, o.data(), kHd, s.data() + b, vrows.data() + b * kHd, kHd, n);
-    }
+    // The V pass: heads in lanes over the whole chunk in one call (widening a chunk's rows on
+    // the way, more vectors than its steps when count < 64), the head-major kernel sub-block by
+    // sub-block.
+    const d::WidenQueue widen = queue_rows(kChunk);
+    d::accumulate_heads_in_lanes(ot.data(), kHd, wt.data(), vrows.data(), kHd, count, lines, widen);
+    check_rows(kChunk);
+    for (int b = 0; b < count; b += kSub)
+      d::accumulate_heads_avx512(kH, kHd, o.data(), kHd, s.data() + b, vrows.data() + b * kHd, kHd, std::min(kSub, count - b));
     for (int h = 0; h < kH; ++h)
       for (int i = 0; i < kHd; ++i) ASSERT_EQ(bits(ot[i * kH + h]), bits(o[h * kHd + i])) << "o, head " << h << ", dim " << i;
   }
