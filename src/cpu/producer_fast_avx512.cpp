@@ -5,6 +5,8 @@
 #include "cpu/producer_fast_avx512.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "cpu/producer_fast_exp.hpp"
 #include "ladder/heuristics.hpp"
@@ -352,8 +354,16 @@ bool cpu_has_avx512() {
 }
 
 bool cpu_prefetch_into_l1() {
-  static const bool amd = __builtin_cpu_is("amd");
-  return amd;
+  // LADDER_CPU_PREFETCH=l1 or l2 overrides the vendor's answer, to measure the other hint on a
+  // CPU (read once; any other value leaves the vendor's answer).
+  static const bool into_l1 = [] {
+    const char* v = std::getenv("LADDER_CPU_PREFETCH");
+    const std::string_view hint = v == nullptr ? std::string_view{} : std::string_view{v};
+    if (hint == "l1") return true;
+    if (hint == "l2") return false;
+    return __builtin_cpu_is("amd") != 0;
+  }();
+  return into_l1;
 }
 
 void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, float scale, float* s) {

@@ -85,7 +85,9 @@ struct LineQueue {
 // ask left those loads to wait on L2 inside the FMA loop; on the 2-vCPU EPYC (Zen 4) a worker on
 // rotated growing planes ran ~15 % faster with the asks into L1 (docs/perf.md, 2026-12-04). On
 // Intel's the L2 hint stays: there an L1 ask holds one of the few fill buffers until its line
-// arrives, and asks into L1 were no faster and slowed the step (docs/perf.md, 2026-12-02).
+// arrives, and asks into L1 were no faster and slowed the step (docs/perf.md, 2026-12-02), with
+// the kernels before the widening moved into them; LADDER_CPU_PREFETCH=l1 or l2 overrides the
+// choice, to measure it again there.
 bool cpu_prefetch_into_l1();
 
 // Plane rows that a heads-in-lanes kernel widens between its FMAs, one 16-dim vector per step of
