@@ -23,6 +23,7 @@
 // ring == vec over the same rows unwrapped). Only the order of operations inside a chunk differs
 // from the GPU's DAG, so this producer is held to the f64 bound, not to the GPU's bits.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -93,6 +94,7 @@ struct Tiles {
   AlignedFloats lane_tiles;
   std::vector<SoftmaxStats> stats;          // [hpk]
   std::vector<KvWord> zero_row;             // [hd] +0 words (either dtype): a padding token's K row
+  std::vector<const char*> partial_lines;   // heads in lanes: the lines of the task's partials
 };
 
 // The plane rows of one chunk's tokens; nullptr marks the current token (read from cur_k/cur_v).
@@ -196,6 +198,9 @@ struct FollowingChunk {
   const ChunkRows* rows = nullptr;  // none: the task's last
   int kv_head = 0;
   int chunk = 0;
+  // The task's last call: the lines of the partials the task writes next (detail::LineQueue).
+  const char* const* write_lines = nullptr;
+  int write_count = 0;
 };
 
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
@@ -310,10 +315,15 @@ class FastProducer final : public ProducerTasks {
         // The call after this one: the group's next KV head on this chunk, else its first on the
         // next chunk (whose rows were listed above, at j = 0).
         FollowingChunk following;
-        if (j + 1 < group_)
+        if (j + 1 < group_) {
           following = {&rows[j + 1][(c - first_chunk) % 2], kv0 + j + 1, c};
-        else if (has_next)
+        } else if (has_next) {
           following = {&rows[0][(c - first_chunk + 1) % 2], kv0, c + 1};
+        } else {
+          partial_lines(kv0, split, tl.partial_lines);
+          following.write_lines = tl.partial_lines.data();
+          following.write_count = static_cast<int>(tl.partial_lines.size());
+        }
         run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following, c == first_chunk && j == 0);
       }
     }
@@ -604,7 +614,27 @@ class FastProducer final : public ProducerTasks {
       queue_lines(following.rows->v, std::min(kSubTokens, next_count), lines);
       queue_widen(following.rows->k, next_count, true, following.kv_head, ktile, widen);
     }
+    lines.write_lines = following.write_lines;
+    lines.write_count = following.write_count;
     detail::accumulate_heads_in_lanes(hs.o, hd_, wt, vtile, hd8_, count, lines, widen);
+  }
+
+  // The cache lines of the partials of the task's KV heads (kv0 and the rest of its group) for
+  // `split`, which write_partials fills: those whole inside one head's [m, s, o] (the first and
+  // last may hold a neighbouring split's partial, which another worker may be writing).
+  void partial_lines(int kv0, int split, std::vector<const char*>& out) const {
+    constexpr std::uintptr_t kLine = detail::LineQueue::kLineBytes;
+    const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
+    out.clear();
+    for (int j = 0; j < group_; ++j)
+      for (int h = 0; h < hpk_; ++h) {
+        const std::size_t head = static_cast<std::size_t>(kv0 + j) * hpk_ + h;
+        const float* part = p_.partials + (head * sched_.splits + split) * stride;
+        const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(part);
+        const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(part + stride);
+        for (std::uintptr_t at = (begin + kLine - 1) / kLine * kLine; at + kLine <= end; at += kLine)
+          out.push_back(reinterpret_cast<const char*>(at));
+      }
   }
 
   void write_partials(const HeadState& hs, int kv_head, int split) const {

@@ -133,13 +133,17 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
 // prefetch_rows), or into L1 as well (locality 3) where the queue asks for it.
 [[gnu::always_inline]] inline void ask(const LineQueue& lines, int i) {
   using L = LineQueue;
-  constexpr int kIntoL2 = 2, kIntoL1 = 3;
+  constexpr int kIntoL2 = 2, kIntoL1 = 3, kRead = 0, kWrite = 1;
+  if (i >= lines.count) {
+    __builtin_prefetch(lines.write_lines[i - lines.count], kWrite, kIntoL1);
+    return;
+  }
   const unsigned u = static_cast<unsigned>(i);
   const char* line = reinterpret_cast<const char*>(lines.rows[u / L::kLinesPerRow]) + u % L::kLinesPerRow * L::kLineBytes;
   if (lines.into_l1)
-    __builtin_prefetch(line, 0, kIntoL1);
+    __builtin_prefetch(line, kRead, kIntoL1);
   else
-    __builtin_prefetch(line, 0, kIntoL2);
+    __builtin_prefetch(line, kRead, kIntoL2);
 }
 
 // acc[t] = scale * (lanes `heads_mask` of qt's dim rows . K row t), t < 16, each lane one fmaf
@@ -156,7 +160,7 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int d = 0; d < hd; ++d) {
-    if (d % kDimsPerLine == 0 && asked < lines.count) ask(lines, asked++);
+    if (d % kDimsPerLine == 0 && asked < lines.total()) ask(lines, asked++);
     if (widened < widen.vectors) widen_vector(widen, widened++);
     if (widen.vectors - widened > hd - 1 - d) widen_vector(widen, widened++);
     const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
@@ -168,7 +172,7 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_mul_ps(acc[t], sc);
-  while (asked < lines.count) ask(lines, asked++);  // any the dims did not reach (none at 128 dims)
+  while (asked < lines.total()) ask(lines, asked++);  // any the dims did not reach (none at 128 dims)
   while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise (none at 128 dims)
 }
 
@@ -221,7 +225,7 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
 
 // --- Heads in lanes (producer_fast_avx512.hpp): one register = one token's 16 heads. ---
 
-__attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
+__attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
                                                                  float scale, float* wt, const LineQueue& lines,
                                                                  const WidenQueue& widen) {
   __m512 acc[kSubTokens16];
@@ -284,7 +288,7 @@ __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count
   _mm512_storeu_ps(s, _mm512_add_ps(sum, total));
 }
 
-__attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v,
+__attribute__((target("avx512f,prfchw"))) void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v,
                                                                  int v_stride, int n, const LineQueue& lines,
                                                                  const WidenQueue& widen) {
   int asked = 0;
@@ -296,7 +300,7 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
     for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
 #pragma GCC unroll 2
     for (int t = 0; t < n; ++t, ++step) {
-      if (step % kStepsPerLine == 0 && asked < lines.count) ask(lines, asked++);
+      if (step % kStepsPerLine == 0 && asked < lines.total()) ask(lines, asked++);
       if (widened < widen.vectors) widen_vector(widen, widened++);
       const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
       const float* vt = v + t * v_stride + d0;
@@ -306,7 +310,7 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
 #pragma GCC unroll 16
     for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
   }
-  while (asked < lines.count) ask(lines, asked++);  // a short chunk: fewer steps than lines
+  while (asked < lines.total()) ask(lines, asked++);  // a short chunk: fewer steps than lines
   while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise
 }
 

@@ -78,6 +78,13 @@ struct LineQueue {
   const KvWord* rows[kMaxRows]{};
   int count = 0;  // lines: rows x kLinesPerRow
   bool into_l1 = false;
+  // Lines the task will write soon (its partials), asked for with the intent to write
+  // (`prefetchw`) after the rows' lines: the reducer, on another core, read them last, and
+  // storing into them unasked waited for each line to come back (write_partials was 7 % of a
+  // worker's samples at 2,048 on two workers, 1.5 % on one; docs/perf.md, 2026-12-04).
+  const char* const* write_lines = nullptr;
+  int write_count = 0;
+  int total() const { return count + write_count; }
 };
 
 // Whether the heads-in-lanes kernels ask for their lines into L1 on this CPU: on AMD's cores.
