@@ -15,7 +15,9 @@
 // With AVX-512, 16 query heads per KV head and rows of 128 dims (Muse Glimmer), the same steps
 // run with heads in lanes (producer_fast_avx512.hpp): scores, weights and o stay token- or
 // dim-major with one register per token's or dim's 16 heads, and the fold is one vector
-// operation for all heads; the same operations per head, so the same bits.
+// operation for all heads; the same operations per head, so the same bits. There the rows are
+// widened inside the FMA kernel that runs before the one reading them (run_chunk_lanes), the V
+// pass covers the whole chunk, and a task's last V pass asks for its partials' lines.
 //
 // Determinism: the chunk and split boundaries depend on the visible length only, every sum has
 // a fixed order, and each task writes its own partials, so the bits are the same for any thread
