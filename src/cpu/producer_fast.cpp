@@ -15,7 +15,9 @@
 // With AVX-512, 16 query heads per KV head and rows of 128 dims (Muse Glimmer), the same steps
 // run with heads in lanes (producer_fast_avx512.hpp): scores, weights and o stay token- or
 // dim-major with one register per token's or dim's 16 heads, and the fold is one vector
-// operation for all heads; the same operations per head, so the same bits.
+// operation for all heads; the same operations per head, so the same bits. There the rows are
+// widened inside the FMA kernel that runs before the one reading them (run_chunk_lanes), the V
+// pass covers the whole chunk, and a task's last V pass asks for its partials' lines.
 //
 // Determinism: the chunk and split boundaries depend on the visible length only, every sum has
 // a fixed order, and each task writes its own partials, so the bits are the same for any thread
@@ -23,6 +25,7 @@
 // ring == vec over the same rows unwrapped). Only the order of operations inside a chunk differs
 // from the GPU's DAG, so this producer is held to the f64 bound, not to the GPU's bits.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -86,8 +89,14 @@ struct Tiles {
   AlignedFloats o;       // [hpk][hd8]; with heads in lanes o transposed, [hd8][hpk]
   AlignedFloats wt;      // heads in lanes: [kFastChunkTokens][hpk], scores then weights
   AlignedFloats fold;    // heads in lanes: per KV head of the task, m[hpk] then s[hpk]
+  // Heads in lanes: a chunk's K rows widened ([kFastChunkTokens][hd8]), then its V rows, in one
+  // block so that the rows written sit a whole number of 8 KiB from the rows read: at other
+  // distances the widening stores slowed the kernel reading beside them by up to 8 % (score)
+  // and 17 % (V pass) on the 2-vCPU EPYC (docs/perf.md, 2026-12-04).
+  AlignedFloats lane_tiles;
   std::vector<SoftmaxStats> stats;          // [hpk]
   std::vector<KvWord> zero_row;             // [hd] +0 words (either dtype): a padding token's K row
+  std::vector<const char*> partial_lines;   // heads in lanes: the lines of the task's partials
 };
 
 // The plane rows of one chunk's tokens; nullptr marks the current token (read from cur_k/cur_v).
@@ -182,6 +191,20 @@ void score_rows8(int heads, const float* qt, int hd, const float* krows, float s
 #endif
 }
 
+// Heads in lanes: a K tile and a V tile of a chunk each (Tiles::lane_tiles).
+constexpr int kLaneTiles = 2;
+
+// The chunk that a task runs after the current one (the next KV head of its group, else the first
+// of the next chunk), whose first K rows the current one's last kernel widens.
+struct FollowingChunk {
+  const ChunkRows* rows = nullptr;  // none: the task's last
+  int kv_head = 0;
+  int chunk = 0;
+  // The task's last call: the lines of the partials the task writes next (detail::LineQueue).
+  const char* const* write_lines = nullptr;
+  int write_count = 0;
+};
+
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
 struct HeadState {
   float* q;             // [hpk][hd] (the transposed-K kernels of 8 lanes only)
@@ -206,7 +229,8 @@ class FastProducer final : public ProducerTasks {
         sched_(fast_schedule(p.visible)),
         row_scores_(row_scores(wide_, hd_, hpk_)),
         heads_in_lanes_(heads_in_lanes(wide_, hd_, hpk_)),
-        qt_form_(wide_ || row_scores_) {
+        qt_form_(wide_ || row_scores_),
+        lines_into_l1_(heads_in_lanes_ && detail::cpu_prefetch_into_l1()) {
     if (qt_form_) transpose_q();
   }
 
@@ -237,6 +261,7 @@ class FastProducer final : public ProducerTasks {
     tl.o.fit(group * hpk * hd8);
     if (heads_in_lanes_) tl.wt.fit(kFastChunkTokens * hpk);
     if (heads_in_lanes_) tl.fold.fit(group * 2 * hpk);
+    if (heads_in_lanes_) tl.lane_tiles.fit(kLaneTiles * kFastChunkTokens * hd8);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
     std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, KvWord{0});
@@ -268,13 +293,40 @@ class FastProducer final : public ProducerTasks {
       // so only the first sub-block waits for memory (a task at L = 2,048 is a single chunk).
       prefetch_rows(rows[j][0].k, chunk_count(first_chunk));
     }
+    if (heads_in_lanes_) {
+      // The task's first K rows: no kernel runs before them to widen them on the way.
+      // Only its first sub-block's: the first call's score kernels widen the rest (a whole chunk
+      // widened here was ~3.5 % of a worker's samples on rotated planes, a stall on memory with
+      // no FMA beside it). Its first V rows are asked for here, as a V pass asks for the next
+      // chunk's.
+      detail::WidenQueue first;
+      queue_widen(rows[0][0].k, std::min(kSubTokens, chunk_count(first_chunk)), true, kv0, tl.lane_tiles.data(), first);
+      detail::widen_queue_now(first);
+      prefetch_rows(rows[0][0].v, std::min(kSubTokens, chunk_count(first_chunk)));
+    }
     for (int c = first_chunk; c < end_chunk; ++c) {
       const bool has_next = c + 1 < end_chunk;
       for (int j = 0; j < group_; ++j) {
         const ChunkRows& cur = rows[j][(c - first_chunk) % 2];
         ChunkRows& next = rows[j][(c - first_chunk + 1) % 2];
         if (has_next) chunk_rows(kv0 + j, c + 1, next);
-        run_chunk(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr);
+        if (!heads_in_lanes_) {
+          run_chunk(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr);
+          continue;
+        }
+        // The call after this one: the group's next KV head on this chunk, else its first on the
+        // next chunk (whose rows were listed above, at j = 0).
+        FollowingChunk following;
+        if (j + 1 < group_) {
+          following = {&rows[j + 1][(c - first_chunk) % 2], kv0 + j + 1, c};
+        } else if (has_next) {
+          following = {&rows[0][(c - first_chunk + 1) % 2], kv0, c + 1};
+        } else {
+          partial_lines(kv0, split, tl.partial_lines);
+          following.write_lines = tl.partial_lines.data();
+          following.write_count = static_cast<int>(tl.partial_lines.size());
+        }
+        run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following, c == first_chunk && j == 0);
       }
     }
     for (int j = 0; j < group_; ++j) write_partials(state[j], kv0 + j, split);
@@ -368,16 +420,15 @@ class FastProducer final : public ProducerTasks {
 #endif
   }
 
-  // The same lines as prefetch_rows, queued for a heads-in-lanes kernel to ask for one at a time.
+  // The same lines as prefetch_rows, queued (after what q holds) for a heads-in-lanes kernel to
+  // ask for one at a time; the current token's row (nullptr) is skipped.
   void queue_lines(const KvWord* const* rows, int n, detail::LineQueue& q) const {
     using Q = detail::LineQueue;
-    const int row_bytes = hd_ * kv_dtype_bytes(D);
-    q.count = 0;
-    for (int i = 0; i < n; ++i) {
-      if (rows[i] == nullptr) continue;
-      const char* at = reinterpret_cast<const char*>(rows[i]);
-      for (int b = 0; b < row_bytes && q.count < Q::kMaxLines; b += Q::kLineBytes) q.at[q.count++] = at + b;
-    }
+    q.into_l1 = lines_into_l1_;
+    int queued = q.count / Q::kLinesPerRow;
+    for (int i = 0; i < n; ++i)
+      if (rows[i] != nullptr) q.rows[queued++] = rows[i];
+    q.count = queued * Q::kLinesPerRow;
   }
 
   // One row widened into dst (hd_ floats): a plane row, or the current token's f32 row, read
@@ -447,22 +498,16 @@ class FastProducer final : public ProducerTasks {
     const float scale = p_.shape.scale;
     float* scores = tl.scores.data();
     // Scores of every head for the chunk, K widened and transposed once per sub-block.
-    detail::LineQueue lines;
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
-      if (heads_in_lanes_)
-        queue_lines(cur.v + b, n, lines);  // asked for inside the score kernel
-      else
-        prefetch_rows(cur.v + b, n);
+      prefetch_rows(cur.v + b, n);
       if (row_scores_) {
         float* krows = tl.krows.data();
         widen_rows(cur.k + b, true, n, kv_head, krows);
         // A ragged sub-block's rows past n: zero, as a transposed tile's (their scores are
         // never read).
         std::fill(krows + static_cast<std::size_t>(n) * hd8, krows + kSubTokens * hd8, 0.0f);
-        if (heads_in_lanes_)
-          detail::score_rows_heads_in_lanes(hs.qt, hd_, krows, scale, tl.wt.data() + b * hpk_, lines);
-        else if (wide_)
+        if (wide_)
           detail::score_rows_avx512(hpk_, hs.qt, hd_, krows, scale, scores + b);
         else
           score_rows8(hpk_, hs.qt, hd_, krows, scale, tl.score_tile.data(), scores + b);
@@ -479,8 +524,7 @@ class FastProducer final : public ProducerTasks {
     }
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
-    if (heads_in_lanes_) detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_);
-    for (int h = 0; h < hpk_ && !heads_in_lanes_; ++h) {
+    for (int h = 0; h < hpk_; ++h) {
       float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
       SoftmaxStats& st = hs.stats[h];
       const float corr = fold_block_max(st, detail::chunk_max(s, count));
@@ -492,15 +536,8 @@ class FastProducer final : public ProducerTasks {
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       const int next_n = next == nullptr ? 0 : std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b));
-      if (heads_in_lanes_)
-        queue_lines(next_n > 0 ? next->k + b : nullptr, next_n, lines);  // asked for inside the V kernel
-      else if (next_n > 0)
-        prefetch_rows(next->k + b, next_n);
+      if (next_n > 0) prefetch_rows(next->k + b, next_n);
       widen_rows(cur.v + b, false, n, kv_head, rows);
-      if (heads_in_lanes_) {
-        detail::accumulate_heads_in_lanes(hs.o, hd_, tl.wt.data() + b * hpk_, rows, hd8_, n, lines);
-        continue;
-      }
       if (wide_) {
         detail::accumulate_heads_avx512(hpk_, hd8_, hs.o, hd8_, scores + b, rows, hd8_, n);
         continue;
@@ -512,6 +549,94 @@ class FastProducer final : public ProducerTasks {
                            scores + static_cast<std::size_t>(h) * kFastChunkTokens + b, rows + d, hd8_, n);
       }
     }
+  }
+
+  // Appends to a widen queue n (up to a chunk's) K (key) or V rows into dst ([n][hd8]): plane rows
+  // queued for a kernel, the current token's f32 row (nullptr) widened now with the range rule
+  // (N1), and a K tile's rows from n to the end of its last sub-block zeroed now (their scores
+  // are never read; zero, as the other paths' tiles), all into rows the running kernel does not
+  // read.
+  void queue_widen(const KvWord* const* r, int n, bool key, int kv_head, float* dst, detail::WidenQueue& q) const {
+    using W = detail::WidenQueue;
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
+    int queued = q.vectors / W::kVectorsPerRow;  // after what q holds
+    for (int i = 0; i < n; ++i) {
+      float* row = dst + i * hd8;
+      if (r[i] == nullptr) {
+        widen_row(nullptr, key, kv_head, row);
+        continue;
+      }
+      q.src[queued] = r[i];
+      q.dst[queued++] = row;
+    }
+    q.vectors = queued * W::kVectorsPerRow;
+    q.dtype = D;
+    if (key) std::fill(dst + static_cast<std::size_t>(n) * hd8, dst + static_cast<std::size_t>(round_up(n, kSubTokens)) * hd8, 0.0f);
+  }
+
+  // run_chunk with heads in lanes (producer_fast_avx512.hpp). Rows are widened one phase ahead,
+  // inside the kernel before the one that reads them: the scores of sub-block i widen its V rows
+  // (and ask for sub-block i + 1's V lines, the last for the following call's first K lines),
+  // and the V pass, one call over the whole chunk, widens the following call's K rows (the
+  // group's next KV head, or the next chunk) and asks for the rest of its K lines and its first
+  // V lines. A V pass over 64 tokens instead of four over 16 loads and stores its accumulators a
+  // quarter as often (an L1-resident loop: 57 against 55 GFMA/s on the 2-vCPU EPYC). A task's
+  // first call (`first`) finds only its first sub-block's K rows widened: its score kernels widen
+  // the next sub-block's K rows beside their own V rows.
+  void run_chunk_lanes(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
+                       const FollowingChunk& following, bool first) const {
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
+    const int count = chunk_count(chunk);
+    const float scale = p_.shape.scale;
+    float* ktile = tl.lane_tiles.data();  // this chunk's K rows, widened by the call before
+    float* vtile = ktile + kFastChunkTokens * hd8;
+    float* wt = tl.wt.data();
+    const int next_count = following.rows == nullptr ? 0 : chunk_count(following.chunk);
+    detail::LineQueue lines;
+    detail::WidenQueue widen;
+    for (int b = 0; b < count; b += kSubTokens) {
+      const int n = std::min(kSubTokens, count - b);
+      lines.count = 0;
+      if (b + kSubTokens < count)
+        queue_lines(cur.v + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), lines);
+      else if (next_count > 0)
+        queue_lines(following.rows->k, std::min(kSubTokens, next_count), lines);
+      widen.vectors = 0;
+      if (first && b + kSubTokens < count)
+        queue_widen(cur.k + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), true, kv_head,
+                    ktile + (b + kSubTokens) * hd8, widen);
+      queue_widen(cur.v + b, n, false, kv_head, vtile + b * hd8, widen);
+      detail::score_rows_heads_in_lanes(hs.qt, hd_, ktile + b * hd8, scale, wt + b * hpk_, lines, widen);
+    }
+    detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_);
+    lines.count = 0;
+    widen.vectors = 0;
+    if (next_count > kSubTokens) queue_lines(following.rows->k + kSubTokens, next_count - kSubTokens, lines);
+    if (next_count > 0) {
+      queue_lines(following.rows->v, std::min(kSubTokens, next_count), lines);
+      queue_widen(following.rows->k, next_count, true, following.kv_head, ktile, widen);
+    }
+    lines.write_lines = following.write_lines;
+    lines.write_count = following.write_count;
+    detail::accumulate_heads_in_lanes(hs.o, hd_, wt, vtile, hd8_, count, lines, widen);
+  }
+
+  // The cache lines of the partials of the task's KV heads (kv0 and the rest of its group) for
+  // `split`, which write_partials fills: those whole inside one head's [m, s, o] (the first and
+  // last may hold a neighbouring split's partial, which another worker may be writing).
+  void partial_lines(int kv0, int split, std::vector<const char*>& out) const {
+    constexpr std::uintptr_t kLine = detail::LineQueue::kLineBytes;
+    const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
+    out.clear();
+    for (int j = 0; j < group_; ++j)
+      for (int h = 0; h < hpk_; ++h) {
+        const std::size_t head = static_cast<std::size_t>(kv0 + j) * hpk_ + h;
+        const float* part = p_.partials + (head * sched_.splits + split) * stride;
+        const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(part);
+        const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(part + stride);
+        for (std::uintptr_t at = (begin + kLine - 1) / kLine * kLine; at + kLine <= end; at += kLine)
+          out.push_back(reinterpret_cast<const char*>(at));
+      }
   }
 
   void write_partials(const HeadState& hs, int kv_head, int split) const {
@@ -560,6 +685,7 @@ class FastProducer final : public ProducerTasks {
   // once per call); the 8-lane transposed-K kernels read each task's q rows.
   bool qt_form_;
   std::vector<float> qt_;  // transpose_q()
+  bool lines_into_l1_;     // the heads-in-lanes kernels' asks into L1 (detail::cpu_prefetch_into_l1)
 };
 
 }  // namespace

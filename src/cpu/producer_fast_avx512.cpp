@@ -5,6 +5,8 @@
 #include "cpu/producer_fast_avx512.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "cpu/producer_fast_exp.hpp"
 #include "ladder/heuristics.hpp"
@@ -34,7 +36,9 @@ constexpr __mmask16 kAllLanes = 0xFFFF;
 constexpr int kRunningLanes = 8;       // chunk_max's and weights_in_place's running lanes (the 8-lane path's order)
 constexpr int kHeadLaneDims = 16;      // o dims per accumulate pass with heads in lanes: 16 accumulators
 constexpr int kDimsPerLine = 2;        // the row scores ask for one line every 2 of 128 dims: 64 lines
+constexpr int kStepsPerLine = 2;       // the V pass, one every 2 of its 8 x 64 steps: a chunk's 256 lines
 constexpr LineQueue kNoLines{};
+constexpr WidenQueue kNoWiden{};
 constexpr __mmask16 kLowHalf = 0x00FF;
 
 // qt: the block's first head of a [hd][qt_stride] transposed q.
@@ -108,24 +112,57 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   }
 }
 
-// A read prefetch into L2 (locality 2, as producer_fast.cpp's prefetch_rows).
-[[gnu::always_inline]] inline void ask_l2(const char* line) {
-  constexpr int kIntoL2 = 2;
-  __builtin_prefetch(line, 0, kIntoL2);
+// 16 plane elements of `dtype` as f32, exact: F16C's conversion for f16, a 16-bit shift for bf16
+// (a bf16 is the high half of its f32).
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) __m512 widen16(const KvWord* src, KvDtype dtype) {
+  constexpr int kBf16Shift = 16;
+  const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  return dtype == KvDtype::bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(words), kBf16Shift))
+                                : _mm512_cvtph_ps(words);
+}
+
+// Vector i of `q` widened: row i / kVectorsPerRow, its (i % kVectorsPerRow)-th 16 dims.
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void widen_vector(const WidenQueue& q, int i) {
+  using W = WidenQueue;
+  const unsigned row = static_cast<unsigned>(i) / W::kVectorsPerRow;
+  const unsigned at = static_cast<unsigned>(i) % W::kVectorsPerRow * W::kVectorDims;
+  _mm512_storeu_ps(q.dst[row] + at, widen16(q.src[row] + at, q.dtype));
+}
+
+// A read prefetch of one of `lines`' lines: into L2 (locality 2, as producer_fast.cpp's
+// prefetch_rows), or into L1 as well (locality 3) where the queue asks for it.
+[[gnu::always_inline]] inline void ask(const LineQueue& lines, int i) {
+  using L = LineQueue;
+  constexpr int kIntoL2 = 2, kIntoL1 = 3, kRead = 0, kWrite = 1;
+  if (i >= lines.count) {
+    __builtin_prefetch(lines.write_lines[i - lines.count], kWrite, kIntoL1);
+    return;
+  }
+  const unsigned u = static_cast<unsigned>(i);
+  const char* line = reinterpret_cast<const char*>(lines.rows[u / L::kLinesPerRow]) + u % L::kLinesPerRow * L::kLineBytes;
+  if (lines.into_l1)
+    __builtin_prefetch(line, kRead, kIntoL1);
+  else
+    __builtin_prefetch(line, kRead, kIntoL2);
 }
 
 // acc[t] = scale * (lanes `heads_mask` of qt's dim rows . K row t), t < 16, each lane one fmaf
 // chain over d from 0: the row scores of both layouts (score_rows16 transposes them,
-// score_rows_heads_in_lanes keeps them token-major); asks for `lines`, one every kDimsPerLine dims.
+// score_rows_heads_in_lanes keeps them token-major); asks for `lines`, one every kDimsPerLine dims,
+// and widens one vector of `widen` per dim, two while more are left than dims (a task's first
+// chunk, whose K rows are widened beside its V rows).
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) void row_score_tile(
     __mmask16 heads_mask, const float* qt, int qt_stride, int hd, const float* krows, float scale,
-    const LineQueue& lines, __m512 (&acc)[kSubTokens16]) {
+    const LineQueue& lines, const WidenQueue& widen, __m512 (&acc)[kSubTokens16]) {
   int asked = 0;
+  int widened = 0;
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int d = 0; d < hd; ++d) {
-    if (d % kDimsPerLine == 0 && asked < lines.count) ask_l2(lines.at[asked++]);
+    if (d % kDimsPerLine == 0 && asked < lines.total()) ask(lines, asked++);
+    if (widened < widen.vectors) widen_vector(widen, widened++);
+    if (widen.vectors - widened > hd - 1 - d) widen_vector(widen, widened++);
     const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
     const float* kd = krows + d;
 #pragma GCC unroll 16
@@ -135,14 +172,15 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_mul_ps(acc[t], sc);
-  while (asked < lines.count) ask_l2(lines.at[asked++]);  // any the dims did not reach (none at 128 dims)
+  while (asked < lines.total()) ask(lines, asked++);  // any the dims did not reach (none at 128 dims)
+  while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise (none at 128 dims)
 }
 
 // Up to 16 heads (lanes `heads_mask` of qt's rows) x 16 tokens from K rows.
 __attribute__((target("avx512f"))) void score_rows16(__mmask16 heads_mask, int heads, const float* qt, int qt_stride,
                                                     int hd, const float* krows, float scale, float* s) {
   __m512 acc[kSubTokens16];
-  row_score_tile(heads_mask, qt, qt_stride, hd, krows, scale, kNoLines, acc);
+  row_score_tile(heads_mask, qt, qt_stride, hd, krows, scale, kNoLines, kNoWiden, acc);
   transpose16(acc);
   for (int h = 0; h < heads; ++h) _mm512_storeu_ps(s + h * kFastChunkTokens, acc[h]);
 }
@@ -187,10 +225,11 @@ __attribute__((target("avx512f"))) void accumulate_block16(float* o, int o_strid
 
 // --- Heads in lanes (producer_fast_avx512.hpp): one register = one token's 16 heads. ---
 
-__attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
-                                                                 float scale, float* wt, const LineQueue& lines) {
+__attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
+                                                                 float scale, float* wt, const LineQueue& lines,
+                                                                 const WidenQueue& widen) {
   __m512 acc[kSubTokens16];
-  row_score_tile(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, acc);
+  row_score_tile(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, widen, acc);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, acc[t]);
 }
@@ -249,18 +288,20 @@ __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count
   _mm512_storeu_ps(s, _mm512_add_ps(sum, total));
 }
 
-__attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v,
-                                                                 int v_stride, int n, const LineQueue& lines) {
+__attribute__((target("avx512f,prfchw"))) void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v,
+                                                                 int v_stride, int n, const LineQueue& lines,
+                                                                 const WidenQueue& widen) {
   int asked = 0;
+  int widened = 0;  // one vector per token step: all 512 of a chunk's rows at 128 dims
+  int step = 0;
   for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
-    // Lines spread over the dim blocks: count / (hd / 16) per block, the rest with the last.
-    const int upto = d0 + kHeadLaneDims >= hd ? lines.count : lines.count * (d0 + kHeadLaneDims) / hd;
     __m512 acc[kHeadLaneDims];
 #pragma GCC unroll 16
     for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
 #pragma GCC unroll 2
-    for (int t = 0; t < n; ++t) {
-      if (asked < upto) ask_l2(lines.at[asked++]);
+    for (int t = 0; t < n; ++t, ++step) {
+      if (step % kStepsPerLine == 0 && asked < lines.total()) ask(lines, asked++);
+      if (widened < widen.vectors) widen_vector(widen, widened++);
       const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
       const float* vt = v + t * v_stride + d0;
 #pragma GCC unroll 16
@@ -268,8 +309,9 @@ __attribute__((target("avx512f"))) void accumulate_heads_in_lanes(float* ot, int
     }
 #pragma GCC unroll 16
     for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
-    while (asked < upto) ask_l2(lines.at[asked++]);  // a short sub-block: fewer tokens than lines
   }
+  while (asked < lines.total()) ask(lines, asked++);  // a short chunk: fewer steps than lines
+  while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise
 }
 
 __attribute__((target("avx512f"))) void write_partials_heads_in_lanes(const float* ot, int hd, const float* m,
@@ -315,6 +357,19 @@ bool cpu_has_avx512() {
   return has;
 }
 
+bool cpu_prefetch_into_l1() {
+  // LADDER_CPU_PREFETCH=l1 or l2 overrides the vendor's answer, to measure the other hint on a
+  // CPU (read once; any other value leaves the vendor's answer).
+  static const bool into_l1 = [] {
+    const char* v = std::getenv("LADDER_CPU_PREFETCH");
+    const std::string_view hint = v == nullptr ? std::string_view{} : std::string_view{v};
+    if (hint == "l1") return true;
+    if (hint == "l2") return false;
+    return __builtin_cpu_is("amd") != 0;
+  }();
+  return into_l1;
+}
+
 void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, float scale, float* s) {
   for (int h = 0; h < heads; h += kScoreHeads16) {
     const int block = heads - h < kScoreHeads16 ? heads - h : kScoreHeads16;
@@ -352,15 +407,12 @@ __attribute__((target("avx512f"))) float weights_in_place_avx512(float* s, int c
 }
 
 __attribute__((target("avx512f"))) void widen_row_avx512(const KvWord* src, float* dst, KvDtype dtype) {
-  constexpr int kBf16Shift = 16;  // a bf16 is the high half of its f32
 #pragma GCC unroll 8
-  for (int d = 0; d < kWideRowDims; d += kLanes16) {
-    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d));
-    const __m512 x = dtype == KvDtype::bf16
-                         ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(words), kBf16Shift))
-                         : _mm512_cvtph_ps(words);
-    _mm512_storeu_ps(dst + d, x);
-  }
+  for (int d = 0; d < kWideRowDims; d += kLanes16) _mm512_storeu_ps(dst + d, widen16(src + d, dtype));
+}
+
+__attribute__((target("avx512f"))) void widen_queue_now(const WidenQueue& q) {
+  for (int i = 0; i < q.vectors; ++i) widen_vector(q, i);
 }
 
 void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
@@ -386,14 +438,16 @@ void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const 
 #else
 
 bool cpu_has_avx512() { return false; }
+bool cpu_prefetch_into_l1() { return false; }
 void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
 void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }
 void widen_row_avx512(const KvWord*, float*, KvDtype) {}
+void widen_queue_now(const WidenQueue&) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
-void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&) {}
+void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&, const WidenQueue&) {}
 void fold_heads_in_lanes(float*, int, float*, float*, float*, int) {}
-void accumulate_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&) {}
+void accumulate_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&, const WidenQueue&) {}
 void write_partials_heads_in_lanes(const float*, int, const float*, const float*, float*, long) {}
 
 #endif

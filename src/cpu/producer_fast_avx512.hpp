@@ -66,19 +66,62 @@ inline constexpr int kHeadLanes = 16;
 // Cache lines the heads-in-lanes kernels ask for (an L2 prefetch, as the producer's bursts do),
 // one at a time between their FMAs instead of in a burst before them: a burst of 64 lines
 // waited for the core's fill buffers, ~15 % of a worker's samples on the Xeon and on this
-// session's build machine (docs/perf.md, 2026-12-02, "spread prefetches"). At most one
-// sub-block's rows of kWideRowDims 2-byte elements: kHeadLanes x 4 lines.
+// session's build machine (docs/perf.md, 2026-12-02, "spread prefetches"). The queue holds
+// rows of kWideRowDims 2-byte elements, at most a chunk's, and line i is line i % kLinesPerRow
+// of row i / kLinesPerRow (the kernels compute the address: a queue of line addresses took a
+// loop of 64 stores per sub-block to build). `into_l1`: asked into L1 and L2 (`prefetcht0`)
+// instead of L2 only (cpu_prefetch_into_l1).
 struct LineQueue {
   static constexpr int kLineBytes = 64;
-  static constexpr int kMaxLines = 16 * kWideRowDims * 2 / kLineBytes;
-  const char* at[kMaxLines]{};
-  int count = 0;
+  static constexpr int kLinesPerRow = kWideRowDims * 2 / kLineBytes;
+  static constexpr int kMaxRows = 64;  // kFastChunkTokens
+  const KvWord* rows[kMaxRows]{};
+  int count = 0;  // lines: rows x kLinesPerRow
+  bool into_l1 = false;
+  // Lines the task will write soon (its partials), asked for with the intent to write
+  // (`prefetchw`) after the rows' lines: the reducer, on another core, read them last, and
+  // storing into them unasked waited for each line to come back (write_partials was 7 % of a
+  // worker's samples at 2,048 on two workers, 1.5 % on one; docs/perf.md, 2026-12-04).
+  const char* const* write_lines = nullptr;
+  int write_count = 0;
+  int total() const { return count + write_count; }
 };
 
+// Whether the heads-in-lanes kernels ask for their lines into L1 on this CPU: on AMD's cores.
+// Once the kernels widen the next sub-block's rows between their FMAs (WidenQueue), an L2-only
+// ask left those loads to wait on L2 inside the FMA loop; on the 2-vCPU EPYC (Zen 4) a worker on
+// rotated growing planes ran ~15 % faster with the asks into L1 (docs/perf.md, 2026-12-04). On
+// Intel's the L2 hint stays: there an L1 ask holds one of the few fill buffers until its line
+// arrives, and asks into L1 were no faster and slowed the step (docs/perf.md, 2026-12-02), with
+// the kernels before the widening moved into them; LADDER_CPU_PREFETCH=l1 or l2 overrides the
+// choice, to measure it again there.
+bool cpu_prefetch_into_l1();
+
+// Plane rows that a heads-in-lanes kernel widens between its FMAs, one 16-dim vector per step of
+// its loop (a step is 16 FMAs), for a kernel that runs after it: a sub-block's V rows while its
+// scores are computed, the next chunk's K rows during the V pass. Widened by themselves, as a loop of
+// conversions and stores with no FMA beside them, they were ~17 % of a worker's samples (the
+// 2-vCPU EPYC, docs/perf.md 2026-12-04): the stores and the loads' wait from L2 then hid behind
+// nothing. Row r: kWideRowDims elements of `dtype` at src[r] into dst[r] (exact, as
+// widen_row_avx512).
+struct WidenQueue {
+  static constexpr int kMaxRows = 64;                       // a chunk: kFastChunkTokens rows
+  static constexpr int kVectorDims = 16;                    // one 512-bit register of f32
+  static constexpr int kVectorsPerRow = kWideRowDims / kVectorDims;
+  const KvWord* src[kMaxRows]{};
+  float* dst[kMaxRows]{};
+  int vectors = 0;  // rows x kVectorsPerRow
+  KvDtype dtype = KvDtype::f16;
+};
+
+// Every vector of `q` widened now (a task's first K rows, which no kernel precedes).
+void widen_queue_now(const WidenQueue& q);
+
 // wt[t * kHeadLanes + h] = scale * sum_d qt[d * kHeadLanes + h] * krows[t * kWideRowDims + d] for
-// t < 16 (score_rows_avx512's chains, left token-major); asks for `lines` on the way.
+// t < 16 (score_rows_avx512's chains, left token-major); asks for `lines` and widens `widen` on
+// the way, up to two vectors per dim (its destinations must not overlap krows, qt or wt).
 void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt,
-                               const LineQueue& lines);
+                               const LineQueue& lines, const WidenQueue& widen);
 
 // One chunk's fold for every head at once, wt's first `count` tokens (1..kFastChunkTokens):
 // chunk_max's maximum per head, fold_block_max against (m, s) with ot rescaled by the factor,
@@ -87,9 +130,10 @@ void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, floa
 void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot, int hd);
 
 // ot[d * kHeadLanes + h] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t * v_stride + d]
-// for d < hd (a multiple of 16); asks for `lines` on the way.
+// for d < hd (a multiple of 16), n up to a chunk (kFastChunkTokens); asks for `lines` and widens
+// `widen` on the way (its destinations must not overlap ot, wt or v).
 void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
-                               const LineQueue& lines);
+                               const LineQueue& lines, const WidenQueue& widen);
 
 // The 16 heads' partials [m, s, o[hd]] at part0 + h * head_stride from m, s and ot (hd a multiple
 // of 16): ot's 16 x 16 blocks transposed in registers (a strided scalar copy was ~2 % of a

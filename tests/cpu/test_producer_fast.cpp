@@ -173,7 +173,9 @@ TEST(FastKernels, RowAndTransposedScoresAreTheScalarChainBitForBit) {
 // pass must carry the same bits. Counts end inside, on and past 8-token groups; the running
 // state starts empty (-inf) for some heads, above the chunk (factor 1) for others, below it for
 // the rest; one head sees a NaN score and another a -inf one; outputs past what is written are
-// poisoned.
+// poisoned. Each kernel call also widens a sub-block's worth of plane rows on the way (f16 for
+// odd counts, bf16 for even ones, every 16-bit pattern allowed), which must be widen_row_avx512's
+// floats, drained in full when a short sub-block gives fewer steps than vectors.
 TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
   if (!cpu::detail::cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512F: only the 8-lane kernels run here";
   namespace d = cpu::detail;
@@ -197,11 +199,36 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     // kernels ask for the V rows' lines on the way (prefetches change no value).
     std::fill(krows.begin() + count * kHd, krows.end(), 0.0f);
     d::LineQueue lines;
-    for (; lines.count < d::LineQueue::kMaxLines; ++lines.count)
-      lines.at[lines.count] = reinterpret_cast<const char*>(vrows.data()) + lines.count * d::LineQueue::kLineBytes;
+    for (int r = 0; r < d::LineQueue::kMaxRows; ++r) lines.rows[r] = reinterpret_cast<const KvWord*>(vrows.data() + r * kHd);
+    lines.count = d::LineQueue::kMaxRows * d::LineQueue::kLinesPerRow;
     std::vector<float> wt(kChunk * kH, nan), s(kH * kChunk, nan);
+    const KvDtype dtype = count % 2 == 1 ? KvDtype::f16 : KvDtype::bf16;
+    std::uniform_int_distribution<int> word(0, 0xFFFF);
+    std::vector<KvWord> plane(kChunk * kHd);
+    std::vector<float> widened(kChunk * kHd), expected(kChunk * kHd);
+    // A queue of the first n plane rows; after the kernel, they must be widened exactly.
+    const auto queue_rows = [&](int n) {
+      for (KvWord& w : plane) w = static_cast<KvWord>(word(rng));
+      std::fill(widened.begin(), widened.end(), nan);
+      d::WidenQueue q;
+      for (int r = 0; r < n; ++r) {
+        q.src[r] = plane.data() + r * kHd;
+        q.dst[r] = widened.data() + r * kHd;
+      }
+      q.vectors = n * d::WidenQueue::kVectorsPerRow;
+      q.dtype = dtype;
+      return q;
+    };
+    const auto check_rows = [&](int n) {
+      for (int r = 0; r < n; ++r) d::widen_row_avx512(plane.data() + r * kHd, expected.data() + r * kHd, dtype);
+      for (int i = 0; i < n * kHd; ++i) ASSERT_EQ(bits(widened[i]), bits(expected[i])) << "widened on the way, element " << i;
+      for (int i = n * kHd; i < kChunk * kHd; ++i) ASSERT_TRUE(std::isnan(widened[i])) << "past the queue: untouched";
+    };
     for (int b = 0; b < count; b += kSub) {
-      d::score_rows_heads_in_lanes(qt.data(), kHd, krows.data() + b * kHd, kScale, wt.data() + b * kH, lines);
+      const int n = std::min(kSub, count - b);
+      const d::WidenQueue widen = queue_rows(n);
+      d::score_rows_heads_in_lanes(qt.data(), kHd, krows.data() + b * kHd, kScale, wt.data() + b * kH, lines, widen);
+      check_rows(n);
       d::score_rows_avx512(kH, qt.data(), kHd, krows.data() + b * kHd, kScale, s.data() + b);
     }
     for (int t = 0; t < count; ++t)
@@ -234,12 +261,14 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
       for (int t = 0; t < padded; ++t) ASSERT_EQ(bits(wt[t * kH + h]), bits(s[h * kChunk + t])) << "weight, head " << h << ", token " << t;
     }
     for (int t = padded * kH; t < kChunk * kH; ++t) EXPECT_EQ(bits(wt[t]), bits(before_fold[t])) << "past padded: untouched";
-    // The V pass, sub-block by sub-block.
-    for (int b = 0; b < count; b += kSub) {
-      const int n = std::min(kSub, count - b);
-      d::accumulate_heads_in_lanes(ot.data(), kHd, wt.data() + b * kH, vrows.data() + b * kHd, kHd, n, lines);
-      d::accumulate_heads_avx512(kH, kHd, o.data(), kHd, s.data() + b, vrows.data() + b * kHd, kHd, n);
-    }
+    // The V pass: heads in lanes over the whole chunk in one call (widening a chunk's rows on
+    // the way, more vectors than its steps when count < 64), the head-major kernel sub-block by
+    // sub-block.
+    const d::WidenQueue widen = queue_rows(kChunk);
+    d::accumulate_heads_in_lanes(ot.data(), kHd, wt.data(), vrows.data(), kHd, count, lines, widen);
+    check_rows(kChunk);
+    for (int b = 0; b < count; b += kSub)
+      d::accumulate_heads_avx512(kH, kHd, o.data(), kHd, s.data() + b, vrows.data() + b * kHd, kHd, std::min(kSub, count - b));
     for (int h = 0; h < kH; ++h)
       for (int i = 0; i < kHd; ++i) ASSERT_EQ(bits(ot[i * kH + h]), bits(o[h * kHd + i])) << "o, head " << h << ", dim " << i;
   }
