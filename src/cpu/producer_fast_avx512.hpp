@@ -12,6 +12,7 @@
 // o's value), so every width gives the same bits (tests/cpu/test_producer_fast.cpp).
 #pragma once
 
+#include "ladder/heuristics.hpp"
 #include "ladder/kv_dtype.hpp"
 
 namespace ladder::cpu::detail {
@@ -74,7 +75,7 @@ inline constexpr int kHeadLanes = 16;
 struct LineQueue {
   static constexpr int kLineBytes = 64;
   static constexpr int kLinesPerRow = kWideRowDims * 2 / kLineBytes;
-  static constexpr int kMaxRows = 64;  // kFastChunkTokens
+  static constexpr int kMaxRows = kFastChunkTokens;  // a chunk's rows
   const KvWord* rows[kMaxRows]{};
   int count = 0;  // lines: rows x kLinesPerRow
   bool into_l1 = false;
@@ -105,7 +106,7 @@ bool cpu_prefetch_into_l1();
 // nothing. Row r: kWideRowDims elements of `dtype` at src[r] into dst[r] (exact, as
 // widen_row_avx512).
 struct WidenQueue {
-  static constexpr int kMaxRows = 64;                       // a chunk: kFastChunkTokens rows
+  static constexpr int kMaxRows = kFastChunkTokens;        // a chunk's rows
   static constexpr int kVectorDims = 16;                    // one 512-bit register of f32
   static constexpr int kVectorsPerRow = kWideRowDims / kVectorDims;
   const KvWord* src[kMaxRows]{};
