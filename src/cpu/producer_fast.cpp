@@ -630,8 +630,7 @@ class FastProducer final : public ProducerTasks {
     out.clear();
     for (int j = 0; j < group_; ++j)
       for (int h = 0; h < hpk_; ++h) {
-        const std::size_t head = static_cast<std::size_t>(kv0 + j) * hpk_ + h;
-        const float* part = p_.partials + (head * sched_.splits + split) * stride;
+        const float* part = partial_at((kv0 + j) * hpk_ + h, split);
         const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(part);
         const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(part + stride);
         for (std::uintptr_t at = (begin + kLine - 1) / kLine * kLine; at + kLine <= end; at += kLine)
@@ -639,17 +638,21 @@ class FastProducer final : public ProducerTasks {
       }
   }
 
+  // Head `head`'s [m, s, o] for `split` in the partials ([n_heads][splits][partial_stride]).
+  float* partial_at(int head, int split) const {
+    const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
+    return p_.partials + (static_cast<std::size_t>(head) * sched_.splits + split) * stride;
+  }
+
   void write_partials(const HeadState& hs, int kv_head, int split) const {
     const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
     if (heads_in_lanes_) {
-      const std::size_t head0 = static_cast<std::size_t>(kv_head) * hpk_;
-      detail::write_partials_heads_in_lanes(hs.o, hd_, hs.m, hs.s, p_.partials + (head0 * sched_.splits + split) * stride,
+      detail::write_partials_heads_in_lanes(hs.o, hd_, hs.m, hs.s, partial_at(kv_head * hpk_, split),
                                             static_cast<long>(sched_.splits * stride));
       return;
     }
     for (int h = 0; h < hpk_; ++h) {
-      const int head = kv_head * hpk_ + h;
-      float* part = p_.partials + (static_cast<std::size_t>(head) * sched_.splits + split) * stride;
+      float* part = partial_at(kv_head * hpk_ + h, split);
       part[0] = hs.stats[h].m;
       part[1] = hs.stats[h].s;
       std::memcpy(part + 2, hs.o + static_cast<std::size_t>(h) * hd8_, sizeof(float) * hd_);
