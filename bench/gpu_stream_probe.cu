@@ -16,6 +16,10 @@
 //            bytes; kTmaStages deep.
 //   bulk     cp.async.bulk (1D) of a whole tile: only where a tile is one contiguous run
 //            (head-major planes).
+//   bulkrows the producer's rings (per pair, padded 272-byte rows, kStages deep) filled by one
+//            cp.async.bulk (1D) per 256-byte row, a thread per row, an mbarrier per stage counting
+//            the bytes: any layout (a ring's wrap is only another row address), and the padded
+//            rows keep ldmatrix conflict-free without a swizzle.
 // Layouts: token-major (row = token, the KV heads of a token side by side: the ring's layout)
 // and head-major (row = (head, token): each head's tile is contiguous).
 //
@@ -241,6 +245,52 @@ __global__ void __launch_bounds__(kThreads) tma_kernel(Work w, const __grid_cons
   escape(w, acc);
 }
 
+// ---- bulkrows: the producer's rings, a 1D bulk copy per row ---------------------------------
+// Thread t of a pair copies row t % 32 of the K tile (t < 32) or of the V tile; thread 0 tells
+// the stage's mbarrier the block's bytes (the copies may land first: the barrier's transaction
+// count may run negative until then).
+__device__ __forceinline__ void issue_rows(const Work& w, int h, int b, char* stage, int t, unsigned bar) {
+  if (t == 0) mbar_expect(bar, 2 * kTileBytes);
+  const int tile = t / kBlockRows;
+  const int r = t % kBlockRows;
+  bulk_1d(smem_u32(stage + tile * kPadTileBytes + r * kPadRowBytes),
+          (tile ? w.v : w.k) + w.layout.row(h, b * kBlockRows + r), kRowBytes, bar);
+}
+
+template <int kDepth>
+__global__ void __launch_bounds__(kThreads) bulkrows_kernel(Work w) {
+  static_assert(kPairThreads == 2 * kBlockRows, "a thread per row of the K and V tiles");
+  extern __shared__ __align__(128) char smem[];
+  __shared__ __align__(8) unsigned long long bars[kPairs][kDepth];
+  const int h = blockIdx.x % w.layout.n_kv;
+  const int slot = blockIdx.x / w.layout.n_kv;
+  const int pair = threadIdx.x / kPairThreads;
+  const int t = threadIdx.x % kPairThreads;
+  char* ring = smem + pair * kDepth * 2 * kPadTileBytes;
+  if (t == 0) {
+    for (int s = 0; s < kDepth; ++s) mbar_init(smem_u32(&bars[pair][s]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int mine = (w.blocks() / w.slots) / kPairs;
+  auto block_of = [&](int i) { return slot + w.slots * (pair + kPairs * i); };
+  for (int i = 0; i < kDepth - 1 && i < mine; ++i)
+    issue_rows(w, h, block_of(i), ring + i * 2 * kPadTileBytes, t, smem_u32(&bars[pair][i]));
+  unsigned acc = 0;
+  for (int i = 0; i < mine; ++i) {
+    const int next = i + kDepth - 1;
+    if (next < mine)
+      issue_rows(w, h, block_of(next), ring + (next % kDepth) * 2 * kPadTileBytes, t,
+                 smem_u32(&bars[pair][next % kDepth]));
+    mbar_wait(smem_u32(&bars[pair][i % kDepth]), (i / kDepth) & 1);
+    __syncthreads();
+    const uint4 x = *reinterpret_cast<const uint4*>(ring + (i % kDepth) * 2 * kPadTileBytes + 16 * t);
+    acc ^= x.x ^ x.w;
+    __syncthreads();
+  }
+  escape(w, acc);
+}
+
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -352,6 +402,9 @@ int main(int argc, char** argv) {
   const int tma_deep_smem = kTmaDeep * kTmaStageBytes + 1024;
   CHECK(cudaFuncSetAttribute(cpasync_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_smem));
   CHECK(cudaFuncSetAttribute(cpasync_kernel<kDeepStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_deep_smem));
+  CHECK(cudaFuncSetAttribute(bulkrows_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_smem));
+  CHECK(cudaFuncSetAttribute(bulkrows_kernel<kDeepStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             cpasync_deep_smem));
   CHECK(cudaFuncSetAttribute(tma_kernel<false, kTmaShallow>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
   CHECK(cudaFuncSetAttribute(tma_kernel<false, kTmaDeep>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_deep_smem));
   CHECK(cudaFuncSetAttribute(tma_kernel<true, kTmaShallow>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
@@ -371,6 +424,12 @@ int main(int argc, char** argv) {
                cpasync_kernel<kDeepStages><<<ctas, kThreads, cpasync_deep_smem>>>(w);
              }));
       report("ldg", lname, ctas, slots, median_us(reps, [&] { ldg_kernel<<<ctas, kThreads>>>(w); }));
+      report("bulkrows", lname, ctas, slots, median_us(reps, [&] {
+               bulkrows_kernel<kStages><<<ctas, kThreads, cpasync_smem>>>(w);
+             }));
+      report("bulkrows6", lname, ctas, slots, median_us(reps, [&] {
+               bulkrows_kernel<kDeepStages><<<ctas, kThreads, cpasync_deep_smem>>>(w);
+             }));
       if (head_major) {
         report("bulk1d", lname, ctas, slots, median_us(reps, [&] {
                  tma_kernel<true, kTmaShallow><<<ctas, kThreads, tma_smem>>>(w, maps);

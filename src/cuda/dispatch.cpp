@@ -367,56 +367,47 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
     LADDER_TRY(step(
         [&] {
           return launch_reduce(reduce, &first->reduce, producer, stream, batch,
-                               producer.reduce_programmatic && batch.count <= kBatchedReducerPdlUpToBatch);
+                               producer.reducer_behind_pdl(batch.count));
         },
         "reduce"));
   return {};
 }
 
-Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const ProducerChoice& producer,
-                     int max_padded_rows, cudaStream_t stream) {
-  const bool indirect = dev != nullptr;
+Status enqueue_route(const RouteLaunch& l, const ProducerChoice& producer, cudaStream_t stream) {
   clear_stale_error();
   const auto step = [&](cudaError_t r, const char* what) -> Status {
     return cuda_status(r, fmt::format("launching the {} kernel of the {} route", what, route_name(l.route)));
   };
+  constexpr int kOneSequence = 1;
   if (producer.fuses_store(l.route)) {
     bool merged = false;
-    LADDER_TRY(step(launch_store_fused_route(l.route, l.producer, indirect ? &dev->producer : nullptr, l.reduce,
-                                             indirect ? &dev->reduce : nullptr, l.tail,
-                                             indirect ? &dev->tail : nullptr, producer, stream, merged),
+    LADDER_TRY(step(launch_store_fused_route(l.route, l.producer, nullptr, l.reduce, nullptr, l.tail, nullptr,
+                                             producer, stream, merged),
                     store_fused_name(l.route, producer)));
     if (merged) return {};
-    return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, producer, stream, {},
-                              producer.reduce_programmatic && !indirect),
+    return step(launch_reduce(l.reduce, nullptr, producer, stream, {}, producer.reducer_behind_pdl(kOneSequence)),
                 "reduce");
   }
   switch (l.route) {
     case Route::splitk:
-      LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
-      LADDER_TRY(step(launch_splitk(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
-                      "splitk producer"));
+      LADDER_TRY(step(launch_store(l.store, nullptr, stream), "store"));
+      LADDER_TRY(step(launch_splitk(l.producer, nullptr, producer, stream), "splitk producer"));
       break;
     case Route::vec:
     case Route::staged: {
-      LADDER_TRY(step(launch_store(l.store, indirect ? &dev->store : nullptr, stream), "store"));
-      // staged always copies; vec pads only a head-major plane's ragged tail, and in a capture
-      // the copy kernel is always there and does nothing (rows 0) on tokens without one.
+      LADDER_TRY(step(launch_store(l.store, nullptr, stream), "store"));
+      // staged always copies; vec pads only a head-major plane's ragged tail (rows 0: no launch).
       const bool staged = l.route == Route::staged;
-      if (staged || (l.head_major && (indirect || l.copy.rows > 0)))
-        LADDER_TRY(step(launch_copy_rows(l.copy, indirect ? &dev->copy : nullptr,
-                                         staged ? max_padded_rows : kBlockTokens, stream),
-                        staged ? "stage" : "pad"));
-      LADDER_TRY(step(launch_vec(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
-                      "vec producer"));
+      if (staged || (l.head_major && l.copy.rows > 0))
+        LADDER_TRY(step(launch_copy_rows(l.copy, nullptr, l.copy.rows, stream), staged ? "stage" : "pad"));
+      LADDER_TRY(step(launch_vec(l.producer, nullptr, producer, stream), "vec producer"));
       break;
     }
     case Route::interleaved:
-      LADDER_TRY(step(launch_interleaved(l.producer, indirect ? &dev->producer : nullptr, producer, stream),
-                      "interleaved producer"));
+      LADDER_TRY(step(launch_interleaved(l.producer, nullptr, producer, stream), "interleaved producer"));
       break;
   }
-  return step(launch_reduce(l.reduce, indirect ? &dev->reduce : nullptr, producer, stream), "reduce");
+  return step(launch_reduce(l.reduce, nullptr, producer, stream), "reduce");
 }
 
 }  // namespace cuda_detail
@@ -441,7 +432,7 @@ Status run_route(Route r, const DevicePlane& plane, int position, int slot, cons
   const cuda_detail::ProducerChoice producer = cuda_detail::resolve_producer_choice(shape, tuning);
   cuda_detail::RouteLaunch l;
   LADDER_TRY(cuda_detail::plan_route(r, plane, position, slot, shape, io, ws, producer, l));
-  return cuda_detail::enqueue_route(l, nullptr, producer, 0, static_cast<cudaStream_t>(stream));
+  return cuda_detail::enqueue_route(l, producer, static_cast<cudaStream_t>(stream));
 }
 
 Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {

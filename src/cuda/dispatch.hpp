@@ -44,12 +44,9 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
                   const cuda::DeviceLayerIO& io, const cuda::DeviceWorkspace& ws, const ProducerChoice& producer,
                   RouteLaunch& out);
 
-// Enqueues the kernels of `l` on `stream`. Direct (dev == nullptr): the exact kernels this token
-// needs, structs by value. Indirect: the kernels read *dev, grids are the worst case for the
-// plane (`max_padded_rows` bounds staging) and the kernel set depends on the route and the
-// plane layout only, so the same capture serves every token with this route.
-Status enqueue_route(const RouteLaunch& l, const RouteLaunch* dev, const ProducerChoice& producer,
-                     int max_padded_rows, cudaStream_t stream);
+// Enqueues the kernels of `l` on `stream` (one route of one sequence, structs by value): the
+// exact kernels this token needs.
+Status enqueue_route(const RouteLaunch& l, const ProducerChoice& producer, cudaStream_t stream);
 
 // E3: which kernels one layer of a batched step launches, over every sequence of the call.
 // Decided by the entries' routes and plane kinds, never by per-token data, so one captured

@@ -45,8 +45,15 @@ struct ProducerChoice {
   // allows it once each CTA's last slot is folded (ProducerParams::early_dependents), so the
   // reducer's launch overlaps the producers' pair merges and partial writes: -0.4 us per batch-1
   // layer at 2,048 and 8,192, -0.3 to -0.6 at 131,072, the 52-layer step at 2,048 -4 to -6 %
-  // (docs/perf.md, change 26). Batched launches keep the plain reducer (not measured).
+  // (docs/perf.md, change 26). Read through reducer_behind_pdl, the one place that decides.
   bool reduce_programmatic = false;
+
+  // Whether the reducer of a launch covering `sequences` sequences goes behind its store-fused
+  // producer with PDL: a direct launch is one sequence; a batched one only up to
+  // kBatchedReducerPdlUpToBatch (heuristics.hpp, the measurements beside it).
+  bool reducer_behind_pdl(int sequences) const {
+    return reduce_programmatic && sequences <= kBatchedReducerPdlUpToBatch;
+  }
 
   // Whether route r's producer stores the current row itself, taking it from the activations
   // (splitk and vec in either fused form): no store launch.
@@ -145,9 +152,8 @@ cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const Pro
 constexpr bool reducer_takes_parts(int parts) { return parts == 1 || parts == 2 || parts == kMaxWarpsPerWorkgroup; }
 // c: its reduce_form (how a batched launch loads the partials; a direct launch is always one
 // pass) and device (the automatic form's occupancy query).
-// programmatic: launched with PDL (a direct launch behind a store-fused producer, or a batched
-// one of a call of at most kBatchedReducerPdlUpToBatch sequences); it waits for the producer grid
-// before it reads a partial.
+// programmatic: launched with PDL (ProducerChoice::reducer_behind_pdl says when); it waits for the
+// producer grid before it reads a partial.
 cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const ProducerChoice& c, cudaStream_t stream,
                           BatchSpan batch = {}, bool programmatic = false);
 // Fills n words with the quiet NaN of `dtype` (unwritten rows poison whoever reads them).
