@@ -128,11 +128,6 @@ std::int64_t layer_bytes(const Geometry& g, int visible);
 // class's visible length.
 std::int64_t step_bytes(const Geometry& g, int position);
 
-// Engine::encode_token on the host clock, either device: fills the planes (fill_token) to just
-// below `depth`, runs `warmups` tokens, then times `reps` tokens ending at position depth - 1
-// (at least one). The row has the timing, step_bytes, the route mix the ladder picks with `sw`
-// for the last token, "positions a..b" in the note and the non-finite flag; the caller names it.
-Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed);
 
 // E3: Engine::encode on the host clock over one call of depths.size() sequences, sequence i
 // decoding up to position depths[i] - 1 (batched fills bring each to its depth first). The row
@@ -152,6 +147,14 @@ struct DeviceActivations {
 Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed,
                               const std::vector<TokenIO>* device_io = nullptr, const DeviceActivations* reader = nullptr,
                               const std::function<Status()>& before_last_call = {});
+// One sequence's token (Engine::encode_token's call) on the host clock, either device and either
+// memory: time_encode_batch with depths {depth} (fills to just below `depth`, `warmups` tokens,
+// then `reps` timed tokens ending at position depth - 1, at least one), plus the route mix the
+// ladder picks with `sw` for the last token. The note says "positions a..b" and where the
+// activations were; the caller names the row.
+Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed,
+                              const std::vector<TokenIO>* device_io = nullptr,
+                              const DeviceActivations* reader = nullptr);
 // The two batch shapes measured for batch size b at depth d: every sequence at d, and mixed
 // lengths d - i*d/b (sequence 0 at d).
 std::vector<int> same_depths(int b, int d);

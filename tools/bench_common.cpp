@@ -59,36 +59,14 @@ std::int64_t step_bytes(const Geometry& g, int position) {
   return bytes;
 }
 
-Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed) {
-  const Geometry& g = e.geometry();
-  const std::size_t layers = static_cast<std::size_t>(g.n_layers);
-  const std::vector<float> q = random_floats(layers * g.n_heads * g.head_dim, seed + 1);
-  const std::vector<float> k = random_floats(layers * g.n_kv_heads * g.head_dim, seed + 2);
-  const std::vector<float> v = random_floats(layers * g.n_kv_heads * g.head_dim, seed + 3);
-  std::vector<float> out(q.size());
-  const TokenIO io{q.data(), k.data(), v.data(), out.data()};
-  const int timed = std::max(1, std::min(reps, depth / 2));
-  const int warm = std::min(warmups, depth / 4);
-  const int first_timed = depth - timed;
-  for (int p = 0; p < first_timed - warm; ++p) LADDER_TRY(e.fill_token(p, io));
-  for (int p = first_timed - warm; p < first_timed; ++p) LADDER_TRY(e.encode_token(p, io));
-  std::vector<double> us;
-  for (int p = first_timed; p < depth; ++p) {
-    const auto t0 = std::chrono::steady_clock::now();
-    LADDER_TRY(e.encode_token(p, io));
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  Row row;
-  row.depth = depth;
-  set_timing(row, summarize(std::move(us)));
-  row.bytes = step_bytes(g, depth - 1);
-  row.fmas = step_fmas(g, depth - 1);
+Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed,
+                              const std::vector<TokenIO>* device_io, const DeviceActivations* reader) {
+  Result<Row> row = time_encode_batch(e, {depth}, reps, warmups, seed, device_io, reader);
+  if (!row) return row.status();
   std::map<std::string, int> mix;
-  for (int l = 0; l < g.n_layers; ++l)
-    mix[route_name(choose_route(g.layer_class(l), e.plane_state(l), Capabilities{}, sw).route)] += 1;
-  row.route_mix = format_route_mix(mix);
-  row.note = fmt::format("positions {}..{}", first_timed, depth - 1);
-  flag_non_finite(out.data(), out.size(), row.note);
+  for (int l = 0; l < e.geometry().n_layers; ++l)
+    mix[route_name(choose_route(e.geometry().layer_class(l), e.plane_state(l), Capabilities{}, sw).route)] += 1;
+  row->route_mix = format_route_mix(mix);
   return row;
 }
 
@@ -167,8 +145,10 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
     row.bytes += step_bytes(g, d - 1);
     row.fmas += step_fmas(g, d - 1);
   }
-  row.note = fmt::format("{} sequences per call, depths {}..{}, activations in {} memory", b, shallowest, deepest,
-                         device_io != nullptr ? "device" : "host");
+  const char* memory = device_io != nullptr ? "device" : "host";
+  row.note = b == 1 ? fmt::format("positions {}..{}, activations in {} memory", deepest - timed, deepest - 1, memory)
+                    : fmt::format("{} sequences per call, depths {}..{}, activations in {} memory", b, shallowest,
+                                  deepest, memory);
   if (!gpu_us.empty()) {
     const Timing t = summarize(std::move(gpu_us));
     row.device_median_us = t.median_us;
