@@ -15,9 +15,12 @@
 // With AVX-512, 16 query heads per KV head and rows of 128 dims (Muse Glimmer), the same steps
 // run with heads in lanes (producer_fast_avx512.hpp): scores, weights and o stay token- or
 // dim-major with one register per token's or dim's 16 heads, and the fold is one vector
-// operation for all heads; the same operations per head, so the same bits. There the rows are
-// widened inside the FMA kernel that runs before the one reading them (run_chunk_lanes), the V
-// pass covers the whole chunk, and a task's last V pass asks for its partials' lines.
+// operation for all heads; the same operations per head, so the same bits. There, on AMD's
+// cores, the rows are widened inside the FMA kernel that runs before the one reading them
+// (run_chunk_lanes), the V pass covers the whole chunk, and a task's last V pass asks for its
+// partials' lines; elsewhere (the Xeon, where that was slower) each sub-block's rows are widened
+// before its kernel and the V pass goes sub-block by sub-block (run_chunk;
+// detail::cpu_widen_in_kernels, LADDER_CPU_WIDEN).
 //
 // Determinism: the chunk and split boundaries depend on the visible length only, every sum has
 // a fixed order, and each task writes its own partials, so the bits are the same for any thread
@@ -230,7 +233,8 @@ class FastProducer final : public ProducerTasks {
         row_scores_(row_scores(wide_, hd_, hpk_)),
         heads_in_lanes_(heads_in_lanes(wide_, hd_, hpk_)),
         qt_form_(wide_ || row_scores_),
-        lines_into_l1_(heads_in_lanes_ && detail::cpu_prefetch_into_l1()) {
+        lines_into_l1_(heads_in_lanes_ && detail::cpu_prefetch_into_l1()),
+        widen_in_kernels_(heads_in_lanes_ && detail::cpu_widen_in_kernels()) {
     if (qt_form_) transpose_q();
   }
 
@@ -261,7 +265,7 @@ class FastProducer final : public ProducerTasks {
     tl.o.fit(group * hpk * hd8);
     if (heads_in_lanes_) tl.wt.fit(kFastChunkTokens * hpk);
     if (heads_in_lanes_) tl.fold.fit(group * 2 * hpk);
-    if (heads_in_lanes_) tl.lane_tiles.fit(kLaneTiles * kFastChunkTokens * hd8);
+    if (widen_in_kernels_) tl.lane_tiles.fit(kLaneTiles * kFastChunkTokens * hd8);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
     std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, KvWord{0});
@@ -293,7 +297,7 @@ class FastProducer final : public ProducerTasks {
       // so only the first sub-block waits for memory (a task at L = 2,048 is a single chunk).
       prefetch_rows(rows[j][0].k, chunk_count(first_chunk));
     }
-    if (heads_in_lanes_) {
+    if (widen_in_kernels_) {
       // The task's first K rows: no kernel runs before them to widen them on the way.
       // Only its first sub-block's: the first call's score kernels widen the rest (a whole chunk
       // widened here was ~3.5 % of a worker's samples on rotated planes, a stall on memory with
@@ -310,7 +314,7 @@ class FastProducer final : public ProducerTasks {
         const ChunkRows& cur = rows[j][(c - first_chunk) % 2];
         ChunkRows& next = rows[j][(c - first_chunk + 1) % 2];
         if (has_next) chunk_rows(kv0 + j, c + 1, next);
-        if (!heads_in_lanes_) {
+        if (!widen_in_kernels_) {
           run_chunk(tl, state[j], kv0 + j, c, cur, has_next ? &next : nullptr);
           continue;
         }
@@ -498,16 +502,23 @@ class FastProducer final : public ProducerTasks {
     const float scale = p_.shape.scale;
     float* scores = tl.scores.data();
     // Scores of every head for the chunk, K widened and transposed once per sub-block.
+    detail::LineQueue lines;  // heads in lanes: asked for inside the kernels, not in a burst
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
-      prefetch_rows(cur.v + b, n);
+      lines.count = 0;
+      if (heads_in_lanes_)
+        queue_lines(cur.v + b, n, lines);
+      else
+        prefetch_rows(cur.v + b, n);
       if (row_scores_) {
         float* krows = tl.krows.data();
         widen_rows(cur.k + b, true, n, kv_head, krows);
         // A ragged sub-block's rows past n: zero, as a transposed tile's (their scores are
         // never read).
         std::fill(krows + static_cast<std::size_t>(n) * hd8, krows + kSubTokens * hd8, 0.0f);
-        if (wide_)
+        if (heads_in_lanes_)
+          detail::score_rows_heads_in_lanes(hs.qt, hd_, krows, scale, tl.wt.data() + b * hpk_, lines);
+        else if (wide_)
           detail::score_rows_avx512(hpk_, hs.qt, hd_, krows, scale, scores + b);
         else
           score_rows8(hpk_, hs.qt, hd_, krows, scale, tl.score_tile.data(), scores + b);
@@ -524,7 +535,8 @@ class FastProducer final : public ProducerTasks {
     }
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
-    for (int h = 0; h < hpk_; ++h) {
+    if (heads_in_lanes_) detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_);
+    for (int h = 0; h < hpk_ && !heads_in_lanes_; ++h) {
       float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
       SoftmaxStats& st = hs.stats[h];
       const float corr = fold_block_max(st, detail::chunk_max(s, count));
@@ -536,8 +548,16 @@ class FastProducer final : public ProducerTasks {
     for (int b = 0; b < count; b += kSubTokens) {
       const int n = std::min(kSubTokens, count - b);
       const int next_n = next == nullptr ? 0 : std::min(kSubTokens, std::max(0, chunk_count(chunk + 1) - b));
-      if (next_n > 0) prefetch_rows(next->k + b, next_n);
+      lines.count = 0;
+      if (heads_in_lanes_)
+        queue_lines(next_n > 0 ? next->k + b : nullptr, next_n, lines);
+      else if (next_n > 0)
+        prefetch_rows(next->k + b, next_n);
       widen_rows(cur.v + b, false, n, kv_head, rows);
+      if (heads_in_lanes_) {
+        detail::accumulate_sub_block_heads_in_lanes(hs.o, hd_, tl.wt.data() + b * hpk_, rows, hd8_, n, lines);
+        continue;
+      }
       if (wide_) {
         detail::accumulate_heads_avx512(hpk_, hd8_, hs.o, hd8_, scores + b, rows, hd8_, n);
         continue;
@@ -689,6 +709,9 @@ class FastProducer final : public ProducerTasks {
   bool qt_form_;
   std::vector<float> qt_;  // transpose_q()
   bool lines_into_l1_;     // the heads-in-lanes kernels' asks into L1 (detail::cpu_prefetch_into_l1)
+  // Heads in lanes with rows widened inside the kernels (run_chunk_lanes), else before each
+  // kernel (run_chunk): detail::cpu_widen_in_kernels.
+  bool widen_in_kernels_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 // accumulators, two V vectors, one broadcast), the last dims of a row masked.
 #include "cpu/producer_fast_avx512.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -129,21 +130,28 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
   _mm512_storeu_ps(q.dst[row] + at, widen16(q.src[row] + at, q.dtype));
 }
 
-// A read prefetch of one of `lines`' lines: into L2 (locality 2, as producer_fast.cpp's
+constexpr int kIntoL2 = 2, kIntoL1 = 3;  // __builtin_prefetch's locality
+constexpr int kRead = 0, kWrite = 1;     // and its intent
+
+// A read prefetch of row line i < lines.count: into L2 (locality 2, as producer_fast.cpp's
 // prefetch_rows), or into L1 as well (locality 3) where the queue asks for it.
-[[gnu::always_inline]] inline void ask(const LineQueue& lines, int i) {
+[[gnu::always_inline]] inline void ask_row_line(const LineQueue& lines, int i) {
   using L = LineQueue;
-  constexpr int kIntoL2 = 2, kIntoL1 = 3, kRead = 0, kWrite = 1;
-  if (i >= lines.count) {
-    __builtin_prefetch(lines.write_lines[i - lines.count], kWrite, kIntoL1);
-    return;
-  }
   const unsigned u = static_cast<unsigned>(i);
   const char* line = reinterpret_cast<const char*>(lines.rows[u / L::kLinesPerRow]) + u % L::kLinesPerRow * L::kLineBytes;
   if (lines.into_l1)
     __builtin_prefetch(line, kRead, kIntoL1);
   else
     __builtin_prefetch(line, kRead, kIntoL2);
+}
+
+// Line i of `lines.total()`: a row line, then the lines to be written (`prefetchw`).
+[[gnu::always_inline]] inline void ask(const LineQueue& lines, int i) {
+  if (i >= lines.count) {
+    __builtin_prefetch(lines.write_lines[i - lines.count], kWrite, kIntoL1);
+    return;
+  }
+  ask_row_line(lines, i);
 }
 
 // acc[t] = scale * (lanes `heads_mask` of qt's dim rows . K row t), t < 16, each lane one fmaf
@@ -234,6 +242,14 @@ __attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const f
   for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, acc[t]);
 }
 
+__attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
+                                                                 float scale, float* wt, const LineQueue& lines) {
+  __m512 acc[kSubTokens16];
+  row_score_tile(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, kNoWiden, acc);
+#pragma GCC unroll 16
+  for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, acc[t]);
+}
+
 __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot,
                                                            int hd) {
   // The chunk's maximum per head, in chunk_max's order: kRunningLanes running maxima over whole
@@ -314,6 +330,30 @@ __attribute__((target("avx512f,prfchw"))) void accumulate_heads_in_lanes(float* 
   while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise
 }
 
+__attribute__((target("avx512f"))) void accumulate_sub_block_heads_in_lanes(float* ot, int hd, const float* wt,
+                                                                           const float* v, int v_stride, int n,
+                                                                           const LineQueue& lines) {
+  int asked = 0;
+  for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
+    // Lines spread over the dim blocks: count / (hd / 16) per block, the rest with the last.
+    const int upto = d0 + kHeadLaneDims >= hd ? lines.count : lines.count * (d0 + kHeadLaneDims) / hd;
+    __m512 acc[kHeadLaneDims];
+#pragma GCC unroll 16
+    for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
+#pragma GCC unroll 2
+    for (int t = 0; t < n; ++t) {
+      if (asked < upto) ask_row_line(lines, asked++);
+      const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
+      const float* vt = v + t * v_stride + d0;
+#pragma GCC unroll 16
+      for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(vt[j]), acc[j]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
+    while (asked < upto) ask_row_line(lines, asked++);  // a short sub-block: fewer tokens than lines
+  }
+}
+
 __attribute__((target("avx512f"))) void write_partials_heads_in_lanes(const float* ot, int hd, const float* m,
                                                                      const float* s, float* part0, long head_stride) {
   for (int h = 0; h < kHeadLanes; ++h) {
@@ -357,6 +397,18 @@ bool cpu_has_avx512() {
   return has;
 }
 
+namespace {
+
+// The vendor whose cores take the heads-in-lanes kernels' AMD choices (cpu_prefetch_into_l1,
+// cpu_widen_in_kernels): one test, so both choices split the CPUs the same way.
+bool cpu_is_amd() { return __builtin_cpu_is("amd") != 0; }
+
+// A test's choice of cpu_widen_in_kernels (force_widen_in_kernels): kNotForced, or 0 / 1.
+constexpr int kNotForced = -1;
+std::atomic<int> g_widen_forced{kNotForced};
+
+}  // namespace
+
 bool cpu_prefetch_into_l1() {
   // LADDER_CPU_PREFETCH=l1 or l2 overrides the vendor's answer, to measure the other hint on a
   // CPU (read once; any other value leaves the vendor's answer).
@@ -365,9 +417,28 @@ bool cpu_prefetch_into_l1() {
     const std::string_view hint = v == nullptr ? std::string_view{} : std::string_view{v};
     if (hint == "l1") return true;
     if (hint == "l2") return false;
-    return __builtin_cpu_is("amd") != 0;
+    return cpu_is_amd();
   }();
   return into_l1;
+}
+
+bool cpu_widen_in_kernels() {
+  const int forced = g_widen_forced.load(std::memory_order_relaxed);
+  if (forced != kNotForced) return forced != 0;
+  // LADDER_CPU_WIDEN=kernels or separate overrides the vendor's answer, to measure the other
+  // path on a CPU (read once; any other value leaves the vendor's answer, as LADDER_CPU_PREFETCH).
+  static const bool in_kernels = [] {
+    const char* v = std::getenv("LADDER_CPU_WIDEN");
+    const std::string_view path = v == nullptr ? std::string_view{} : std::string_view{v};
+    if (path == "kernels") return true;
+    if (path == "separate") return false;
+    return cpu_is_amd();
+  }();
+  return in_kernels;
+}
+
+void force_widen_in_kernels(std::optional<bool> in_kernels) {
+  g_widen_forced.store(in_kernels.has_value() ? static_cast<int>(*in_kernels) : kNotForced, std::memory_order_relaxed);
 }
 
 void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, float scale, float* s) {
@@ -439,6 +510,8 @@ void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const 
 
 bool cpu_has_avx512() { return false; }
 bool cpu_prefetch_into_l1() { return false; }
+bool cpu_widen_in_kernels() { return false; }
+void force_widen_in_kernels(std::optional<bool>) {}
 void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
 void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }
@@ -446,7 +519,9 @@ void widen_row_avx512(const KvWord*, float*, KvDtype) {}
 void widen_queue_now(const WidenQueue&) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
 void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&, const WidenQueue&) {}
+void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&) {}
 void fold_heads_in_lanes(float*, int, float*, float*, float*, int) {}
+void accumulate_sub_block_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&) {}
 void accumulate_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&, const WidenQueue&) {}
 void write_partials_heads_in_lanes(const float*, int, const float*, const float*, float*, long) {}
 

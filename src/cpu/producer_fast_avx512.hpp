@@ -12,6 +12,8 @@
 // o's value), so every width gives the same bits (tests/cpu/test_producer_fast.cpp).
 #pragma once
 
+#include <optional>
+
 #include "ladder/heuristics.hpp"
 #include "ladder/kv_dtype.hpp"
 
@@ -98,6 +100,24 @@ struct LineQueue {
 // choice, to measure it again there.
 bool cpu_prefetch_into_l1();
 
+// Whether the heads-in-lanes kernels widen the rows that the next kernel reads (WidenQueue,
+// score_rows_heads_in_lanes and accumulate_heads_in_lanes with a widen queue, a V pass per chunk)
+// or the producer widens each sub-block's rows in a loop of its own before the kernel that reads
+// them (the kernels without a widen queue, a V pass per sub-block: the path as it was before the
+// widening moved into the kernels): on AMD's cores the first, elsewhere the second. On the
+// 2-vCPU EPYC (Zen 4) the kernels' widening made the step and the layers 7-18 % faster
+// (docs/perf.md, 2026-12-04); on the 16-CPU Xeon it made them slower, the widening alone +6.7 %
+// on the step at 32,768 (0 of 6 pairs faster) and +12 % on splitk/ring at 8,192, with the V pass
+// per chunk +14 % and +9 % (docs/perf.md, 2026-12-04 night). Both paths run the same operations
+// per lane in the same order, so the same bits. LADDER_CPU_WIDEN=kernels or separate overrides
+// the vendor's choice, to measure the other path on a CPU (read once; any other value leaves the
+// vendor's choice, as LADDER_CPU_PREFETCH's does). The vendor test is cpu_prefetch_into_l1's.
+bool cpu_widen_in_kernels();
+
+// Tests: cpu_widen_in_kernels answers `in_kernels` until called again with std::nullopt, which
+// gives the choice back to LADDER_CPU_WIDEN and the vendor (to run both paths in one process).
+void force_widen_in_kernels(std::optional<bool> in_kernels);
+
 // Plane rows that a heads-in-lanes kernel widens between its FMAs, one 16-dim vector per step of
 // its loop (a step is 16 FMAs), for a kernel that runs after it: a sub-block's V rows while its
 // scores are computed, the next chunk's K rows during the V pass. Widened by themselves, as a loop of
@@ -124,6 +144,11 @@ void widen_queue_now(const WidenQueue& q);
 void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt,
                                const LineQueue& lines, const WidenQueue& widen);
 
+// The same scores with rows widened before the call (!cpu_widen_in_kernels): asks for `lines`'
+// row lines only, and nothing is widened (the widen queue's code is not compiled in).
+void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt,
+                               const LineQueue& lines);
+
 // One chunk's fold for every head at once, wt's first `count` tokens (1..kFastChunkTokens):
 // chunk_max's maximum per head, fold_block_max against (m, s) with ot rescaled by the factor,
 // then wt's weights in place (zero for count <= t < round_up(count, 8)) and s += their sum in
@@ -135,6 +160,14 @@ void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot, in
 // `widen` on the way (its destinations must not overlap ot, wt or v).
 void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
                                const LineQueue& lines, const WidenQueue& widen);
+
+// The same sum over one sub-block (n <= kSubTokens) with rows widened before the call
+// (!cpu_widen_in_kernels): the V pass as it was before accumulate_heads_in_lanes took a whole
+// chunk and a widen queue, kept for the CPUs where that change was slower (the Xeon,
+// cpu_widen_in_kernels). Asks for `lines`' row lines spread over the dim blocks (count / (hd / 16)
+// in each, in its first steps), not one every other step of the whole call.
+void accumulate_sub_block_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
+                                         const LineQueue& lines);
 
 // The 16 heads' partials [m, s, o[hd]] at part0 + h * head_stride from m, s and ot (hd a multiple
 // of 16): ot's 16 x 16 blocks transposed in registers (a strided scalar copy was ~2 % of a

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -386,6 +387,73 @@ TEST(FastProducer, VectorWidthsGiveTheSameBits) {
   }
   cpu::set_vectors(before);
   EXPECT_GT(compared, 60) << "the sweep must reach most routes of most cases, in both dtypes";
+}
+
+// Heads in lanes widens its rows inside the kernels on AMD's cores and before each kernel
+// elsewhere (cpu::detail::cpu_widen_in_kernels): both paths forced in turn on the same calls
+// give the same output arrays bit for bit, each within the f64 bound. Muse Glimmer's shape (16
+// query heads per KV head, 128 dims: the only one that runs heads in lanes), both dtypes, every
+// route, at lengths of one short chunk, one sub-block past a chunk, ragged tails of a chunk and
+// of a sub-block, several chunks per split, and a wrapped ring walked two KV heads per task.
+TEST(FastProducer, RowsWidenedInOrBeforeTheKernelsGiveTheSameBits) {
+  if (!cpu::detail::cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512F: heads in lanes does not run here";
+  // The process's choices back after the test, whatever its outcome.
+  struct Restore {
+    cpu::CpuVectors vectors;
+    ~Restore() {
+      cpu::detail::force_widen_in_kernels(std::nullopt);
+      cpu::set_vectors(vectors);
+    }
+  } const restore{*cpu::vectors()};
+  cpu::set_vectors(cpu::CpuVectors::avx512);
+  const test::ProducerScope scope(cpu::CpuProducer::fast);
+  const HeadShape shape = test::make_shape(32, 2, 128);
+  struct LengthCase {
+    const char* name;
+    PlaneConfig cfg;
+    int position;
+  };
+  const std::vector<LengthCase> cases = {
+      {"growing, 1 token", test::growing_config(2, 128, 64, 4096), 0},
+      {"growing, 13 tokens", test::growing_config(2, 128, 64, 4096), 12},
+      {"growing, 64 tokens", test::growing_config(2, 128, 64, 4096), 63},
+      {"growing, 81 tokens", test::growing_config(2, 128, 4096, 8192), 80},
+      {"growing, 1,001 tokens", test::growing_config(2, 128, 4096, 8192), 1000},
+      {"growing, 2,100 tokens", test::growing_config(2, 128, 4096, 8192), 2099},
+      {"growing, 8,190 tokens", test::growing_config(2, 128, 8192, 8192), 8189},
+      {"ring wrapped", test::ring_config(2, 128, 2048, 2048, 1 << 20), 2600},
+      {"ring partially wrapped, ragged", test::ring_config(2, 128, 1000, 1037, 1 << 20), 3001},
+  };
+  std::mt19937 rng(12);
+  int compared = 0;
+  for (const KvDtype dtype : test::kAllDtypes)
+    for (LengthCase c : cases) {
+      c.cfg.kv_dtype = dtype;
+      const HostPlane plane = test::build_plane(c.cfg, c.position, rng);
+      const Token tok = test::random_token(shape, rng);
+      for (Route r : {Route::vec, Route::splitk, Route::interleaved, Route::staged}) {
+        SCOPED_TRACE(fmt::format("{} {} / {}", c.name, kv_dtype_name(dtype), route_name(r)));
+        cpu::detail::force_widen_in_kernels(true);
+        const test::RouteRun in_kernels = test::run_on_copy(r, plane, c.position, shape, tok);
+        cpu::detail::force_widen_in_kernels(false);
+        const test::RouteRun separate = test::run_on_copy(r, plane, c.position, shape, tok);
+        ASSERT_EQ(in_kernels.status.ok(), separate.status.ok());
+        if (!in_kernels.status.ok()) continue;
+        ASSERT_EQ(in_kernels.out.size(), separate.out.size());
+        for (std::size_t i = 0; i < separate.out.size(); ++i)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(in_kernels.out[i]), std::bit_cast<std::uint32_t>(separate.out[i]))
+              << "output " << i << ": " << in_kernels.out[i] << " widened in the kernels, " << separate.out[i]
+              << " widened before them";
+        const int visible = separate.plane.state().len;
+        const test::RowFetch rows =
+            test::logical_rows(separate.plane, c.position, r == Route::interleaved ? &tok : nullptr);
+        const std::vector<double> ref = test::reference_from(shape, tok.q, visible, rows);
+        EXPECT_LT(relative_error(separate.out.data(), ref.data(), ref.size()), kTightTolerance);
+        EXPECT_LT(relative_error(in_kernels.out.data(), ref.data(), ref.size()), kTightTolerance);
+        ++compared;
+      }
+    }
+  EXPECT_GT(compared, 50) << "the sweep must reach most routes of every length, in both dtypes";
 }
 
 TEST(FastProducer, VectorWidthNamesAreCheckedAgainstTheCpu) {
