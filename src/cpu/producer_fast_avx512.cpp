@@ -403,6 +403,17 @@ namespace {
 // cpu_widen_in_kernels): one test, so both choices split the CPUs the same way.
 bool cpu_is_amd() { return __builtin_cpu_is("amd") != 0; }
 
+// A choice the heads-in-lanes kernels make by vendor (true on AMD), unless environment variable
+// `var` says `yes` (true) or `no` (false); any other value leaves the vendor's answer. Callers
+// read it once.
+bool amd_unless_env(const char* var, std::string_view yes, std::string_view no) {
+  const char* v = std::getenv(var);
+  const std::string_view said = v == nullptr ? std::string_view{} : std::string_view{v};
+  if (said == yes) return true;
+  if (said == no) return false;
+  return cpu_is_amd();
+}
+
 // A test's choice of cpu_widen_in_kernels (force_widen_in_kernels): kNotForced, or 0 / 1.
 constexpr int kNotForced = -1;
 std::atomic<int> g_widen_forced{kNotForced};
@@ -410,15 +421,8 @@ std::atomic<int> g_widen_forced{kNotForced};
 }  // namespace
 
 bool cpu_prefetch_into_l1() {
-  // LADDER_CPU_PREFETCH=l1 or l2 overrides the vendor's answer, to measure the other hint on a
-  // CPU (read once; any other value leaves the vendor's answer).
-  static const bool into_l1 = [] {
-    const char* v = std::getenv("LADDER_CPU_PREFETCH");
-    const std::string_view hint = v == nullptr ? std::string_view{} : std::string_view{v};
-    if (hint == "l1") return true;
-    if (hint == "l2") return false;
-    return cpu_is_amd();
-  }();
+  // LADDER_CPU_PREFETCH=l1 or l2 overrides the vendor's answer, to measure the other hint on a CPU.
+  static const bool into_l1 = amd_unless_env("LADDER_CPU_PREFETCH", "l1", "l2");
   return into_l1;
 }
 
@@ -426,14 +430,8 @@ bool cpu_widen_in_kernels() {
   const int forced = g_widen_forced.load(std::memory_order_relaxed);
   if (forced != kNotForced) return forced != 0;
   // LADDER_CPU_WIDEN=kernels or separate overrides the vendor's answer, to measure the other
-  // path on a CPU (read once; any other value leaves the vendor's answer, as LADDER_CPU_PREFETCH).
-  static const bool in_kernels = [] {
-    const char* v = std::getenv("LADDER_CPU_WIDEN");
-    const std::string_view path = v == nullptr ? std::string_view{} : std::string_view{v};
-    if (path == "kernels") return true;
-    if (path == "separate") return false;
-    return cpu_is_amd();
-  }();
+  // path on a CPU.
+  static const bool in_kernels = amd_unless_env("LADDER_CPU_WIDEN", "kernels", "separate");
   return in_kernels;
 }
 
