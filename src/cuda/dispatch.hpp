@@ -71,7 +71,8 @@ struct LayerKernels {
   bool operator==(const LayerKernels&) const = default;
   auto operator<=>(const LayerKernels&) const = default;
 };
-// What entry `l` (planned by plan_route) needs; `max_padded_rows` as in enqueue_route.
+// What entry `l` (planned by plan_route) needs; `max_padded_rows`: the most rows a staged copy of
+// its layer may write (the captured copy grid's bound, whatever this token's rows).
 LayerKernels layer_kernels(const RouteLaunch& l, const ProducerChoice& producer, int max_padded_rows);
 // The union of two entries' needs.
 LayerKernels merge(LayerKernels a, const LayerKernels& b);
