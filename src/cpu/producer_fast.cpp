@@ -535,14 +535,16 @@ class FastProducer final : public ProducerTasks {
     }
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
-    if (heads_in_lanes_) detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_);
-    for (int h = 0; h < hpk_ && !heads_in_lanes_; ++h) {
-      float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
-      SoftmaxStats& st = hs.stats[h];
-      const float corr = fold_block_max(st, detail::chunk_max(s, count));
-      if (corr != 1.0f) detail::scale_row(hs.o + h * hd8, corr, hd8_);
-      st.s += wide_ ? detail::weights_in_place_avx512(s, count, padded, st.m) : weights_in_place(s, count, padded, st.m);
-    }
+    if (heads_in_lanes_)
+      detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_);
+    else
+      for (int h = 0; h < hpk_; ++h) {
+        float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
+        SoftmaxStats& st = hs.stats[h];
+        const float corr = fold_block_max(st, detail::chunk_max(s, count));
+        if (corr != 1.0f) detail::scale_row(hs.o + h * hd8, corr, hd8_);
+        st.s += wide_ ? detail::weights_in_place_avx512(s, count, padded, st.m) : weights_in_place(s, count, padded, st.m);
+      }
     // o += w . V, V widened once per sub-block and applied to every head.
     float* rows = tl.rows.data();
     for (int b = 0; b < count; b += kSubTokens) {

@@ -304,6 +304,27 @@ __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count
   _mm512_storeu_ps(s, _mm512_add_ps(sum, total));
 }
 
+// The V pass's pieces, shared by its two forms (accumulate_heads_in_lanes and
+// accumulate_sub_block_heads_in_lanes): one dim block of o (kHeadLaneDims dims x 16 heads) held in
+// registers, and one token's step into it, acc[j] += w[t] * v[t][d0 + j] in token order.
+using DimBlock = __m512[kHeadLaneDims];
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void load_dim_block(DimBlock& acc, const float* ot,
+                                                                                   int d0) {
+#pragma GCC unroll 16
+  for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
+}
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void store_dim_block(const DimBlock& acc, float* ot,
+                                                                                    int d0) {
+#pragma GCC unroll 16
+  for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
+}
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void v_step(DimBlock& acc, const float* wt_t,
+                                                                           const float* vt) {
+  const __m512 w = _mm512_loadu_ps(wt_t);
+#pragma GCC unroll 16
+  for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(vt[j]), acc[j]);
+}
+
 __attribute__((target("avx512f,prfchw"))) void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v,
                                                                  int v_stride, int n, const LineQueue& lines,
                                                                  const WidenQueue& widen) {
@@ -311,20 +332,15 @@ __attribute__((target("avx512f,prfchw"))) void accumulate_heads_in_lanes(float* 
   int widened = 0;  // one vector per token step: all 512 of a chunk's rows at 128 dims
   int step = 0;
   for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
-    __m512 acc[kHeadLaneDims];
-#pragma GCC unroll 16
-    for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
+    DimBlock acc;
+    load_dim_block(acc, ot, d0);
 #pragma GCC unroll 2
     for (int t = 0; t < n; ++t, ++step) {
       if (step % kStepsPerLine == 0 && asked < lines.total()) ask(lines, asked++);
       if (widened < widen.vectors) widen_vector(widen, widened++);
-      const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
-      const float* vt = v + t * v_stride + d0;
-#pragma GCC unroll 16
-      for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(vt[j]), acc[j]);
+      v_step(acc, wt + t * kHeadLanes, v + t * v_stride + d0);
     }
-#pragma GCC unroll 16
-    for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
+    store_dim_block(acc, ot, d0);
   }
   while (asked < lines.total()) ask(lines, asked++);  // a short chunk: fewer steps than lines
   while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise
@@ -337,19 +353,14 @@ __attribute__((target("avx512f"))) void accumulate_sub_block_heads_in_lanes(floa
   for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
     // Lines spread over the dim blocks: count / (hd / 16) per block, the rest with the last.
     const int upto = d0 + kHeadLaneDims >= hd ? lines.count : lines.count * (d0 + kHeadLaneDims) / hd;
-    __m512 acc[kHeadLaneDims];
-#pragma GCC unroll 16
-    for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
+    DimBlock acc;
+    load_dim_block(acc, ot, d0);
 #pragma GCC unroll 2
     for (int t = 0; t < n; ++t) {
       if (asked < upto) ask_row_line(lines, asked++);
-      const __m512 w = _mm512_loadu_ps(wt + t * kHeadLanes);
-      const float* vt = v + t * v_stride + d0;
-#pragma GCC unroll 16
-      for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(vt[j]), acc[j]);
+      v_step(acc, wt + t * kHeadLanes, v + t * v_stride + d0);
     }
-#pragma GCC unroll 16
-    for (int j = 0; j < kHeadLaneDims; ++j) _mm512_storeu_ps(ot + (d0 + j) * kHeadLanes, acc[j]);
+    store_dim_block(acc, ot, d0);
     while (asked < upto) ask_row_line(lines, asked++);  // a short sub-block: fewer tokens than lines
   }
 }
