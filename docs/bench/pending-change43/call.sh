@@ -1,14 +1,22 @@
+# The device call that measures changes 43 and 43b (docs/perf.md): build here first, from a clean
+# main, three trees (A = main, B = main + change43.patch, C = main + change43b.patch), e.g.
+#   git worktree add /tmp/wt-b HEAD && (cd /tmp/wt-b && git apply docs/bench/pending-change43/change43.patch)
+#   cmake -S /tmp/wt-b -B /tmp/wt-b/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLADDER_CUDA=ON
+#   scripts/pack_carry.sh /tmp/wt-b/build .carry/c43 ladder=ladder_b ladder_gpu_tests=gpu_tests_b
+# (likewise ladder_a from main, ladder_c and gpu_tests_c from C), then run this with
+# carry [".carry/c43", "docs/bench/pending-change43/call.sh"].
 set -u
-mkdir -p /tmp/b; xz -dc .carry/c51/gpu_tests_b.xz >/tmp/b/ladder_gpu_tests; xz -dc .carry/c51/ladder_b.xz >/tmp/b/ladder; chmod +x /tmp/b/*
-LADDER_BIN_DIR=/tmp/b LADDER_STEPS=tests,cli OUT=/tmp/run timeout 230 scripts/device_run.sh >/dev/null 2>&1
-echo "suite rc=$?" >$OUT/suite.txt
-{ cat /tmp/run/progress.txt; find /tmp/run -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED|tensor maps|fused and store-fused" | tail -12; } >>$OUT/suite.txt 2>&1
-if grep -q "gpu_tests .*rc=0" /tmp/run/progress.txt; then
-  mkdir -p $OUT/ab
-  OUT=$OUT/ab timeout 280 scripts/bench_ab.sh .carry/c51/ladder_a.xz /tmp/b/ladder 3 --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
-  echo "ab rc=$?" >>$OUT/suite.txt
-  LADDER_SAN_FILTER='GpuTensorMaps.*:GpuFullRing.TensorCoreEveryRouteSameBits:GpuFused.StoreFusedReducerWaitsForItsProducers' LADDER_BIN_DIR=/tmp/b LADDER_STEPS=san OUT=/tmp/san timeout 75 scripts/device_run.sh >/dev/null 2>&1
-  echo "san rc=$?" >>$OUT/suite.txt; cat /tmp/san/progress.txt >>$OUT/suite.txt 2>&1
-fi
-cp /tmp/run/progress.txt $OUT/progress.txt 2>/dev/null
-find /tmp/run -name 'gpu_tests*.log' | head -1 | xargs grep -B2 -A12 "FAILED\|Failure" | head -80 > $OUT/failures.txt 2>/dev/null
+for v in b c; do
+  mkdir -p /tmp/$v; xz -dc .carry/c43/gpu_tests_$v.xz >/tmp/$v/ladder_gpu_tests; xz -dc .carry/c43/ladder_$v.xz >/tmp/$v/ladder
+  chmod +x /tmp/$v/*
+  LADDER_BIN_DIR=/tmp/$v LADDER_STEPS=tests OUT=/tmp/run_$v timeout 200 scripts/device_run.sh >/dev/null 2>&1
+  echo "suite $v rc=$?" >>$OUT/suite.txt
+  { cat /tmp/run_$v/progress.txt; find /tmp/run_$v -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED" | tail -8; } >>$OUT/suite.txt 2>&1
+done
+xz -dc .carry/c43/ladder_a.xz >/tmp/ladder_a; chmod +x /tmp/ladder_a
+cp /tmp/b/ladder /tmp/ladder_b; cp /tmp/c/ladder /tmp/ladder_c
+mkdir -p $OUT/variants
+OUT=$OUT/variants timeout 330 scripts/bench_variants.sh 3 /tmp/ladder_a /tmp/ladder_b /tmp/ladder_c -- --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
+echo "variants rc=$?" >>$OUT/suite.txt
+LADDER_SAN_FILTER='GpuTensorMaps.*:GpuFullRing.TensorCoreEveryRouteSameBits:GpuFused.StoreFusedReducerWaitsForItsProducers:GpuBatch.*' LADDER_BIN_DIR=/tmp/c LADDER_STEPS=san OUT=/tmp/san timeout 60 scripts/device_run.sh >/dev/null 2>&1
+echo "san c rc=$?" >>$OUT/suite.txt; cat /tmp/san/progress.txt >>$OUT/suite.txt 2>&1
