@@ -3,9 +3,13 @@
 #   git worktree add /tmp/wt-b HEAD && (cd /tmp/wt-b && git apply docs/bench/pending-change43/change43.patch)
 #   cmake -S /tmp/wt-b -B /tmp/wt-b/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLADDER_CUDA=ON
 #   scripts/pack_carry.sh /tmp/wt-b/build .carry/c43 ladder=ladder_b ladder_gpu_tests=gpu_tests_b
-# (likewise ladder_a from main, ladder_c and gpu_tests_c from C), then run this with
-# carry [".carry/c43", "docs/bench/pending-change43/call.sh"].
+# (likewise ladder_a from main, ladder_c and gpu_tests_c from C), then run it twice (one call is
+# at most 600 s) with carry [".carry/c43", "docs/bench/pending-change43/call.sh"]:
+#   bash docs/bench/pending-change43/call.sh suites   (~6 min: both GPU suites, sanitizers on C)
+#   bash docs/bench/pending-change43/call.sh bench    (~6 min: A, B, C interleaved, three rounds)
 set -u
+phase=${1:?suites or bench}
+if [[ $phase == suites ]]; then
 for v in b c; do
   mkdir -p /tmp/$v; xz -dc .carry/c43/gpu_tests_$v.xz >/tmp/$v/ladder_gpu_tests; xz -dc .carry/c43/ladder_$v.xz >/tmp/$v/ladder
   chmod +x /tmp/$v/*
@@ -13,10 +17,11 @@ for v in b c; do
   echo "suite $v rc=$?" >>$OUT/suite.txt
   { cat /tmp/run_$v/progress.txt; find /tmp/run_$v -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED" | tail -8; } >>$OUT/suite.txt 2>&1
 done
-xz -dc .carry/c43/ladder_a.xz >/tmp/ladder_a; chmod +x /tmp/ladder_a
-cp /tmp/b/ladder /tmp/ladder_b; cp /tmp/c/ladder /tmp/ladder_c
-mkdir -p $OUT/variants
-OUT=$OUT/variants timeout 330 scripts/bench_variants.sh 3 /tmp/ladder_a /tmp/ladder_b /tmp/ladder_c -- --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
-echo "variants rc=$?" >>$OUT/suite.txt
-LADDER_SAN_FILTER='GpuTensorMaps.*:GpuFullRing.TensorCoreEveryRouteSameBits:GpuFused.StoreFusedReducerWaitsForItsProducers:GpuBatch.*' LADDER_BIN_DIR=/tmp/c LADDER_STEPS=san OUT=/tmp/san timeout 60 scripts/device_run.sh >/dev/null 2>&1
+LADDER_SAN_FILTER='GpuTensorMaps.*:GpuFullRing.TensorCoreEveryRouteSameBits:GpuFused.StoreFusedReducerWaitsForItsProducers:GpuBatch.*' LADDER_BIN_DIR=/tmp/c LADDER_STEPS=san OUT=/tmp/san timeout 100 scripts/device_run.sh >/dev/null 2>&1
 echo "san c rc=$?" >>$OUT/suite.txt; cat /tmp/san/progress.txt >>$OUT/suite.txt 2>&1
+exit 0
+fi
+for v in a b c; do xz -dc .carry/c43/ladder_$v.xz >/tmp/ladder_$v; chmod +x /tmp/ladder_$v; done
+mkdir -p $OUT/variants
+OUT=$OUT/variants timeout 560 scripts/bench_variants.sh 3 /tmp/ladder_a /tmp/ladder_b /tmp/ladder_c -- --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
+echo "variants rc=$?" >>$OUT/suite.txt
