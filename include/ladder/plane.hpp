@@ -17,6 +17,7 @@
 #include "ladder/hd.hpp"
 #include "ladder/kv_dtype.hpp"
 #include "ladder/nonfinite.hpp"
+#include "ladder/plane_rows.hpp"
 
 namespace ladder {
 
@@ -105,7 +106,7 @@ Result<PlaneState> state_after(const PlaneConfig& cfg, int position);
 // was. The cost is holding every growing layer's new rows at once at the token where they grow.
 struct PreparedAppend {
   AppendPlan plan;
-  std::vector<KvWord> k, v;  // the grown rows; empty when the plane does not grow
+  PlaneRows k, v;  // the grown rows; empty when the plane does not grow
 };
 
 // A plane in host memory: the CPU device's storage and the tests' reference storage.
@@ -151,10 +152,10 @@ class HostPlane {
   HostPlane(PlaneConfig cfg, PlaneState st) : cfg_(cfg), state_(st) {}
   // The rows relaid out for a larger capacity (head-major: each KV head's rows move to their
   // new, longer span), unwritten rows poisoned. Throws std::bad_alloc.
-  void grown_rows(int new_capacity, std::vector<KvWord>& k, std::vector<KvWord>& v) const;
+  void grown_rows(int new_capacity, PlaneRows& k, PlaneRows& v) const;
   PlaneConfig cfg_;
   PlaneState state_;
-  std::vector<KvWord> k_, v_;
+  PlaneRows k_, v_;
   RangeStats range_;
 };
 

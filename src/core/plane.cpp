@@ -182,7 +182,7 @@ Result<HostPlane> HostPlane::create(const PlaneConfig& cfg) {
   return p;
 }
 
-void HostPlane::grown_rows(int new_capacity, std::vector<KvWord>& nk, std::vector<KvWord>& nv) const {
+void HostPlane::grown_rows(int new_capacity, PlaneRows& nk, PlaneRows& nv) const {
   const KvWord poison = kv_quiet_nan(cfg_.kv_dtype);
   const std::size_t hd = static_cast<std::size_t>(cfg_.head_dim);
   const std::size_t old_cap = static_cast<std::size_t>(state_.capacity);

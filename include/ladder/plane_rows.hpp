@@ -1,0 +1,50 @@
+// The storage of a host plane's rows (HostPlane, PreparedAppend): a std::vector whose large
+// allocations sit on transparent huge pages where the kernel offers them on request.
+//
+// A Muse Glimmer layer's K and V streams at 32,768 tokens cross a 4 KiB page every 8 to 16 tokens,
+// and a decode step's planes are far beyond what the TLB maps; on a kernel that gives huge pages
+// only on request (/sys/kernel/mm/transparent_hugepage/enabled = madvise, the build machine's),
+// glibc's own tunable for it (GLIBC_TUNABLES=glibc.malloc.hugetlb=1) sped the single layers at
+// 32,768 up by 4-10 % on one worker (docs/perf.md, 2026-12-04, "huge pages"). The allocator does
+// that for the planes alone: an allocation of at least kHugePageBytes starts on a huge-page
+// boundary and is asked for huge pages before anything touches it; a refusal (another OS, THP
+// off) leaves ordinary pages. Smaller planes are allocated as before. The rows' values and every
+// computation on them are unchanged.
+#pragma once
+
+#include <cstddef>
+#include <new>
+#include <vector>
+
+#include "ladder/kv_dtype.hpp"
+
+namespace ladder {
+
+namespace detail {
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;  // x86-64 and AArch64 (4 KiB base pages)
+// Throws std::bad_alloc; a zero-byte request returns a unique non-null pointer.
+void* plane_allocate(std::size_t bytes);
+void plane_free(void* p, std::size_t bytes) noexcept;
+}  // namespace detail
+
+template <class T>
+struct PlaneAllocator {
+  using value_type = T;
+  PlaneAllocator() = default;
+  template <class U>
+  PlaneAllocator(const PlaneAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_alloc();
+    return static_cast<T*>(detail::plane_allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { detail::plane_free(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const PlaneAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+// A plane's K or V rows.
+using PlaneRows = std::vector<KvWord, PlaneAllocator<KvWord>>;
+
+}  // namespace ladder
