@@ -2,6 +2,7 @@
 #include "ladder/plane_rows.hpp"
 
 #include <cstdlib>
+#include <limits>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -16,6 +17,7 @@ void* plane_allocate(std::size_t bytes) {
     return p;
   }
   // aligned_alloc wants a multiple of the alignment; the tail of the last huge page is unused.
+  if (bytes > std::numeric_limits<std::size_t>::max() - kHugePageBytes) throw std::bad_alloc();
   const std::size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   void* p = std::aligned_alloc(kHugePageBytes, rounded);
   if (p == nullptr) throw std::bad_alloc();

@@ -40,12 +40,15 @@ TEST(PlaneRows, SmallRowsAndCopiesHoldTheirValues) {
   EXPECT_EQ(moved, big);
 }
 
-// A count whose bytes overflow is refused before anything is asked of the system (sizes the
+// A count whose bytes (or their rounding to huge pages) overflow is refused before anything is
+// asked of the system (sizes the
 // system refuses are std::bad_alloc from aligned_alloc's null; not tried here: the sanitizer
 // builds abort on such a request instead of returning null).
 TEST(PlaneRows, ACountWhoseBytesOverflowIsBadAlloc) {
   PlaneAllocator<KvWord> alloc;
   EXPECT_THROW((void)alloc.allocate(std::numeric_limits<std::size_t>::max() / sizeof(KvWord) + 1), std::bad_alloc);
+  // Bytes that fit but whose rounding up to whole huge pages would wrap around.
+  EXPECT_THROW((void)alloc.allocate(std::numeric_limits<std::size_t>::max() / sizeof(KvWord)), std::bad_alloc);
 }
 
 TEST(PlaneRows, AHostPlaneOfADeepRingIsOnHugePageBoundaries) {
