@@ -7,8 +7,18 @@
 # at most 600 s) with carry [".carry/c43", "docs/bench/pending-change43/call.sh"]:
 #   bash docs/bench/pending-change43/call.sh suites   (~6 min: both GPU suites, sanitizers on C)
 #   bash docs/bench/pending-change43/call.sh bench    (~6 min: A, B, C interleaved, three rounds)
+#   bash docs/bench/pending-change43/call.sh ncu      (~3 min: ncu on the direct producer at
+#                                                      32,768 for A and B, issue 9's figures)
 set -u
-phase=${1:?suites or bench}
+phase=${1:?suites, bench or ncu}
+if [[ $phase == ncu ]]; then
+  for v in a b; do
+    xz -dc .carry/c43/ladder_$v.xz >/tmp/ladder_$v; chmod +x /tmp/ladder_$v
+    LADDER_BIN=/tmp/ladder_$v OUT=$OUT/ncu_$v timeout 250 scripts/ncu_producer.sh 32768 splitk/ring >/dev/null 2>&1
+    echo "ncu $v rc=$?" >>$OUT/suite.txt
+  done
+  exit 0
+fi
 if [[ $phase == suites ]]; then
 for v in b c; do
   mkdir -p /tmp/$v; xz -dc .carry/c43/gpu_tests_$v.xz >/tmp/$v/ladder_gpu_tests; xz -dc .carry/c43/ladder_$v.xz >/tmp/$v/ladder
