@@ -24,7 +24,7 @@ namespace detail {
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;  // x86-64 and AArch64 (4 KiB base pages)
 // Throws std::bad_alloc; a zero-byte request returns a unique non-null pointer.
 void* plane_allocate(std::size_t bytes);
-void plane_free(void* p, std::size_t bytes) noexcept;
+void plane_free(void* p) noexcept;
 }  // namespace detail
 
 template <class T>
@@ -37,7 +37,7 @@ struct PlaneAllocator {
     if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_alloc();
     return static_cast<T*>(detail::plane_allocate(n * sizeof(T)));
   }
-  void deallocate(T* p, std::size_t n) noexcept { detail::plane_free(p, n * sizeof(T)); }
+  void deallocate(T* p, std::size_t) noexcept { detail::plane_free(p); }
   template <class U>
   bool operator==(const PlaneAllocator<U>&) const noexcept {
     return true;

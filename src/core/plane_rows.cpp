@@ -28,6 +28,6 @@ void* plane_allocate(std::size_t bytes) {
   return p;
 }
 
-void plane_free(void* p, std::size_t) noexcept { std::free(p); }
+void plane_free(void* p) noexcept { std::free(p); }
 
 }  // namespace ladder::detail
