@@ -377,38 +377,31 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   return row;
 }
 
-// Engine::encode_token on the host clock (time_encode_token, bench_common.cpp), activations in
-// host memory: the engine's cached step graph plus its copies of them in and the outputs back.
-Result<Row> bench_engine(const Geometry& g, int depth, const Options& o) {
+// Engine::encode_token on the host clock (time_encode_token, bench_common.cpp), no rotation.
+// Activations in host memory (device_io null): the engine a user gets (LADDER_CUDA_GRAPH and
+// LADDER_GPU_PDL included), its cached step graph plus its copies of them in and the outputs
+// back. In device memory (a caller whose model runs on the GPU, as through the Python module),
+// from the engine `make` gives, one that also times each call with CUDA events: the row's time
+// is the host clock like the host row's, its note gives the GPU time, so the two rows together
+// say what the host-memory row pays for its copies.
+Result<Row> bench_engine(const Geometry& g, int depth, const Options& o, const DeviceActivations* device_io = nullptr,
+                         const MakeEngine& make = {}) {
   EngineOptions eo;
   eo.device = Device::cuda;
-  // What Engine::create gives a user (LADDER_CUDA_GRAPH and LADDER_GPU_PDL included).
-  Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, eo, cuda::default_engine_options());
+  Result<std::unique_ptr<Engine>> made =
+      make ? make(g, eo) : cuda::create_engine(g, eo, cuda::default_engine_options());
   if (!made.ok()) return made.status();
-  Result<Row> row = time_encode_token(**made, depth, o.reps, kWarmupReplays, Switches{}, kSeed);
+  std::vector<TokenIO> io;
+  if (device_io != nullptr) {
+    Result<std::vector<TokenIO>> on_device = device_io->make(g, 1, kSeed);
+    if (!on_device.ok()) return on_device.status();
+    io = std::move(on_device).value();
+  }
+  Result<Row> row = time_encode_token(**made, depth, o.reps, kWarmupReplays, Switches{}, kSeed,
+                                      device_io != nullptr ? &io : nullptr, device_io);
   if (!row.ok()) return row.status();
   row->kind = "engine";
-  row->name = "encode_token";
-  row->note += "; no rotation";
-  return row;
-}
-
-// The same call with the activations in device memory (a caller whose model runs on the GPU, as
-// through the Python module), from an engine that also times each call with CUDA events: the
-// row's time is the host clock like encode_token's, its note gives the GPU time, so the two
-// rows together say what the host-memory row pays for its copies.
-Result<Row> bench_engine_device_io(const Geometry& g, int depth, const Options& o, const DeviceActivations& acts,
-                                   const MakeEngine& make) {
-  EngineOptions eo;
-  eo.device = Device::cuda;
-  Result<std::unique_ptr<Engine>> made = make(g, eo);
-  if (!made.ok()) return made.status();
-  Result<std::vector<TokenIO>> io = acts.make(g, 1, kSeed);
-  if (!io.ok()) return io.status();
-  Result<Row> row = time_encode_token(**made, depth, o.reps, kWarmupReplays, Switches{}, kSeed, &*io, &acts);
-  if (!row.ok()) return row.status();
-  row->kind = "engine";
-  row->name = "encode_token, device I/O";
+  row->name = device_io != nullptr ? "encode_token, device I/O" : "encode_token";
   row->note += "; no rotation";
   return row;
 }
@@ -556,7 +549,7 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
     for (int depth : o.step_depths) {
       if (depth > o.engine_max_depth) continue;
       progress(fmt::format("engine encode_token with device I/O at depth {} (fills {} tokens first)", depth, depth));
-      Result<Row> r = bench_engine_device_io(g, depth, o, on_device, timed);
+      Result<Row> r = bench_engine(g, depth, o, &on_device, timed);
       if (!r) return r.status();
       rep.rows.push_back(*r);
     }
