@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ladder/cpu/pool_profile.hpp"
 #include "ladder/engine.hpp"
 #include "ladder/errors.hpp"
 #include "ladder/geometry.hpp"
@@ -40,6 +42,8 @@ struct Options {
   // Engine::encode_token is timed only up to this depth: the engine fills its planes one token
   // at a time through host memory (fill_token), which costs seconds per ten thousand tokens.
   int engine_max_depth = 32768;
+  // CPU: each row's timed calls also profile the worker pool (Row::pool).
+  bool pool_profile = false;
   std::function<void(const std::string&)> progress;  // a line on stderr per measurement
 };
 
@@ -73,6 +77,8 @@ struct Row {
   // min, max.
   double device_median_us = 0.0, device_min_us = 0.0, device_max_us = 0.0;
   std::string note;
+  // CPU with Options::pool_profile: where the worker pool's thread time went in the timed calls.
+  std::optional<cpu::PoolProfile> pool;
   // Derived against the run's ceiling.
   double gbps() const { return median_us > 0 ? static_cast<double>(bytes) / (median_us * 1e3) : 0.0; }
 };
@@ -143,10 +149,12 @@ struct DeviceActivations {
 };
 // `device_io` (nullptr: host memory): the activations of every sequence in device memory.
 // `before_last_call` (when set) runs right before the last timed call (the CUDA bench's
-// timeline reset: diagnostic builds record that call alone).
+// timeline reset: diagnostic builds record that call alone); `before_first_timed` right before
+// the first (the CPU bench's pool profile starts there, after the fill and the warm-up calls).
 Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed,
                               const std::vector<TokenIO>* device_io = nullptr, const DeviceActivations* reader = nullptr,
-                              const std::function<Status()>& before_last_call = {});
+                              const std::function<Status()>& before_last_call = {},
+                              const std::function<Status()>& before_first_timed = {});
 // One sequence's token (Engine::encode_token's call) on the host clock, either device and either
 // memory: time_encode_batch with depths {depth} (fills to just below `depth`, `warmups` tokens,
 // then `reps` timed tokens ending at position depth - 1, at least one), plus the route mix the
@@ -154,7 +162,8 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
 // activations were; the caller names the row.
 Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed,
                               const std::vector<TokenIO>* device_io = nullptr,
-                              const DeviceActivations* reader = nullptr);
+                              const DeviceActivations* reader = nullptr,
+                              const std::function<Status()>& before_first_timed = {});
 // The two batch shapes measured for batch size b at depth d: every sequence at d, and mixed
 // lengths d - i*d/b (sequence 0 at d).
 std::vector<int> same_depths(int b, int d);

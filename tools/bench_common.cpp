@@ -60,8 +60,9 @@ std::int64_t step_bytes(const Geometry& g, int position) {
 }
 
 Result<Row> time_encode_token(Engine& e, int depth, int reps, int warmups, const Switches& sw, std::uint64_t seed,
-                              const std::vector<TokenIO>* device_io, const DeviceActivations* reader) {
-  Result<Row> row = time_encode_batch(e, {depth}, reps, warmups, seed, device_io, reader);
+                              const std::vector<TokenIO>* device_io, const DeviceActivations* reader,
+                              const std::function<Status()>& before_first_timed) {
+  Result<Row> row = time_encode_batch(e, {depth}, reps, warmups, seed, device_io, reader, {}, before_first_timed);
   if (!row) return row.status();
   std::map<std::string, int> mix;
   for (int l = 0; l < e.geometry().n_layers; ++l)
@@ -80,7 +81,8 @@ std::vector<int> mixed_depths(int b, int d) {
 
 Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int reps, int warmups, std::uint64_t seed,
                               const std::vector<TokenIO>* device_io, const DeviceActivations* reader,
-                              const std::function<Status()>& before_last_call) {
+                              const std::function<Status()>& before_last_call,
+                              const std::function<Status()>& before_first_timed) {
   const Geometry& g = e.geometry();
   const std::size_t b = depths.size();
   const std::size_t layers = static_cast<std::size_t>(g.n_layers);
@@ -124,6 +126,7 @@ Result<Row> time_encode_batch(Engine& e, const std::vector<int>& depths, int rep
     std::vector<SequenceToken> call;
     for (std::size_t i = 0; i < b; ++i)
       call.push_back({ids[i], depths[i] - timed - warm + c, io_of(i)});
+    if (before_first_timed && c == warm) LADDER_TRY(before_first_timed());
     if (before_last_call && c + 1 == timed + warm) LADDER_TRY(before_last_call());
     const DeviceStats s0 = e.device_stats();
     const auto t0 = std::chrono::steady_clock::now();

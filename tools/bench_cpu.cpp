@@ -74,6 +74,14 @@ Ceiling higher_of(const Ceiling& a, const Ceiling& b) {
   return c;
 }
 
+// Turns off a pool profile that an error return left on (after a normal stop, a no-op).
+struct PoolProfileOff {
+  PoolProfileOff() = default;
+  PoolProfileOff(const PoolProfileOff&) = delete;
+  PoolProfileOff& operator=(const PoolProfileOff&) = delete;
+  ~PoolProfileOff() { (void)cpu::stop_pool_profile(); }
+};
+
 Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const Options& o, std::int64_t llc,
                         const std::vector<KvWord>& pool, const std::vector<float>& acts) {
   const PlaneConfig cfg = layer_plane_config(g, c.plane, depth);
@@ -100,13 +108,16 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
   std::vector<float> out(static_cast<std::size_t>(g.n_heads) * g.head_dim);
   const LayerIO io{q, k, v, out.data()};
   std::vector<double> us;
+  const PoolProfileOff profile_off;
   for (int r = 0; r < kWarmups + o.reps; ++r) {
     HostPlane& p = planes[r % sets];
+    if (o.pool_profile && r == kWarmups) LADDER_TRY(cpu::start_pool_profile());
     const auto t0 = Clock::now();
     LADDER_TRY(attend_layer(Device::cpu, c.route, p, position, *slot, shape, io));
     if (r >= kWarmups) us.push_back(us_since(t0));
   }
   Row row;
+  if (o.pool_profile) row.pool = cpu::stop_pool_profile();
   row.kind = "layer";
   row.name = case_name(c);
   row.depth = depth;
@@ -126,8 +137,13 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
   eo.switches = sw;
   Result<std::unique_ptr<Engine>> made = Engine::create(g, eo);
   if (!made.ok()) return made.status();
-  Result<Row> row = time_encode_token(**made, depth, o.reps, kWarmups, sw, kSeed);
+  const auto start_profile = [] { return cpu::start_pool_profile(); };
+  Result<Row> row = time_encode_token(**made, depth, o.reps, kWarmups, sw, kSeed, nullptr, nullptr,
+                                      o.pool_profile ? std::function<Status()>(start_profile) : nullptr);
+  const std::optional<cpu::PoolProfile> pool =
+      o.pool_profile ? std::optional<cpu::PoolProfile>(cpu::stop_pool_profile()) : std::nullopt;
   if (!row.ok()) return row.status();
+  row->pool = pool;
   row->kind = "step";
   row->name = name;
   row->note = "Engine::encode_token, " + row->note;

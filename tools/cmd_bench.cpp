@@ -47,6 +47,7 @@ struct Options {
   double rotate = 4.0;
   CpuFlags cpu_flags;
   bool no_fallback_step = false;
+  bool pool_profile = false;
   bool no_engine = false;
   int engine_max_depth = 32768;
   bool json = false;
@@ -103,6 +104,33 @@ double target_for(const bench::Row& r) {
   return it == table.end() ? 0.0 : it->second;
 }
 
+nlohmann::json pool_json(const cpu::PoolProfile& p) {
+  return {{"jobs", p.jobs},
+          {"tasks", p.tasks},
+          {"dropped_tasks", p.dropped},
+          {"threads", p.threads},
+          {"span_us_median", p.span_us},
+          {"join_us_median", p.join_us},
+          {"idle_threads_mean", p.idle_threads},
+          {"share_working", p.working},
+          {"share_waiting", p.waiting},
+          {"share_before_first_task", p.before_first},
+          {"share_between_tasks", p.between},
+          {"share_after_last_task", p.after_last}};
+}
+
+// One line per profiled row under the table: where the pool's threads x span went.
+std::string pool_line(const bench::Row& r) {
+  const cpu::PoolProfile& p = *r.pool;
+  return fmt::format(
+      "pool {} {} at {}: {} jobs on {} threads, span {:.1f} us; of threads x span: working {:.1f} %, waiting {:.1f} %, "
+      "before a thread's first task {:.1f} % (the last joins {:.1f} us after the post; {:.2f} threads per job take "
+      "none), between tasks {:.1f} %, after a thread's last task {:.1f} %{}",
+      r.kind, r.name, r.depth, p.jobs, p.threads, p.span_us, 100 * p.working, 100 * p.waiting, 100 * p.before_first,
+      p.join_us, p.idle_threads, 100 * p.between, 100 * p.after_last,
+      p.dropped > 0 ? fmt::format(" ({} tasks past the record's room left out)", p.dropped) : "");
+}
+
 nlohmann::json to_json(const bench::Report& rep) {
   const double ceiling = rep.ceiling.gbps();
   nlohmann::json rows = nlohmann::json::array();
@@ -132,6 +160,7 @@ nlohmann::json to_json(const bench::Report& rep) {
     }
     if (!r.route_mix.empty()) j["route_mix"] = r.route_mix;
     if (!r.note.empty()) j["note"] = r.note;
+    if (r.pool) j["pool_profile"] = pool_json(*r.pool);
     if (rep.device == "cuda" && target_for(r) > 0) j["spec_target_us"] = target_for(r);
     rows.push_back(j);
   }
@@ -182,6 +211,8 @@ void print_table(const bench::Report& rep) {
                 r.median_us, r.gbps(), r.gbps() / ceiling, floor_us, r.median_us / floor_us, r.rotation_sets,
                 tail.c_str());
   }
+  for (const bench::Row& r : rep.rows)
+    if (r.pool) std::printf("%s\n", pool_line(r).c_str());
   for (const std::string& n : rep.notes) std::printf("note: %s\n", n.c_str());
 }
 
@@ -210,6 +241,7 @@ int run(const Options& o) {
     throw UsageError("--routes none leaves nothing to time at --depths; pass --depths none too");
   bo.rotate_factor = o.rotate;
   bo.step_fallbacks = !o.no_fallback_step;
+  bo.pool_profile = o.pool_profile;
   bo.engine_step = !o.no_engine;
   bo.engine_max_depth = o.engine_max_depth;
   bo.batches = batches;
@@ -217,6 +249,8 @@ int run(const Options& o) {
   if (!o.quiet) bo.progress = [](const std::string& s) { std::fprintf(stderr, "bench: %s\n", s.c_str()); };
 
   const Device device = resolve_device(o.device);
+  if (o.pool_profile && device != Device::cpu)
+    throw UsageError("--pool-profile profiles the CPU worker pool: it needs --device cpu");
   if (device == Device::cpu) o.cpu_flags.apply();
   bo.reps = o.reps > 0 ? o.reps : (device == Device::cuda ? kDefaultGpuReps : kDefaultCpuReps);
   Result<bench::Report> rep = device == Device::cuda ? bench::run_gpu(g, bo) : bench::run_cpu(g, bo);
@@ -267,6 +301,9 @@ const Register reg{Command{
           ->capture_default_str();
       o->cpu_flags.add_to(app);
       app.add_flag("--no-fallback-step", o->no_fallback_step, "Skip the step timed with the vec family off");
+      app.add_flag("--pool-profile", o->pool_profile,
+                   "CPU: also profile the worker pool during each row's timed calls (where its threads' time goes: "
+                   "working, waiting, before their first task, between tasks, after their last)");
       app.add_flag("--no-engine", o->no_engine, "Skip Engine::encode_token timings on the GPU");
       app.add_option("--engine-max-depth", o->engine_max_depth,
                      "Deepest step depth timed through Engine::encode_token on the GPU")

@@ -33,6 +33,7 @@ namespace {
 constexpr int kPollsBeforeYield = 1024;
 
 void wait_for_zero(const std::atomic<int>& count) {
+  const detail::PoolTaskWait counted;  // the pool profile's `waiting`
   for (int polls = 0; count.load(std::memory_order_acquire) != 0; ++polls) {
     if (polls < kPollsBeforeYield) {
 #if defined(__SSE2__)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #endif
 
+#include "cpu/pool_record.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
 #include "ladder/heuristics.hpp"
 
@@ -90,7 +91,10 @@ Result<std::shared_ptr<ThreadPool>> ThreadPool::create(int threads) {
       if (i == g_fail_thread_at.load(std::memory_order_relaxed))
         throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
                                 "injected thread start failure");
-      pool->workers_.emplace_back([p = pool.get()] { p->worker_loop(); });
+      pool->workers_.emplace_back([p = pool.get(), i] {
+        set_pool_thread_slot(i + 1);
+        p->worker_loop();
+      });
     }
   } catch (const std::exception& e) {
     // Workers already running wait on epoch_: stop and join them before the pool (and its
@@ -121,7 +125,14 @@ void ThreadPool::drain(Job& job) {
     const int i = job.next.fetch_add(1, std::memory_order_relaxed);
     if (i >= job.tasks) return;
     try {
+      if (job.mark.id == 0) {
+        (*job.fn)(i);
+        continue;
+      }
+      take_task_wait_ns();  // a wait counted outside any task is not this task's
+      const std::int64_t start = pool_clock_ns();
       (*job.fn)(i);
+      pool_profile_task(job.mark, start, pool_clock_ns(), take_task_wait_ns());
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (!job.failed.exchange(true)) {
@@ -197,6 +208,7 @@ Status ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
   job.fn = &fn;
   job.tasks = tasks;
   job.generation = ++generation_;
+  job.mark = pool_profile_post();
   const bool shared = !workers_.empty() && tasks > 1;
   if (shared) {
     open_.store(&job);
@@ -211,6 +223,7 @@ Status ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
     open_.store(nullptr);
     wait_until_no_worker_inside();
   }
+  pool_profile_done(job.mark, size());
   if (job.failed.load()) {
     std::lock_guard<std::mutex> lock(error_mutex_);
     return job.error;

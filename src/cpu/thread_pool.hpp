@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/pool_record.hpp"
 #include "ladder/errors.hpp"
 
 namespace ladder::cpu::detail {
@@ -55,6 +56,7 @@ class ThreadPool {
     const std::function<void(int)>* fn = nullptr;
     int tasks = 0;
     std::uint64_t generation = 0;  // tells two jobs at the same stack address apart
+    PoolJobMark mark;              // the pool profile's view of it (id 0: not recorded)
     std::atomic<int> next{0};
     std::atomic<bool> failed{false};
     Error error;  // the first failure, written under error_mutex_

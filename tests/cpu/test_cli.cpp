@@ -119,6 +119,20 @@ TEST_F(Cli, BenchTimesBatchedCalls) {
              kOk, "\"batch\": 3");
 }
 
+// --pool-profile: a line per row under the table and a pool_profile object per JSON row; the
+// GPU bench refuses it (it profiles the CPU pool).
+TEST_F(Cli, BenchProfilesTheWorkerPool) {
+  EXPECT_RUN("bench --device cpu --depths 64 --step-depths none --routes vec/growing --reps 2 --pool-profile" + kSmall,
+             kOk, "pool layer vec/growing at 64: 2 jobs on");
+  EXPECT_RUN("bench --device cpu --depths none --step-depths 96 --no-fallback-step --reps 2 --pool-profile" + kSmall,
+             kOk, "pool step step at 96: 2 jobs on");
+  EXPECT_RUN("bench --device cpu --depths 64 --step-depths none --routes vec/growing --reps 2 --pool-profile --json" +
+                 kSmall,
+             kOk, "\"share_before_first_task\"");
+  EXPECT_RUN("bench --device cuda --pool-profile", kUsage, "--pool-profile profiles the CPU worker pool");
+  EXPECT_RUN("bench --help", kOk, "--pool-profile");
+}
+
 TEST_F(Cli, DemoRejectsBadArguments) {
   EXPECT_RUN("demo --tokens 0", kUsage, "--tokens must be in 1..1024");
   EXPECT_RUN("demo --tokens many", kUsage, "--tokens");
