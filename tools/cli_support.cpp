@@ -140,7 +140,7 @@ std::vector<int> parse_int_list(const std::string& text, const char* what, long 
 
 void CpuFlags::add_to(CLI::App& app) {
   app.add_option("--threads", threads,
-                 fmt::format("CPU worker threads, 0..{} (0: all hardware threads)", kMaxCpuThreads))
+                 fmt::format("CPU worker threads, 0..{} (0: one per CPU this process may use: its affinity mask and cgroup CPU quota)", kMaxCpuThreads))
       ->check(CLI::Range(0, kMaxCpuThreads))
       ->capture_default_str();
   app.add_option("--cpu-producer", producer,

@@ -51,7 +51,7 @@ std::string describe_switches(const Switches& s);
 std::vector<int> parse_int_list(const std::string& text, const char* what, long long lo, long long hi,
                                 int all_count = -1);
 
-// --threads N (0: all hardware threads, at most kMaxCpuThreads) and --cpu-producer fast|exact
+// --threads N (0: one per usable CPU, at most kMaxCpuThreads) and --cpu-producer fast|exact
 // for the commands that run the CPU producers.
 struct CpuFlags {
   int threads = 0;

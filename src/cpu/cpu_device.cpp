@@ -75,7 +75,8 @@ class CpuBackend final : public DeviceBackend {
 
   Device device() const override { return Device::cpu; }
   std::string description() const override {
-    return fmt::format("cpu ({} worker threads, {} hardware threads)", threads(), std::thread::hardware_concurrency());
+    const UsableCpus u = usable_cpus();
+    return fmt::format("cpu ({} worker threads, {} usable CPUs: {})", threads(), u.count, u.limited_by);
   }
 
   Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& cfgs) override {

@@ -17,6 +17,7 @@
 #endif
 
 #include "cpu/producer_fast_avx512.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
 
 namespace ladder::cpu {
 namespace {
@@ -29,11 +30,7 @@ constexpr std::size_t kSliceAlign = 4096;
 // The accumulators' result is published here so the compiler cannot drop the reads.
 std::atomic<std::uint64_t> g_sink{0};
 
-int resolve_threads(int threads) {
-  if (threads > 0) return threads;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw > 0 ? static_cast<int>(hw) : 1;
-}
+int resolve_threads(int threads) { return threads > 0 ? threads : usable_cpus().count; }
 
 struct AlignedBuffer {
   struct Free {

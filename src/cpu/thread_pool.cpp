@@ -234,12 +234,9 @@ Status ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
 namespace {
 std::mutex g_pool_mutex;
 std::shared_ptr<ThreadPool> g_pool;
-int g_threads = 0;  // 0: not chosen yet (hardware concurrency on first use)
+int g_threads = 0;  // 0: not chosen yet (the usable CPUs on first use)
 
-int default_threads() {
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw > 0 ? static_cast<int>(std::min<unsigned>(hw, kMaxCpuThreads)) : 1;
-}
+int default_threads() { return usable_cpus().count; }
 }  // namespace
 
 Result<std::shared_ptr<ThreadPool>> shared_pool() {
@@ -265,7 +262,7 @@ Status parallel_for(int tasks, const std::function<void(int)>& fn) {
 Status set_threads(int n) {
   if (n < 0 || n > kMaxCpuThreads)
     return make_error(ErrorCode::invalid_argument,
-                      fmt::format("CPU worker threads must be in 0..{} (0: all hardware threads; got {})",
+                      fmt::format("CPU worker threads must be in 0..{} (0: one per usable CPU; got {})",
                                   kMaxCpuThreads, n));
   const int want = n > 0 ? n : detail::default_threads();
   {

@@ -124,7 +124,18 @@ Status run_route(Route r, HostPlane& plane, int position, int slot, const HeadSh
 // the workers.
 Result<std::unique_ptr<DeviceBackend>> create_backend(const Geometry& g);
 
-// Worker threads used by the producers (0: hardware concurrency; at most kMaxCpuThreads,
+// The CPUs this process may run on: the machine's online CPUs, lowered to its affinity mask
+// (taskset, numactl, a container's cpuset) and to its cgroup's CPU quota rounded up (cgroup v2
+// cpu.max or v1 cpu.cfs_quota_us on the process's cgroup or an ancestor: a container's --cpus, a
+// Kubernetes CPU limit); at least 1, at most kMaxCpuThreads. `limited_by` names the bound that
+// set the count ("online CPUs", "the process's CPU affinity", "the cgroup's CPU quota").
+struct UsableCpus {
+  int count = 1;
+  std::string limited_by;
+};
+UsableCpus usable_cpus();
+
+// Worker threads used by the producers (0: usable_cpus().count; at most kMaxCpuThreads,
 // heuristics.hpp). The new pool is started before the old one is released, so a refused thread
 // (process or memory limits) is an error that leaves the current pool in place. Safe to call
 // while another thread decodes: that decode finishes on the pool it started with.
