@@ -18,6 +18,7 @@
 #include "engine_calls.hpp"
 #include "errors.hpp"
 #include "integers.hpp"
+#include "ladder/cpu/cpu_backend.hpp"
 #include "ladder/reference.hpp"
 #include "ladder/engine.hpp"
 #include "ladder/geometry.hpp"
@@ -708,6 +709,21 @@ NB_MODULE(_ladder, m) {
         "v"_a.none(), "out"_a.none(),
         "device"_a = nb::none(), "stream"_a = 0);
 
+  // ---- the CPU device's worker pool (docs/threads.md) ----
+  m.def("cpu_threads", [] { return cpu::threads(); },
+        "Worker threads the CPU device runs its layers on, the calling thread counted.");
+  m.def("set_cpu_threads", [](nb::handle n) {
+          check(cpu::set_threads(int_arg(n, "threads", error_types().invalid_argument)));
+        }, "threads"_a,
+        "Sets the CPU device's worker threads (0: one per usable CPU, see usable_cpus). A count outside "
+        "0..1024 is an InvalidArgumentError; a thread the system refuses is an OutOfMemoryError that "
+        "leaves the current pool in place. Safe while another thread decodes (it finishes on its pool).");
+  m.def("usable_cpus", [] {
+          const cpu::UsableCpus u = cpu::usable_cpus();
+          return nb::make_tuple(u.count, u.limited_by);
+        },
+        "(count, limited_by): the CPUs this process may use, the default worker count: the online CPUs "
+        "lowered to the affinity mask and the cgroup CPU quota; limited_by names the bound that set it.");
   m.def("cuda_available", &device_available, "True when this build has CUDA and a usable GPU is present.");
   m.def("cuda_description", &device_description);
   m.def("has_cuda_build", &has_cuda_build, "True when this build of the module has the CUDA device compiled in.");

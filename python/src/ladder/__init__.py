@@ -31,13 +31,16 @@ from ._ladder import (  # noqa: F401  (the public API)
     UnsupportedError,
     __version__,
     choose_route,
+    cpu_threads,
     cuda_available,
     cuda_description,
     has_cuda_build,
     route_refusal,
     route_trace,
     schedule,
+    set_cpu_threads,
     trace_header,
+    usable_cpus,
 )
 
 __all__ = [name for name in dir(_ladder) if not name.startswith("_")] + ["__version__",
