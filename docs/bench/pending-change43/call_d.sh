@@ -10,5 +10,5 @@ echo "suite d rc=$?" >>$OUT/suite.txt
 { cat /tmp/run_d/progress.txt; find /tmp/run_d -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED" | tail -8; } >>$OUT/suite.txt 2>&1
 for v in a b d; do xz -dc .carry/c43/ladder_$v.xz >/tmp/ladder_$v; chmod +x /tmp/ladder_$v; done
 mkdir -p $OUT/variants
-OUT=$OUT/variants timeout 330 scripts/bench_variants.sh 3 /tmp/ladder_a /tmp/ladder_b /tmp/ladder_d -- --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
+OUT=$OUT/variants timeout 240 scripts/bench_variants.sh 3 /tmp/ladder_a /tmp/ladder_b /tmp/ladder_d -- --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
 echo "variants rc=$?" >>$OUT/suite.txt
