@@ -1,0 +1,19 @@
+# Change 44 (docs/perf.md, probe F: kTcStages 2, kTcCtasPerSm 3): one call, F's GPU suite, the
+# four sanitizers on the tensor-core pipeline's tests, then A (main), D (change 43 variant D) and
+# F interleaved, three rounds. Build F as pending-change43/call.sh says, from main with the two
+# constants changed (f.patch here), and pack it: scripts/pack_carry.sh BUILD .carry/c43
+# ladder=ladder_f ladder_gpu_tests=gpu_tests_f. Carry [".carry/c43"]; ~6 min.
+set -u
+mkdir -p /tmp/f; xz -dc .carry/c43/gpu_tests_f.xz >/tmp/f/ladder_gpu_tests; xz -dc .carry/c43/ladder_f.xz >/tmp/f/ladder
+chmod +x /tmp/f/*
+LADDER_BIN_DIR=/tmp/f LADDER_STEPS=tests OUT=/tmp/run_f timeout 200 scripts/device_run.sh >/dev/null 2>&1
+echo "suite f rc=$?" >>$OUT/suite.txt
+{ cat /tmp/run_f/progress.txt; find /tmp/run_f -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED" | tail -8; } >>$OUT/suite.txt 2>&1
+LADDER_SAN_FILTER='GpuFullRing.TensorCoreEveryRouteSameBits:GpuFused.StoreFusedReducerWaitsForItsProducers:GpuSlotWalk.SlotsPerCtaNeverChangeBits:GpuFused.ArrivalOrderNeverChangesBits' \
+  LADDER_BIN_DIR=/tmp/f LADDER_STEPS=san OUT=/tmp/san_f timeout 100 scripts/device_run.sh >/dev/null 2>&1
+echo "san f rc=$?" >>$OUT/suite.txt
+cat /tmp/san_f/progress.txt >>$OUT/suite.txt 2>&1
+for v in a d f; do xz -dc .carry/c43/ladder_$v.xz >/tmp/ladder_$v; chmod +x /tmp/ladder_$v; done
+mkdir -p $OUT/variants
+OUT=$OUT/variants timeout 250 scripts/bench_variants.sh 3 /tmp/ladder_a /tmp/ladder_d /tmp/ladder_f -- --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
+echo "variants rc=$?" >>$OUT/suite.txt
