@@ -3,17 +3,19 @@
 # F interleaved, three rounds. Build F as pending-change43/call.sh says, from main with the two
 # constants changed (f.patch here), and pack it: scripts/pack_carry.sh BUILD .carry/c43
 # ladder=ladder_f ladder_gpu_tests=gpu_tests_f. Carry [".carry/c43"]; ~6 min.
+# `call_f.sh g` does the same for G (D's patch plus F's two constants: gpu_tests_g, ladder_g).
 set -u
-mkdir -p /tmp/f; xz -dc .carry/c43/gpu_tests_f.xz >/tmp/f/ladder_gpu_tests; xz -dc .carry/c43/ladder_f.xz >/tmp/f/ladder
-chmod +x /tmp/f/*
-LADDER_BIN_DIR=/tmp/f LADDER_STEPS=tests OUT=/tmp/run_f timeout 200 scripts/device_run.sh >/dev/null 2>&1
-echo "suite f rc=$?" >>$OUT/suite.txt
-{ cat /tmp/run_f/progress.txt; find /tmp/run_f -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED" | tail -8; } >>$OUT/suite.txt 2>&1
+v=${1:-f}
+mkdir -p /tmp/$v; xz -dc .carry/c43/gpu_tests_$v.xz >/tmp/$v/ladder_gpu_tests; xz -dc .carry/c43/ladder_$v.xz >/tmp/$v/ladder
+chmod +x /tmp/$v/*
+LADDER_BIN_DIR=/tmp/$v LADDER_STEPS=tests OUT=/tmp/run_$v timeout 200 scripts/device_run.sh >/dev/null 2>&1
+echo "suite $v rc=$?" >>$OUT/suite.txt
+{ cat /tmp/run_$v/progress.txt; find /tmp/run_$v -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED" | tail -8; } >>$OUT/suite.txt 2>&1
 LADDER_SAN_FILTER='GpuFullRing.TensorCoreEveryRouteSameBits:GpuFused.StoreFusedReducerWaitsForItsProducers:GpuSlotWalk.SlotsPerCtaNeverChangeBits:GpuFused.ArrivalOrderNeverChangesBits' \
-  LADDER_BIN_DIR=/tmp/f LADDER_STEPS=san OUT=/tmp/san_f timeout 100 scripts/device_run.sh >/dev/null 2>&1
-echo "san f rc=$?" >>$OUT/suite.txt
-cat /tmp/san_f/progress.txt >>$OUT/suite.txt 2>&1
-for v in a d f; do xz -dc .carry/c43/ladder_$v.xz >/tmp/ladder_$v; chmod +x /tmp/ladder_$v; done
+  LADDER_BIN_DIR=/tmp/$v LADDER_STEPS=san OUT=/tmp/san_$v timeout 100 scripts/device_run.sh >/dev/null 2>&1
+echo "san $v rc=$?" >>$OUT/suite.txt
+cat /tmp/san_$v/progress.txt >>$OUT/suite.txt 2>&1
+for w in a d $v; do xz -dc .carry/c43/ladder_$w.xz >/tmp/ladder_$w; chmod +x /tmp/ladder_$w; done
 mkdir -p $OUT/variants
-OUT=$OUT/variants timeout 250 scripts/bench_variants.sh 3 /tmp/ladder_a /tmp/ladder_d /tmp/ladder_f -- --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
+OUT=$OUT/variants timeout 250 scripts/bench_variants.sh 3 /tmp/ladder_a /tmp/ladder_d /tmp/ladder_$v -- --depths 2048,8192,32768,131072 --routes splitk/ring,vec/growing --batch 16 --step-depths 2048,32768 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
 echo "variants rc=$?" >>$OUT/suite.txt
