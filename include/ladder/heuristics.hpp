@@ -116,6 +116,17 @@ inline constexpr int kFastMaxSplits = kMaxWorkgroups;
 // 3,691 -> 2,462 us at 2,048 and 4,984 -> 4,051 us at 8,192, every round of 4 faster than every
 // round of 1; single layers within the host's noise. Not swept (8 or 2 chunks not tried).
 inline constexpr int kFastMinChunksPerSplit = 4;
+// ... and where the splits are long, they shorten from the first to the last: split j of S holds
+// chunks in proportion to (S + 1) + (kFastSplitTaper - 1)(S - 1 - j), the first about this many
+// times the last, while the last keeps kFastMinChunksPerSplit chunks (so from 16,384 tokens; at
+// 2,048 and 8,192 the runs stay equal). The pool hands tasks out split-major, so a job's last tasks
+// are its shortest and the workers that finish early wait less for the last one. Measured on the
+// 16-CPU Xeon, 16 workers (docs/perf.md 2026-12-05 "twice the tasks, and tapered splits"): with
+// every length tapered, a single layer at 32,768 -6 to -15 % (8 of 8 rounds faster on growing),
+// the step at 2,048 and 8,192 -1 to -8 %; but at 2,048, 16 tasks for 16 workers, the longest
+// first split set the layer's time (+25 to +58 %), hence not there. On the 2-vCPU EPYC (2
+// workers) every row within -7 to +4 % (the host's noise). A function of the visible length only.
+inline constexpr int kFastSplitTaper = 3;
 // KV heads one fast-producer task walks side by side on a token-major plane (a ring), where the
 // KV heads of a token share one row: with 2, a task reads each 512-byte Muse Glimmer row whole
 // instead of every other 256-byte run (measured single-threaded on the 2-core machine, docs/perf.md

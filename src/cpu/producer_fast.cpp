@@ -46,11 +46,33 @@
 
 namespace ladder::cpu {
 
+namespace {
+
+// Chunks before split i of n when split j's run is in proportion to w_j = (n + 1) + (taper - 1)
+// * (n - 1 - j), i.e. the first about `taper` times the last: the sum of w_j for j < i over
+// their total, times the chunks (integer arithmetic: the same boundaries on every host).
+int tapered_first_chunk(int chunks, int splits, int split) {
+  const long long n = splits, i = split, b = kFastSplitTaper - 1;
+  const long long before = i * (n + 1) + b * (i * (n - 1) - i * (i - 1) / 2);
+  const long long total = n * (n + 1) + b * n * (n - 1) / 2;
+  return static_cast<int>(chunks * before / total);
+}
+
+}  // namespace
+
+int FastSchedule::first_chunk(int split) const {
+  if (tapered) return tapered_first_chunk(chunks, splits, split);
+  return static_cast<int>(static_cast<long long>(split) * chunks / splits);
+}
+
 FastSchedule fast_schedule(int visible) {
   FastSchedule s;
   if (visible <= 0) return s;
   s.chunks = (visible + kFastChunkTokens - 1) / kFastChunkTokens;
   s.splits = std::min((s.chunks + kFastMinChunksPerSplit - 1) / kFastMinChunksPerSplit, kFastMaxSplits);
+  // Tapered only while its last (shortest) split still holds kFastMinChunksPerSplit chunks.
+  s.tapered = s.splits > 1 &&
+              s.chunks - tapered_first_chunk(s.chunks, s.splits, s.splits - 1) >= kFastMinChunksPerSplit;
   return s;
 }
 
@@ -272,8 +294,8 @@ class FastProducer final : public ProducerTasks {
     // Padding dims of the widened rows stay zero for the whole task.
     std::fill(tl.rows.data(), tl.rows.data() + kSubTokens * hd8, 0.0f);
 
-    const int first_chunk = split * sched_.chunks / sched_.splits;
-    const int end_chunk = (split + 1) * sched_.chunks / sched_.splits;
+    const int first_chunk = sched_.first_chunk(split);
+    const int end_chunk = sched_.first_chunk(split + 1);
     HeadState state[kFastKvHeadsPerTask];
     ChunkRows rows[kFastKvHeadsPerTask][2];
     for (int j = 0; j < group_; ++j) {

@@ -293,6 +293,43 @@ TEST(FastSchedule, FixedChunksAndBoundedSplits) {
   EXPECT_EQ(cpu::fast_schedule(2048).splits, 8) << "a 2,048-token window: 8 splits of 4 chunks";
 }
 
+// The splits' runs: contiguous, in order, covering every chunk once; equal (within one chunk)
+// where not tapered; where tapered, no run longer than the one before it (but for one chunk of
+// rounding), the first about kFastSplitTaper times the last, the last kFastMinChunksPerSplit
+// chunks or more.
+TEST(FastSchedule, SplitRunsCoverTheChunksAndTaperOnlyWhereLong) {
+  for (int visible = 1; visible <= (1 << 20); visible = visible * 5 / 4 + 1) {
+    SCOPED_TRACE(visible);
+    const cpu::FastSchedule s = cpu::fast_schedule(visible);
+    ASSERT_EQ(s.first_chunk(0), 0);
+    ASSERT_EQ(s.first_chunk(s.splits), s.chunks);
+    int shortest = s.chunks, longest = 0, previous = s.chunks;
+    for (int i = 0; i < s.splits; ++i) {
+      const int run = s.first_chunk(i + 1) - s.first_chunk(i);
+      ASSERT_GE(run, 1) << "split " << i;
+      if (s.tapered) {
+        EXPECT_LE(run, previous + 1) << "split " << i << " (integer rounding allows one chunk)";
+      }
+      previous = run;
+      shortest = std::min(shortest, run);
+      longest = std::max(longest, run);
+    }
+    if (!s.tapered) {
+      EXPECT_LE(longest - shortest, 1);
+      continue;
+    }
+    const int last = s.chunks - s.first_chunk(s.splits - 1);
+    const int first = s.first_chunk(1);
+    EXPECT_GE(last, kFastMinChunksPerSplit);
+    EXPECT_GE(first, (kFastSplitTaper - 1) * last) << "the first split about kFastSplitTaper times the last";
+    EXPECT_LE(first, kFastSplitTaper * last + kFastSplitTaper);
+  }
+  EXPECT_FALSE(cpu::fast_schedule(2048).tapered) << "16 tasks for 16 workers: equal runs";
+  EXPECT_FALSE(cpu::fast_schedule(8192).tapered);
+  EXPECT_TRUE(cpu::fast_schedule(16384).tapered);
+  EXPECT_TRUE(cpu::fast_schedule(131072).tapered);
+}
+
 struct FastCase {
   const char* name;
   int n_heads, n_kv_heads, head_dim;
@@ -476,10 +513,9 @@ class FastThreads : public ::testing::Test {
 
 // P1: bits independent of the worker count (1..16, more workers than tasks included) and of the
 // run; P6: splitk over the wrapped ring gives the bits of vec over the same rows unwrapped, at a
-// depth with several chunks per split.
-TEST_F(FastThreads, BitsDoNotDependOnWorkersOrRuns) {
-  constexpr int kWindow = 4096;
-  constexpr int kPosition = 9000;
+// depth with several chunks per split (equal runs at 4,096 tokens, tapered at 20,480).
+void check_bits_do_not_depend_on_workers(const int kWindow, const int kPosition) {
+  ASSERT_EQ(cpu::fast_schedule(kWindow - 1).tapered, kWindow > 16384) << "the case's schedule is not the one meant";
   const HeadShape shape = test::make_shape(32, 2, 128);
   std::mt19937 rng(77);
   const PlaneConfig ring = test::ring_config(2, 128, kWindow, kWindow, 1 << 20);
@@ -524,6 +560,10 @@ TEST_F(FastThreads, BitsDoNotDependOnWorkersOrRuns) {
   ASSERT_TRUE(head_major.status.ok()) << head_major.status.to_string();
   EXPECT_TRUE(test::same_bits(head_major.out, first.out)) << "vec on the growing plane differs from splitk on the ring";
 }
+
+TEST_F(FastThreads, BitsDoNotDependOnWorkersOrRuns) { check_bits_do_not_depend_on_workers(4096, 9000); }
+
+TEST_F(FastThreads, TaperedSplitsDoNotDependOnWorkersOrRuns) { check_bits_do_not_depend_on_workers(20480, 23000); }
 
 // A NaN in one K row must reach the output of its KV head's query heads (N1), not vanish.
 TEST(FastProducer, NanInKeyPropagates) {

@@ -26,12 +26,16 @@ Status copy_rows(const RowCopyParams& p);  // pad and staging
 
 // The fast producer (src/cpu/producer_fast.cpp): the same ProducerParams contract for every
 // family (rows, pad tail, current token), but its own schedule: `chunks` fixed 64-token chunks
-// (kFastChunkTokens), dealt in order to `splits` tasks per KV head. It writes partials
-// [n_heads][splits][2 + head_dim]; reduce them with nwg = splits. splits <= the pinned
-// schedule's nwg, so scratch_needs() covers it.
+// (kFastChunkTokens), dealt in order to `splits` tasks per KV head, equal runs or, where
+// `tapered` (kFastSplitTaper), runs that shorten from the first split to the last. It writes
+// partials [n_heads][splits][2 + head_dim]; reduce them with nwg = splits. splits <= the pinned
+// schedule's nwg, so scratch_needs() covers it. A function of the visible length only.
 struct FastSchedule {
   int chunks = 0;
   int splits = 0;
+  bool tapered = false;
+  // The first chunk of split `split` (0 <= split <= splits; first_chunk(splits) == chunks).
+  int first_chunk(int split) const;
 };
 FastSchedule fast_schedule(int visible);
 
