@@ -121,8 +121,8 @@ inline constexpr int kFastMinChunksPerSplit = 4;
 // times the last, while the last keeps kFastMinChunksPerSplit chunks (so from 16,384 tokens; at
 // 2,048 and 8,192 the runs stay equal). The pool hands tasks out split-major, so a job's last tasks
 // are its shortest and the workers that finish early wait less for the last one. Measured on the
-// 16-CPU Xeon, 16 workers (docs/perf.md 2026-12-05 "twice the tasks, and tapered splits"): with
-// every length tapered, a single layer at 32,768 -6 to -15 % (8 of 8 rounds faster on growing),
+// 16-CPU Xeon, 16 workers (docs/perf.md 2026-12-05, "what a fast-producer task costs"): with
+// every length tapered, a single layer at 32,768 -6 to -18 % (13 of 16 paired rounds faster),
 // the step at 2,048 and 8,192 -1 to -8 %; but at 2,048, 16 tasks for 16 workers, the longest
 // first split set the layer's time (+25 to +58 %), hence not there. On the 2-vCPU EPYC (2
 // workers) every row within -7 to +4 % (the host's noise). A function of the visible length only.
