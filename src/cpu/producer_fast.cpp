@@ -61,6 +61,7 @@ int tapered_first_chunk(int chunks, int splits, int split) {
 }  // namespace
 
 int FastSchedule::first_chunk(int split) const {
+  if (splits <= 0) return 0;  // nothing visible: no splits, no chunks
   if (tapered) return tapered_first_chunk(chunks, splits, split);
   return static_cast<int>(static_cast<long long>(split) * chunks / splits);
 }

@@ -298,6 +298,7 @@ TEST(FastSchedule, FixedChunksAndBoundedSplits) {
 // rounding), the first about kFastSplitTaper times the last, the last kFastMinChunksPerSplit
 // chunks or more.
 TEST(FastSchedule, SplitRunsCoverTheChunksAndTaperOnlyWhereLong) {
+  EXPECT_EQ(cpu::fast_schedule(0).first_chunk(0), 0) << "nothing visible: no splits to divide by";
   for (int visible = 1; visible <= (1 << 20); visible = visible * 5 / 4 + 1) {
     SCOPED_TRACE(visible);
     const cpu::FastSchedule s = cpu::fast_schedule(visible);
@@ -514,15 +515,15 @@ class FastThreads : public ::testing::Test {
 // P1: bits independent of the worker count (1..16, more workers than tasks included) and of the
 // run; P6: splitk over the wrapped ring gives the bits of vec over the same rows unwrapped, at a
 // depth with several chunks per split (equal runs at 4,096 tokens, tapered at 20,480).
-void check_bits_do_not_depend_on_workers(const int kWindow, const int kPosition) {
-  ASSERT_EQ(cpu::fast_schedule(kWindow - 1).tapered, kWindow > 16384) << "the case's schedule is not the one meant";
+void check_bits_do_not_depend_on_workers(int window, int position) {
+  ASSERT_EQ(cpu::fast_schedule(window - 1).tapered, window > 16384) << "the case's schedule is not the one meant";
   const HeadShape shape = test::make_shape(32, 2, 128);
   std::mt19937 rng(77);
-  const PlaneConfig ring = test::ring_config(2, 128, kWindow, kWindow, 1 << 20);
+  const PlaneConfig ring = test::ring_config(2, 128, window, window, 1 << 20);
   std::vector<std::vector<float>> ks, vs;
   HostPlane plane = HostPlane::create(ring).value();
   const std::size_t row = 2 * 128;
-  for (int p = 0; p < kPosition; ++p) {
+  for (int p = 0; p < position; ++p) {
     ks.push_back(test::random_values(row, rng));
     vs.push_back(test::random_values(row, rng));
     ASSERT_TRUE(plane.append_row(p, ks.back().data(), vs.back().data()).ok());
@@ -530,33 +531,33 @@ void check_bits_do_not_depend_on_workers(const int kWindow, const int kPosition)
   const Token tok = test::random_token(shape, rng);
   const test::ProducerScope scope(cpu::CpuProducer::fast);
   ASSERT_TRUE(cpu::set_threads(1).ok());
-  const test::RouteRun first = test::run_on_copy(Route::splitk, plane, kPosition, shape, tok);
+  const test::RouteRun first = test::run_on_copy(Route::splitk, plane, position, shape, tok);
   ASSERT_TRUE(first.status.ok()) << first.status.to_string();
   ASSERT_NE(first.plane.state().origin_physical, 0) << "the ring must be wrapped";
   for (int threads : {1, 2, 3, 5, 8, 16}) {
     ASSERT_TRUE(cpu::set_threads(threads).ok());
     for (int rep = 0; rep < 2; ++rep) {
-      const test::RouteRun again = test::run_on_copy(Route::splitk, plane, kPosition, shape, tok);
+      const test::RouteRun again = test::run_on_copy(Route::splitk, plane, position, shape, tok);
       ASSERT_TRUE(again.status.ok());
       EXPECT_TRUE(test::same_bits(again.out, first.out)) << threads << " workers, run " << rep;
     }
   }
-  // The same window unwrapped: positions 0 .. kWindow-2 hold the window's oldest rows.
+  // The same window unwrapped: positions 0 .. window-2 hold the window's oldest rows.
   HostPlane flat = HostPlane::create(ring).value();
-  const int oldest = kPosition + 1 - kWindow;
-  for (int i = 0; i + 1 < kWindow; ++i)
+  const int oldest = position + 1 - window;
+  for (int i = 0; i + 1 < window; ++i)
     ASSERT_TRUE(flat.append_row(i, ks[static_cast<std::size_t>(oldest + i)].data(),
                                 vs[static_cast<std::size_t>(oldest + i)].data()).ok());
-  const test::RouteRun vec = test::run_on_copy(Route::vec, flat, kWindow - 1, shape, tok);
+  const test::RouteRun vec = test::run_on_copy(Route::vec, flat, window - 1, shape, tok);
   ASSERT_TRUE(vec.status.ok()) << vec.status.to_string();
   EXPECT_TRUE(test::same_bits(vec.out, first.out)) << "P6: splitk over the wrapped ring differs from vec unwrapped";
   // The same rows in a head-major growing plane: a task walks one KV head there and two side by
   // side on the token-major ring; the time order changes, the arithmetic and so the bits do not.
-  HostPlane grown = HostPlane::create(test::growing_config(2, 128, kWindow, 1 << 20)).value();
-  for (int i = 0; i + 1 < kWindow; ++i)
+  HostPlane grown = HostPlane::create(test::growing_config(2, 128, window, 1 << 20)).value();
+  for (int i = 0; i + 1 < window; ++i)
     ASSERT_TRUE(grown.append_row(i, ks[static_cast<std::size_t>(oldest + i)].data(),
                                  vs[static_cast<std::size_t>(oldest + i)].data()).ok());
-  const test::RouteRun head_major = test::run_on_copy(Route::vec, grown, kWindow - 1, shape, tok);
+  const test::RouteRun head_major = test::run_on_copy(Route::vec, grown, window - 1, shape, tok);
   ASSERT_TRUE(head_major.status.ok()) << head_major.status.to_string();
   EXPECT_TRUE(test::same_bits(head_major.out, first.out)) << "vec on the growing plane differs from splitk on the ring";
 }
