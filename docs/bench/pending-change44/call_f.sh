@@ -6,11 +6,7 @@
 # `call_f.sh g` does the same for G (D's patch plus F's two constants: gpu_tests_g, ladder_g).
 set -u
 v=${1:-f}
-mkdir -p /tmp/$v; xz -dc .carry/c43/gpu_tests_$v.xz >/tmp/$v/ladder_gpu_tests; xz -dc .carry/c43/ladder_$v.xz >/tmp/$v/ladder
-chmod +x /tmp/$v/*
-LADDER_BIN_DIR=/tmp/$v LADDER_STEPS=tests OUT=/tmp/run_$v timeout 200 scripts/device_run.sh >/dev/null 2>&1
-echo "suite $v rc=$?" >>$OUT/suite.txt
-{ cat /tmp/run_$v/progress.txt; find /tmp/run_$v -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED" | tail -8; } >>$OUT/suite.txt 2>&1
+bash docs/bench/pending-change44/suite.sh "$v"
 LADDER_SAN_FILTER='GpuFullRing.TensorCoreEveryRouteSameBits:GpuFused.StoreFusedReducerWaitsForItsProducers:GpuSlotWalk.SlotsPerCtaNeverChangeBits:GpuFused.ArrivalOrderNeverChangesBits' \
   LADDER_BIN_DIR=/tmp/$v LADDER_STEPS=san OUT=/tmp/san_$v timeout 100 scripts/device_run.sh >/dev/null 2>&1
 echo "san $v rc=$?" >>$OUT/suite.txt
