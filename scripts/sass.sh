@@ -10,9 +10,27 @@
 # For every function whose mangled name matches PATTERN (an extended regex) in the ARCH cubin
 # (default sm_90a) it prints the name, the instruction count, the opcodes by count, and writes
 # the function's SASS to $OUT/<n>.sass (default ./sass-out).
+#
+#   scripts/sass.sh --compare OLD NEW [DROP]
+#   e.g. scripts/sass.sh --compare /tmp/ladder_main build-cuda/ladder ', ladder::cuda_detail::TcPaddedTile'
+#
+# Compares two builds kernel by kernel (sm_90a): each function's instructions, registers and
+# addresses included, with demangled names, anonymous-namespace hashes ignored and the text DROP
+# (a template argument a change added, say) removed from NEW's names. Prints the functions whose
+# code differs or that only one build has, then the counts; exits 1 if any function of OLD is
+# missing from NEW or differs.
 set -euo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,12p' "$0" >&2; exit 2; }
-bin=$1 pattern=$2 arch=${3:-sm_90a}
+mode=show
+if [[ ${1:-} == --compare ]]; then
+  mode=compare
+  shift
+  [[ $# -ge 2 ]] || { sed -n '14,16p' "$0" >&2; exit 2; }
+  old=$1 bin=$2 drop=${3:-} arch=sm_90a
+  [[ -f $old ]] || { echo "sass.sh: no file $old" >&2; exit 2; }
+else
+  [[ $# -ge 2 ]] || { sed -n '2,12p' "$0" >&2; exit 2; }
+  bin=$1 pattern=$2 arch=${3:-sm_90a}
+fi
 [[ -f $bin ]] || { echo "sass.sh: no file $bin" >&2; exit 2; }
 tools=${LADDER_SASS_TOOLS:-$HOME/.cache/ladder-sass}
 find_tool() { find "$tools" -name "$1" -type f -perm -u+x 2>/dev/null | head -1; }
@@ -26,10 +44,59 @@ if [[ -z $cuobjdump || -z $nvdisasm ]]; then
   echo "sass.sh: cuobjdump or nvdisasm missing under $tools" >&2
   exit 1
 fi
+dump=$(mktemp)
+old_dump=$(mktemp)
+trap 'rm -f "$dump" "$old_dump"' EXIT
+if [[ $mode == compare ]]; then
+  PATH="$(dirname "$nvdisasm"):$PATH" "$cuobjdump" -sass -arch "$arch" "$old" >"$old_dump"
+  PATH="$(dirname "$nvdisasm"):$PATH" "$cuobjdump" -sass -arch "$arch" "$bin" >"$dump"
+  exec python3 - "$old_dump" "$dump" "$drop" <<'PY'
+import re, subprocess, sys
+def functions(path):
+    out, name, body = {}, None, []
+    for line in open(path, errors="replace"):
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            if name is not None:
+                out[name] = body
+            name, body = m.group(1), []
+            continue
+        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
+        if m and name is not None:
+            body.append(re.sub(r"\s+", " ", m.group(1)))
+    if name is not None:
+        out[name] = body
+    return out
+def by_name(funcs, drop):
+    names = list(funcs)
+    plain = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    out = {}
+    for mangled, readable in zip(names, plain):
+        readable = re.sub(r"_GLOBAL__N__\w+", "(anonymous)", readable).replace("> >", ">>")
+        if drop:
+            readable = readable.replace(drop, "")
+        out[readable] = funcs[mangled]
+    return out
+old = by_name(functions(sys.argv[1]), "")
+new = by_name(functions(sys.argv[2]), sys.argv[3])
+same = differ = missing = 0
+for name in sorted(set(old) | set(new)):
+    if name not in new:
+        missing += 1
+        print("only in OLD:", name)
+    elif name not in old:
+        print(f"only in NEW ({len(new[name])} instructions):", name)
+    elif old[name] == new[name]:
+        same += 1
+    else:
+        differ += 1
+        print(f"differs ({len(old[name])} -> {len(new[name])} instructions):", name)
+print(f"{same} identical, {differ} differ, {missing} only in OLD, {len(set(new) - set(old))} only in NEW")
+sys.exit(1 if differ or missing else 0)
+PY
+fi
 : "${OUT:=$PWD/sass-out}"
 mkdir -p "$OUT"
-dump=$(mktemp)
-trap 'rm -f "$dump"' EXIT
 PATH="$(dirname "$nvdisasm"):$PATH" "$cuobjdump" -sass -arch "$arch" "$bin" >"$dump"
 python3 - "$dump" "$pattern" "$OUT" <<'PY'
 import collections, re, sys

@@ -44,6 +44,20 @@ inline constexpr int kTcMinLayerCtas = 128;
 // 104 KB, two CTAs per SM.
 inline constexpr int kTcStages = 3;
 
+// GPU tensor-core producer: how a block's K and V rows sit in its shared-memory tiles
+// (src/cuda/tc_tile.hpp). Where a value sits never changes the arithmetic: every layout gives the
+// same bits (tests/gpu/test_gpu_tc_tiles.cpp). Measured on the H200 with swizzled tiles in every
+// launch (docs/perf.md, 2026-12-05, variant D of change 43): batch-16 layers -3 to -10 %, deep
+// batch-1 layers -1 to -4 %, but batch-1 layers at 2,048 and 8,192 +3 to +5 % (the swizzle's
+// address work). Change 45 makes the layout a launch choice (the producer's direct and batched
+// launches; the one-kernel and grid forms stay padded); until its measurement, in one device call,
+// says where swizzled pays, `automatic` is padded everywhere, as before it.
+enum class TcTiles {
+  automatic,  // LADDER_GPU_TILES=padded / swizzled, else padded
+  padded,     // 272-byte rows: an odd number of 16-byte bank groups per row
+  swizzled,   // 128-byte box rows, each row's 16-byte chunks permuted by row % 8
+};
+
 // GPU tensor-core producer, batched launches: warp slots one CTA walks in turn. A CTA per slot
 // paid its q load, pipeline fill and partial write for one or two blocks (batch 16 at 2,048:
 // 1,024 CTAs of 2 blocks, ~3.9 waves of 2 CTAs per SM; 67 us per layer against cuDNN's 16,

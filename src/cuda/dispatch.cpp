@@ -90,6 +90,7 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.arrival_delay_ns = t.debug_arrival_delay_ns;
   c.tc_slots_per_cta = t.tc_slots_per_cta;
   c.reduce_form = t.reduce_form;
+  c.tiles = cuda::resolve_tc_tiles(t.tc_tiles);
   c.reduce_programmatic = c.fusion == GpuFusion::store_fused;
   if (cudaGetDevice(&c.device) != cudaSuccess) {
     (void)cudaGetLastError();  // no device: nothing will launch, and the choice stays usable on the host
@@ -490,6 +491,13 @@ GpuFusion resolve_fusion(GpuFusion requested) {
   if (v != nullptr && std::strcmp(v, "grid") == 0) return GpuFusion::grid;
   if (v != nullptr && std::strcmp(v, "0") == 0) return GpuFusion::separate;
   return kGpuFusionDefault;
+}
+
+TcTiles resolve_tc_tiles(TcTiles requested) {
+  if (requested != TcTiles::automatic) return requested;
+  const char* v = std::getenv("LADDER_GPU_TILES");
+  if (v != nullptr && std::strcmp(v, "swizzled") == 0) return TcTiles::swizzled;
+  return TcTiles::padded;
 }
 
 GpuProducer resolve_producer(GpuProducer requested) {

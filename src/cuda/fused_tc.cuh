@@ -46,7 +46,7 @@ inline constexpr int kMergeHeadsPerWarp = kTcHeads / (kTcThreads / kWarpSize);
 static_assert(kMergeHeadsPerWarp * (kTcThreads / kWarpSize) == kTcHeads, "merge: warps x heads per warp = tile");
 static_assert(kTcHeads * kMaxWorkgroups % kTcThreads == 0, "merge: (head, workgroup) items per thread");
 static_assert(kMaxWorkgroups == kWarpSize, "merge: one lane per workgroup");
-static_assert((3 * kMaxWorkgroups + 1) * kTcHeads <= kTcMergeAreaFloats,
+static_assert((3 * kMaxWorkgroups + 1) * kTcHeads <= TcPaddedSmem::kMergeAreaFloats,
               "merge statistics fit in the pair merge area");
 
 
@@ -89,7 +89,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
 
   // Before the wait: this pair's first kTcStages - 1 blocks (plane rows only; the current row
   // is zero-filled by the copy and comes from the activations in the block loop).
-  tc_prologue<Family>(p, sched, flat, pair, kvh, half, lane, smem + pair * kTcSlotHalfs);
+  tc_prologue<Family, TcPaddedTile>(p, sched, flat, pair, kvh, half, lane, smem + pair * TcPaddedSmem::kSlotHalfs);
   pdl_wait();
   // The next kernel may start now: its pre-wait part reads only its own plane.
   pdl_allow_dependents();
@@ -106,8 +106,8 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
   {
     TcQ q;
-    tc_load_q<D>(p, t, smem, q);
-    tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
+    tc_load_q<D, TcPaddedTile>(p, t, smem, q);
+    tc_fold_slot<Family, TcPaddedTile>(p, sched, flat, t, q, smem, st, o);
   }
 
   __syncthreads();  // every pair is done with its tiles: the merge area reuses them
@@ -291,11 +291,11 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) fused_tc_kernel_indi
 template <class Family>
 cudaError_t launch_fused_tc(const ProducerParams& p, const ProducerParams* dp, const FusedTail& tail,
                             const FusedTail* dtail, bool programmatic, cudaStream_t stream, BatchSpan batch) {
-  static const cudaError_t opt_in = tc_opt_in(fused_tc_kernel<Family>, fused_tc_kernel_indirect<Family>);
+  static const cudaError_t opt_in = tc_opt_in<TcPaddedTile>(fused_tc_kernel<Family>, fused_tc_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
-  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream);
+  cudaLaunchConfig_t cfg = tc_launch_config(attrs, TcPaddedSmem::kBytes, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));

@@ -38,6 +38,7 @@ struct ProducerChoice {
   const unsigned* arrival_delay_ns = nullptr;  // FusedTail::delay_ns
   int tc_slots_per_cta = 0;                    // LaunchTuning::tc_slots_per_cta
   cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic;  // LaunchTuning::reduce_form
+  TcTiles tiles = TcTiles::padded;  // LaunchTuning::tc_tiles, resolved (never automatic)
   // The CUDA device the launches go to, asked once when the choice is resolved: the occupancy
   // caches (resident_ctas) are per device, and a batched launch needs no runtime call to find it.
   int device = 0;

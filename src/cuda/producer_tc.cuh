@@ -62,20 +62,17 @@
 
 #include "cuda/common.cuh"
 #include "cuda/reduce.cuh"
+#include "cuda/tc_tile.hpp"
 #include "ladder/heuristics.hpp"
 #include "ladder/schedule.hpp"
 #include "ladder/softmax.hpp"
 
 namespace ladder::cuda_detail {
 
-// Row pitch in shared memory: 128 halfs + 8 halfs of padding (272 B). 272 / 16 = 17 is odd, so the
-// 8 row addresses of one ldmatrix 8x8 matrix fall into 8 different 16-byte bank groups.
-inline constexpr int kTcRowHalfs = kHeadDim + 8;
-inline constexpr int kTcTileHalfs = kBlockTokens * kTcRowHalfs;
-// One stage holds a block's K tile then its V tile.
-inline constexpr int kTcStageHalfs = 2 * kTcTileHalfs;
-// Tiles of one pair of warps (kTcStages blocks).
-inline constexpr int kTcSlotHalfs = kTcStages * kTcStageHalfs;
+static_assert(TcPaddedTile::kDims == kHeadDim && TcSwizzledTile::kDims == kHeadDim, "a tile row is one head's row");
+// q's staging rows (tc_stage_q), in either tile layout: the padded tile's 272-byte pitch, whose
+// odd number of 16-byte groups puts the 8 row addresses of one ldmatrix matrix into 8 bank groups.
+inline constexpr int kTcQRowHalfs = TcPaddedTile::kRowHalfs;
 inline constexpr int kTcWarpsPerSlot = 2;
 inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
 // Pairs of warps per CTA (per warp slot): pair p takes the slot's blocks p, p + kTcPairs, ...
@@ -83,33 +80,50 @@ inline constexpr int kTcPairThreads = kTcWarpsPerSlot * kWarpSize;
 // active warp per scheduler, eligible 28 % of cycles (docs/perf.md, change 6).
 inline constexpr int kTcPairs = 2;
 inline constexpr int kTcThreads = kTcPairs * kTcPairThreads;
-// The pair merge area (tc_merge_pairs' hand-off) reuses pair 0's last stage: the next slot's
-// prologue fills stages 0 .. kTcStages-2 while the merge runs, and its first iteration issues
-// into the last stage only after a CTA barrier.
-inline constexpr int kTcMergeOffsetHalfs = (kTcStages - 1) * kTcStageHalfs;
-inline constexpr int kTcMergeAreaFloats = static_cast<int>(kTcStageHalfs * sizeof(KvWord) / sizeof(float));
 static_assert(kTcStages >= 2, "the interleaved lo tile uses the stage after the pair's last block");
-// The q staging (hi rows 0-15, lo rows 16-31 of one tile) is pair 1's last stage: no prologue
-// fills it, and the fold's first iteration issues into it only after a CTA barrier.
-inline constexpr int kTcQOffsetHalfs = kTcSlotHalfs + (kTcStages - 1) * kTcStageHalfs;
 static_assert(kTcPairs >= 2, "the q staging is pair 1's last stage");
-static_assert(2 * kTcHeads <= kBlockTokens, "q's hi and lo rows fit in one tile");
 
 // What one thread hands the other pair at a slot's end (tc_merge_pairs): the o values of one
 // fragment row (two per n-tile of its half's 64 dims), then that row's m and s.
 inline constexpr int kTcHandoffValues = 2 * (kHeadDim / 16) + 2;
-static_assert(kTcPairs * kTcHandoffValues * kTcPairThreads <= kTcMergeAreaFloats, "the hand-off fits in one stage");
 
-// A CTA's shared memory: each pair's tiles (104 KB at 3 stages: two CTAs per SM).
-inline constexpr std::size_t kTcSmemBytes = kTcPairs * kTcSlotHalfs * sizeof(KvWord);
 // CTAs per SM that shared memory allows, declared to ptxas as every tensor-core kernel's minimum
 // (__launch_bounds__): without it, a kernel whose registers came out a little above 168 was
 // squeezed to 168 with spills for a third CTA per SM that shared memory never admits (change 23).
 inline constexpr int kTcCtasPerSm = 2;
 inline constexpr std::size_t kSmemPerSmBytes = 228 * 1024;   // H100 / H200 shared memory per SM
 inline constexpr std::size_t kSmemReservedPerCta = 1024;      // of it, what the system keeps per CTA
-static_assert(kTcCtasPerSm * (kTcSmemBytes + kSmemReservedPerCta) <= kSmemPerSmBytes, "two CTAs' tiles fit an SM");
-static_assert((kTcCtasPerSm + 1) * (kTcSmemBytes + kSmemReservedPerCta) > kSmemPerSmBytes, "and no third");
+inline constexpr std::size_t kDynamicSmemAlignBytes = 16;     // what `extern __shared__ __align__(16)` promises
+
+// A CTA's shared memory in tile layout Tile (tc_tile.hpp): per pair of warps kTcStages stages,
+// each a block's K tile then its V tile.
+template <class Tile>
+struct TcSmem {
+  static constexpr int kTileHalfs = Tile::kHalfs;
+  static constexpr int kStageHalfs = 2 * kTileHalfs;
+  static constexpr int kSlotHalfs = kTcStages * kStageHalfs;  // one pair's stages
+  // The pair merge area (tc_merge_pairs' hand-off) reuses pair 0's last stage: the next slot's
+  // prologue fills stages 0 .. kTcStages-2 while the merge runs, and its first iteration issues
+  // into the last stage only after a CTA barrier.
+  static constexpr int kMergeOffsetHalfs = (kTcStages - 1) * kStageHalfs;
+  static constexpr int kMergeAreaFloats = static_cast<int>(kStageHalfs * sizeof(KvWord) / sizeof(float));
+  // The q staging (hi rows 0-15, lo rows 16-31, kTcQRowHalfs apart) is pair 1's last stage: no
+  // prologue fills it, and the fold's first iteration issues into it only after a CTA barrier.
+  static constexpr int kQOffsetHalfs = kSlotHalfs + (kTcStages - 1) * kStageHalfs;
+  // Every pair's stages, and the slack that lets a kernel start them on Tile::kAlignBytes
+  // (tc_aligned_smem): padded 104 KB, swizzled 96 KB + 1 KB at 3 stages, two CTAs per SM.
+  static constexpr std::size_t kBytes =
+      kTcPairs * kSlotHalfs * sizeof(KvWord) +
+      (Tile::kAlignBytes > static_cast<int>(kDynamicSmemAlignBytes) ? Tile::kAlignBytes : 0);
+
+  static_assert(2 * kTcHeads * kTcQRowHalfs <= kStageHalfs, "q's hi and lo rows fit in one stage");
+  static_assert(kTcPairs * kTcHandoffValues * kTcPairThreads <= kMergeAreaFloats, "the hand-off fits in one stage");
+  static_assert(kStageHalfs * sizeof(KvWord) % Tile::kAlignBytes == 0, "every stage's tiles start aligned");
+  static_assert(kTcCtasPerSm * (kBytes + kSmemReservedPerCta) <= kSmemPerSmBytes, "two CTAs' tiles fit an SM");
+  static_assert((kTcCtasPerSm + 1) * (kBytes + kSmemReservedPerCta) > kSmemPerSmBytes, "and no third");
+};
+// The one-kernel and grid forms (fused_tc.cuh, producer_tc_grid_kernel*) use padded tiles only.
+using TcPaddedSmem = TcSmem<TcPaddedTile>;
 
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -138,6 +152,105 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4
                : "r"(addr)
                : "memory");
 }
+
+// The dynamic shared memory rounded up to where layout Tile's tiles must start (TcSmem::kBytes
+// holds the slack). Padded tiles need no more than the declaration's 16 bytes: no instruction.
+template <class Tile>
+__device__ __forceinline__ KvWord* tc_aligned_smem(KvWord* raw) {
+  if constexpr (Tile::kAlignBytes <= static_cast<int>(kDynamicSmemAlignBytes)) {
+    return raw;
+  } else {
+    const unsigned misalign = smem_u32(raw) % Tile::kAlignBytes;
+    return misalign == 0 ? raw : raw + (Tile::kAlignBytes - misalign) / sizeof(KvWord);
+  }
+}
+
+// Where a lane's ldmatrix reads and cp.async pieces fall in a tile, by layout (tc_tile.hpp):
+//  * Scores(ktile, lane).at(hb, j, kk): tc_scores' matrix of lane 8 mat + r, row 16 hb + 8 j + r,
+//    dims 16 kk + 8 mat (kk even);
+//  * Pv(vtile, half, lane).at(kk, jp): tc_pv's matrix of lane 8 mat + r, row 16 kk + 8 (mat & 1)
+//    + r, dims 64 half + 16 jp + 8 (mat >> 1);
+//  * Copy(stage, half, lane).at(pass, row_c, plane): tc_issue_block's 16-byte piece of pass
+//    `pass`, row row_c + lane / 16, dims 8 (lane % 16) of the stage's K (kTcPlaneK) or V tile.
+// The padded forms are the expressions the kernels had before the layouts were two; the swizzled
+// forms hold the lane parts in registers and add constants to them.
+template <class Tile>
+struct TcTileAddrs;
+inline constexpr int kTcPlaneK = 0;  // a stage holds a block's K tile, then its V tile
+inline constexpr int kTcPlaneV = 1;
+
+template <>
+struct TcTileAddrs<TcPaddedTile> {
+  using Tile = TcPaddedTile;
+  struct Scores {
+    const KvWord* tile;
+    int r, mat;
+    __device__ __forceinline__ Scores(const KvWord* ktile, int lane) : tile(ktile), r(lane & 7), mat(lane >> 3) {}
+    __device__ __forceinline__ unsigned at(int hb, int j, int kk) const {
+      return smem_u32(tile + (16 * hb + 8 * j + r) * Tile::kRowHalfs + 16 * kk + 8 * mat);
+    }
+  };
+  struct Pv {
+    const KvWord* tile;
+    int half, r, mat;
+    __device__ __forceinline__ Pv(const KvWord* vtile, int h, int lane)
+        : tile(vtile), half(h), r(lane & 7), mat(lane >> 3) {}
+    __device__ __forceinline__ unsigned at(int kk, int jp) const {
+      return smem_u32(tile + (16 * kk + (mat & 1) * 8 + r) * Tile::kRowHalfs + 64 * half + 16 * jp + (mat >> 1) * 8);
+    }
+  };
+  struct Copy {
+    KvWord* stage;
+    int lane;
+    __device__ __forceinline__ Copy(KvWord* s, int /*half*/, int l) : stage(s), lane(l) {}
+    __device__ __forceinline__ unsigned at(int /*pass*/, int row_c, int plane) const {
+      constexpr int kChunksPerRow = Tile::kDims / Tile::kChunkHalfs;
+      return smem_u32(stage + plane * Tile::kHalfs + (row_c + lane / kChunksPerRow) * Tile::kRowHalfs +
+                      (lane % kChunksPerRow) * Tile::kChunkHalfs);
+    }
+  };
+};
+
+template <>
+struct TcTileAddrs<TcSwizzledTile> {
+  using Tile = TcSwizzledTile;
+  using Ld = TcSwizzledLdmatrix;
+  struct Scores {
+    unsigned lane_at[Ld::kScoreLaneParts];
+    __device__ __forceinline__ Scores(const KvWord* ktile, int lane) {
+      const unsigned base = smem_u32(ktile);
+#pragma unroll
+      for (int w = 0; w < Ld::kScoreLaneParts; ++w) lane_at[w] = base + sizeof(KvWord) * Ld::score_lane(lane, w);
+    }
+    __device__ __forceinline__ unsigned at(int hb, int j, int kk) const {
+      return lane_at[Ld::score_which(kk / 2)] + sizeof(KvWord) * Ld::score_const(hb, j, kk / 2);
+    }
+  };
+  struct Pv {
+    unsigned lane_at[Ld::kPvLaneParts];
+    __device__ __forceinline__ Pv(const KvWord* vtile, int half, int lane) {
+      const unsigned base = smem_u32(vtile);
+#pragma unroll
+      for (int jp = 0; jp < Ld::kPvLaneParts; ++jp) lane_at[jp] = base + sizeof(KvWord) * Ld::pv_lane(lane, half, jp);
+    }
+    __device__ __forceinline__ unsigned at(int kk, int jp) const {
+      return lane_at[jp] + sizeof(KvWord) * Ld::pv_const(kk);
+    }
+  };
+  struct Copy {
+    unsigned lane_at[TcSwizzledCopy::kLaneParts];
+    __device__ __forceinline__ Copy(KvWord* stage, int /*half*/, int lane) {
+      const unsigned base = smem_u32(stage);
+#pragma unroll
+      for (int w = 0; w < TcSwizzledCopy::kLaneParts; ++w)
+        lane_at[w] = base + sizeof(KvWord) * TcSwizzledCopy::lane(lane, w);
+    }
+    __device__ __forceinline__ unsigned at(int pass, int row_c, int plane) const {
+      return lane_at[TcSwizzledCopy::which(pass)] +
+             sizeof(KvWord) * static_cast<unsigned>(plane * Tile::kHalfs + row_c * Tile::kBoxDims);
+    }
+  };
+};
 
 // c += a (16x16, row) * b (16x8, col); inputs of dtype D (f16 or bf16), f32 accumulate.
 template <KvDtype D>
@@ -196,10 +309,9 @@ using TcBlockScores = float[kTcWarpsPerSlot][2][4];
 // order (hi then lo per step); the four accumulators' chains are interleaved so that the tensor
 // pipe has four independent mmas to issue between dependent ones (one chain after another left
 // the warp waiting on each mma's latency: docs/perf.md, change 8).
-template <KvDtype D>
+template <KvDtype D, class Tile>
 __device__ __forceinline__ void tc_scores(const TcQ& q, const KvWord* ktile, int lane, TcBlockScores& acc) {
-  const int mat = lane >> 3;
-  const int r = lane & 7;
+  const typename TcTileAddrs<Tile>::Scores at(ktile, lane);
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
     unsigned b[kTcWarpsPerSlot][2][4];
@@ -207,7 +319,7 @@ __device__ __forceinline__ void tc_scores(const TcQ& q, const KvWord* ktile, int
     for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
 #pragma unroll
       for (int j = 0; j < 2; ++j)
-        ldmatrix_x4(smem_u32(ktile + (16 * hb + 8 * j + r) * kTcRowHalfs + 16 * kk + 8 * mat), b[hb][j]);
+        ldmatrix_x4(at.at(hb, j, kk), b[hb][j]);
 #pragma unroll
     for (int hb = 0; hb < kTcWarpsPerSlot; ++hb)
 #pragma unroll
@@ -229,19 +341,17 @@ __device__ __forceinline__ void tc_scores(const TcQ& q, const KvWord* ktile, int
 
 // Half h's o (n-tile j = dims 64h + 8j .. +7) += P_hi.V + P_lo.V, per 16-token step. Each
 // accumulator adds hi then lo per step; the eight accumulators' chains are interleaved.
-template <KvDtype D>
+template <KvDtype D, class Tile>
 __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigned (&plo)[2][4],
                                       const KvWord* vtile, int half, int lane, float (&o)[kHeadDim / 16][4]) {
-  const int mat = lane >> 3;
-  const int r = lane & 7;
   constexpr int kPairsOfTiles = kHeadDim / 32;  // n-tile pairs of a half's 64 dims
+  const typename TcTileAddrs<Tile>::Pv at(vtile, half, lane);
 #pragma unroll
   for (int kk = 0; kk < kBlockTokens / 16; ++kk) {
     unsigned b[kPairsOfTiles][4];
 #pragma unroll
     for (int jp = 0; jp < kPairsOfTiles; ++jp)
-      ldmatrix_x4_trans(
-          smem_u32(vtile + (16 * kk + (mat & 1) * 8 + r) * kTcRowHalfs + 64 * half + 16 * jp + (mat >> 1) * 8), b[jp]);
+      ldmatrix_x4_trans(at.at(kk, jp), b[jp]);
 #pragma unroll
     for (int jp = 0; jp < kPairsOfTiles; ++jp) {
       mma16816<D>(o[2 * jp], phi[kk], b[jp][0], b[jp][1]);
@@ -262,7 +372,7 @@ __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigne
 // Lane r locates row r of the block once (a ring's wrap costs a division) and holds its two row
 // pointers; each 16-byte pass takes the pointers of its row by shuffle. Recomputing a row's
 // address in every pass was ~40 % of a warp's instructions per block (docs/perf.md, change 8).
-template <class Family>
+template <class Family, class Tile>
 __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, int kvh, int half, int lane,
                                                KvWord* stage) {
   const int first = b * kBlockTokens;
@@ -280,17 +390,19 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
   constexpr int kRowsPerPass = kWarpSize / kChunksPerRow;
   constexpr int kChunkBytes = 16;
   const int chunk = lane % kChunksPerRow;
-  KvWord* ktile = stage;
-  KvWord* vtile = stage + kTcTileHalfs;
   constexpr int kPassesPerHalf = kBlockTokens / kRowsPerPass / kTcWarpsPerSlot;
+  static_assert(kRowsPerPass == TcSwizzledCopy::kRowsPerPass, "TcSwizzledCopy's split of a pass's addresses");
+  static_assert(kPassesPerHalf * kRowsPerPass % TcSwizzledTile::kSwizzleRows == 0, "TcSwizzledCopy::which(pass)");
+  const typename TcTileAddrs<Tile>::Copy at(stage, half, lane);
 #pragma unroll
   for (int pass = 0; pass < kPassesPerHalf; ++pass) {
-    const int row = (half * kPassesPerHalf + pass) * kRowsPerPass + lane / kChunksPerRow;
+    const int row_c = (half * kPassesPerHalf + pass) * kRowsPerPass;
+    const int row = row_c + lane / kChunksPerRow;
     const auto* ks = reinterpret_cast<const KvWord*>(__shfl_sync(kFullMask, k_bits, row));
     const auto* vs = reinterpret_cast<const KvWord*>(__shfl_sync(kFullMask, v_bits, row));
     const int bytes = (live_rows >> row) & 1u ? kChunkBytes : 0;
-    cp_async16(smem_u32(ktile + row * kTcRowHalfs + chunk * 8), ks + chunk * 8, bytes);
-    cp_async16(smem_u32(vtile + row * kTcRowHalfs + chunk * 8), vs + chunk * 8, bytes);
+    cp_async16(at.at(pass, row_c, kTcPlaneK), ks + chunk * 8, bytes);
+    cp_async16(at.at(pass, row_c, kTcPlaneV), vs + chunk * 8, bytes);
   }
 }
 
@@ -308,7 +420,7 @@ __device__ __forceinline__ bool tc_owns_block(const Schedule& sched, int flat, i
 
 // This pair's blocks of warp slot `flat` (the slot's blocks pair, pair + kTcPairs, ...) into
 // stages 0 .. kTcStages-2: one commit group per stage, empty where the pair has no block.
-template <class Family>
+template <class Family, class Tile>
 __device__ __forceinline__ void tc_prologue(const ProducerParams& p, const Schedule& sched, int flat, int pair,
                                             int kvh, int half, int lane, KvWord* wsm) {
   const int pair_b0 = flat + pair * sched.block_stride();
@@ -316,7 +428,7 @@ __device__ __forceinline__ void tc_prologue(const ProducerParams& p, const Sched
 #pragma unroll
   for (int s = 0; s < kTcStages - 1; ++s) {
     const int b = pair_b0 + s * pair_stride;
-    if (b < sched.blocks) tc_issue_block<Family>(p, b, kvh, half, lane, wsm + s * kTcStageHalfs);
+    if (b < sched.blocks) tc_issue_block<Family, Tile>(p, b, kvh, half, lane, wsm + s * TcSmem<Tile>::kStageHalfs);
     cp_async_commit();
   }
 }
@@ -379,9 +491,9 @@ __device__ __forceinline__ void tc_issue_q(const ProducerParams& p, const TcThre
 }
 
 // q in dtype D's hi/lo split, through shared memory into mma fragments.
-template <KvDtype D>
+template <KvDtype D, class Tile>
 __device__ __forceinline__ void tc_stage_q(const TcThread& t, KvWord* smem, const TcQLoads& loads, TcQ& q) {
-  KvWord* staging = smem + kTcQOffsetHalfs;
+  KvWord* staging = smem + TcSmem<Tile>::kQOffsetHalfs;
 #pragma unroll
   for (int c = 0; c < kTcQChunksPerThread; ++c) {
     const int it = static_cast<int>(threadIdx.x) + c * kTcThreads;
@@ -391,8 +503,8 @@ __device__ __forceinline__ void tc_stage_q(const TcThread& t, KvWord* smem, cons
     unsigned hi[2], lo[2];
     split_pair<D>(r.x[0], r.x[1], hi[0], lo[0]);
     split_pair<D>(r.x[2], r.x[3], hi[1], lo[1]);
-    *reinterpret_cast<uint2*>(staging + h * kTcRowHalfs + d) = make_uint2(hi[0], hi[1]);
-    *reinterpret_cast<uint2*>(staging + (kTcHeads + h) * kTcRowHalfs + d) = make_uint2(lo[0], lo[1]);
+    *reinterpret_cast<uint2*>(staging + h * kTcQRowHalfs + d) = make_uint2(hi[0], hi[1]);
+    *reinterpret_cast<uint2*>(staging + (kTcHeads + h) * kTcQRowHalfs + d) = make_uint2(lo[0], lo[1]);
   }
   __syncthreads();
   // ldmatrix.x4: lanes 0-15 address rows 0-15 at dims 16kk..+7, lanes 16-31 the same rows at +8.
@@ -400,23 +512,23 @@ __device__ __forceinline__ void tc_stage_q(const TcThread& t, KvWord* smem, cons
   const int col = (t.lane / kTcHeads) * 8;
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    ldmatrix_x4(smem_u32(staging + row * kTcRowHalfs + 16 * kk + col), q.hi[kk]);
-    ldmatrix_x4(smem_u32(staging + (kTcHeads + row) * kTcRowHalfs + 16 * kk + col), q.lo[kk]);
+    ldmatrix_x4(smem_u32(staging + row * kTcQRowHalfs + 16 * kk + col), q.hi[kk]);
+    ldmatrix_x4(smem_u32(staging + (kTcHeads + row) * kTcQRowHalfs + 16 * kk + col), q.lo[kk]);
   }
 }
 
 // Both steps at once (the one-kernel form, fused_tc.cuh).
-template <KvDtype D>
+template <KvDtype D, class Tile>
 __device__ __forceinline__ void tc_load_q(const ProducerParams& p, const TcThread& t, KvWord* smem, TcQ& q) {
   TcQLoads loads;
   tc_issue_q(p, t, loads);
-  tc_stage_q<D>(t, smem, loads, q);
+  tc_stage_q<D, Tile>(t, smem, loads, q);
 }
 
 // The current row written into the block's tiles (half 0 of the pair; the caller orders it
 // before any read with a CTA barrier). split: hi into the tile row (zero-filled by the copy),
 // lo into the next stage's tiles, zero except that row.
-template <class Family>
+template <class Family, class Tile>
 __device__ __forceinline__ void tc_write_current(const ProducerParams& p, int kvh, int lane, int row, KvWord* ktile,
                                                  KvWord* vtile, KvWord* klo, KvWord* vlo) {
   constexpr KvDtype D = Family::kDtype;
@@ -424,11 +536,11 @@ __device__ __forceinline__ void tc_write_current(const ProducerParams& p, int kv
   const Float4 kc = load_float4(p.cur_k + kvh * kHeadDim + d0);
   const Float4 vc = load_float4(p.cur_v + kvh * kHeadDim + d0);
   if constexpr (Family::kCurrentRow == CurrentRow::rounded) {
-    store4<D>(ktile + row * kTcRowHalfs + d0, kc);
-    store4<D>(vtile + row * kTcRowHalfs + d0, vc);
+    store4<D>(ktile + Tile::offset(row, d0), kc);
+    store4<D>(vtile + Tile::offset(row, d0), vc);
   } else {
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    for (int c = lane; c < kTcStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
+    for (int c = lane; c < TcSmem<Tile>::kStageHalfs / 8; c += kWarpSize) reinterpret_cast<uint4*>(klo)[c] = zero;
     __syncwarp();
     const Float4 kr = in_range4<D>(kc);
     const Float4 vr = in_range4<D>(vc);
@@ -437,10 +549,10 @@ __device__ __forceinline__ void tc_write_current(const ProducerParams& p, int kv
     split_pair<D>(kr.x[2], kr.x[3], khi[1], klow[1]);
     split_pair<D>(vr.x[0], vr.x[1], vhi[0], vlow[0]);
     split_pair<D>(vr.x[2], vr.x[3], vhi[1], vlow[1]);
-    *reinterpret_cast<uint2*>(ktile + row * kTcRowHalfs + d0) = make_uint2(khi[0], khi[1]);
-    *reinterpret_cast<uint2*>(vtile + row * kTcRowHalfs + d0) = make_uint2(vhi[0], vhi[1]);
-    *reinterpret_cast<uint2*>(klo + row * kTcRowHalfs + d0) = make_uint2(klow[0], klow[1]);
-    *reinterpret_cast<uint2*>(vlo + row * kTcRowHalfs + d0) = make_uint2(vlow[0], vlow[1]);
+    *reinterpret_cast<uint2*>(ktile + Tile::offset(row, d0)) = make_uint2(khi[0], khi[1]);
+    *reinterpret_cast<uint2*>(vtile + Tile::offset(row, d0)) = make_uint2(vhi[0], vhi[1]);
+    *reinterpret_cast<uint2*>(klo + Tile::offset(row, d0)) = make_uint2(klow[0], klow[1]);
+    *reinterpret_cast<uint2*>(vlo + Tile::offset(row, d0)) = make_uint2(vlow[0], vlow[1]);
   }
 }
 
@@ -450,7 +562,7 @@ __device__ __forceinline__ void tc_write_current(const ProducerParams& p, int kv
 // half 0 first, per-half sums added half 0 first); each warp then accumulates o for its 64
 // dims. Exchanging those values through shared memory instead cost two more CTA barriers per
 // block (docs/perf.md, change 8). klo/vlo: the split current row's lo tiles, or nullptr.
-template <KvDtype D>
+template <KvDtype D, class Tile>
 __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile, const KvWord* vtile,
                                               const KvWord* klo, const KvWord* vlo, int count, float scale,
                                               const TcThread& t, SoftmaxStats (&st)[2], float (&o)[kHeadDim / 16][4]) {
@@ -463,8 +575,8 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[hb][j][e] = 0.0f;
   }
-  tc_scores<D>(q, ktile, lane, acc);
-  if (klo != nullptr) tc_scores<D>(q, klo, lane, acc);
+  tc_scores<D, Tile>(q, ktile, lane, acc);
+  if (klo != nullptr) tc_scores<D, Tile>(q, klo, lane, acc);
 
   // Scale and mask; each half's max per head (r = 0: head `group`, r = 1: head `group + 8`).
   float hmax[kTcWarpsPerSlot][2];
@@ -520,14 +632,14 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
   for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-  tc_pv<D>(phi, plo, vtile, t.half, lane, o);
-  if (vlo != nullptr) tc_pv<D>(phi, plo, vlo, t.half, lane, o);
+  tc_pv<D, Tile>(phi, plo, vtile, t.half, lane, o);
+  if (vlo != nullptr) tc_pv<D, Tile>(phi, plo, vlo, t.half, lane, o);
 }
 
 // Warp slot `flat`'s blocks folded into this thread's (m, s) and o fragment (both halves of a
 // pair end with the same (m, s)); the slot's prologue was issued before (tc_prologue). Ends with
 // nothing in flight.
-template <class Family>
+template <class Family, class Tile>
 __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Schedule& sched, int flat,
                                              const TcThread& t, const TcQ& q, KvWord* smem, SoftmaxStats (&st)[2],
                                              float (&o)[kHeadDim / 16][4]) {
@@ -536,7 +648,8 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
   const int lane = t.lane, pair = t.pair, half = t.half, kvh = t.kvh;
   const int wg = flat / sched.nsg;
   const int slot = flat % sched.nsg;
-  KvWord* wsm = smem + pair * kTcSlotHalfs;
+  using Smem = TcSmem<Tile>;
+  KvWord* wsm = smem + pair * Smem::kSlotHalfs;
   const int b0 = sched.first_block(wg, slot);
   const int stride = sched.block_stride();
   // This pair's blocks: the slot's blocks pair, pair + kTcPairs, ...
@@ -561,11 +674,11 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
     __syncthreads();
     const int ahead = b + (kTcStages - 1) * pair_stride;
     if (live && ahead < sched.blocks)
-      tc_issue_block<Family>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * kTcStageHalfs);
+      tc_issue_block<Family, Tile>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * Smem::kStageHalfs);
     cp_async_commit();
 
-    KvWord* ktile = wsm + (i % kTcStages) * kTcStageHalfs;
-    KvWord* vtile = ktile + kTcTileHalfs;
+    KvWord* ktile = wsm + (i % kTcStages) * Smem::kStageHalfs;
+    KvWord* vtile = ktile + Smem::kTileHalfs;
     const int first = b * kBlockTokens;
     const int count = min(kBlockTokens, p.visible - first);
     KvWord* klo = nullptr;
@@ -574,15 +687,16 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
       if (live && b == b_cur) {
         if constexpr (Family::kCurrentRow == CurrentRow::split) {
           // The pair's last block: the next stage holds nothing in flight, so it takes the lo tiles.
-          klo = wsm + ((i + 1) % kTcStages) * kTcStageHalfs;
-          vlo = klo + kTcTileHalfs;
+          klo = wsm + ((i + 1) % kTcStages) * Smem::kStageHalfs;
+          vlo = klo + Smem::kTileHalfs;
         }
-        if (half == 0) tc_write_current<Family>(p, kvh, lane, Family::current(p) - first, ktile, vtile, klo, vlo);
+        if (half == 0)
+          tc_write_current<Family, Tile>(p, kvh, lane, Family::current(p) - first, ktile, vtile, klo, vlo);
       }
       // The current row (and lo tiles) are written before either warp of the pair reads them.
       if (i == current_iter) __syncthreads();
     }
-    if (live) tc_fold_block<D>(q, ktile, vtile, klo, vlo, count, p.shape.scale, t, st, o);
+    if (live) tc_fold_block<D, Tile>(q, ktile, vtile, klo, vlo, count, p.shape.scale, t, st, o);
   }
   cp_async_wait<0>();
 }
@@ -673,7 +787,8 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
 // change 33).
 enum class TcQOrder { after_wait, before_copies };
 
-template <class Family, TcQOrder kQOrder = TcQOrder::after_wait>
+// smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem).
+template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk) {
   constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
@@ -689,11 +804,11 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   // (TcQOrder::before_copies) issues q's loads first and the copies behind them: issued after the
   // copies, q's round trip was queued behind every CTA's first blocks (the kernels' timeline,
   // docs/perf.md change 33).
-  KvWord* wsm = smem + t.pair * kTcSlotHalfs;
-  float* merge = reinterpret_cast<float*>(smem + kTcMergeOffsetHalfs);
+  KvWord* wsm = smem + t.pair * TcSmem<Tile>::kSlotHalfs;
+  float* merge = reinterpret_cast<float*>(smem + TcSmem<Tile>::kMergeOffsetHalfs);
   TcQLoads q_loads;
   if constexpr (kQOrder == TcQOrder::before_copies) tc_issue_q(p, t, q_loads);
-  tc_prologue<Family>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
+  tc_prologue<Family, Tile>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   pdl_wait();
   timeline.mark(cuda::TimelineEvent::waited);
 
@@ -705,7 +820,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   }
   if constexpr (kQOrder == TcQOrder::after_wait) tc_issue_q(p, t, q_loads);
   TcQ q;
-  tc_stage_q<D>(t, smem, q_loads, q);
+  tc_stage_q<D, Tile>(t, smem, q_loads, q);
   for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
     timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
@@ -714,13 +829,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-    tc_fold_slot<Family>(p, sched, flat, t, q, smem, st, o);
+    tc_fold_slot<Family, Tile>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
     timeline.mark(cuda::TimelineEvent::slot_folded, flat);
     const int next = flat + walk.step;
     if (p.early_dependents && next >= sched.slots()) pdl_allow_dependents();
     if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
-    if (next < sched.slots()) tc_prologue<Family>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
+    if (next < sched.slots()) tc_prologue<Family, Tile>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
     timeline.mark(cuda::TimelineEvent::slot_issued, flat);
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.
@@ -735,20 +850,22 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
 }
 
 
-template <class Family, TcQOrder kQOrder>
+template <class Family, class Tile, TcQOrder kQOrder>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(ProducerParams p) {
   extern __shared__ __align__(16) KvWord tc_smem[];
-  produce_tc<Family, kQOrder>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family, Tile, kQOrder>(p, tc_aligned_smem<Tile>(tc_smem),
+                                    SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
 // Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
-template <class Family>
+template <class Family, class Tile>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride,
                                                                          EntriesFrom from) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry_from(pp, stride, from);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
-  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family, Tile>(p, tc_aligned_smem<Tile>(tc_smem),
+                           SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
 // The grid form (GpuFusion::grid): one kernel per layer. Every CTA walks its warp slots as
@@ -811,7 +928,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
                                                                       unsigned* counter) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   __shared__ unsigned seen;
-  produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family, TcPaddedTile>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
   // A CTA without a slot has not waited in produce_tc: the output it writes below may still be
   // read by the previous kernel of the stream (with PDL). A second wait is a no-op.
   pdl_wait();
@@ -834,7 +951,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
   {
     const ProducerParams p = batch_entry_from(pp, stride, from);
     if (p.family == Family::kFamily)
-      produce_tc<Family>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+      produce_tc<Family, TcPaddedTile>(p, tc_smem, SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
   }
   pdl_wait();
   const unsigned old = grid_arrive(counter, &seen);
@@ -852,21 +969,24 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
 // Which kernel of a family the occupancy is asked for.
 enum class TcKernel { walk, grid };
 
-// CTAs of a family's batched (walk) or grid kernel CUDA device `device` holds at once (occupancy
-// x SMs, resident_ctas); 0 when unknown (one CTA per slot; no grid form).
-template <class Family, TcKernel Which>
+// CTAs of a family's batched (walk, tiles in layout Tile) or grid (padded) kernel CUDA device
+// `device` holds at once (occupancy x SMs, resident_ctas); 0 when unknown (one CTA per slot; no
+// grid form).
+template <class Family, TcKernel Which, class Tile = TcPaddedTile>
 long long tc_resident_ctas(int device) {
+  static_assert(Which == TcKernel::walk || Tile::kLayout == TcTiles::padded, "the grid form's tiles are padded");
   static ResidentCache cache;
-  const void* kernel = Which == TcKernel::grid ? reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>)
-                                               : reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family>);
-  return resident_ctas(kernel, kTcThreads, kTcSmemBytes, cache, device);
+  const void* kernel = Which == TcKernel::grid
+                           ? reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>)
+                           : reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family, Tile>);
+  return resident_ctas(kernel, kTcThreads, TcSmem<Tile>::kBytes, cache, device);
 }
 
 // Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel: both forms (direct
-// and indirect) of a tensor-core kernel.
-template <class Direct, class Indirect>
+// and indirect) of a tensor-core kernel, with tiles in layout Tile.
+template <class Tile, class Direct, class Indirect>
 cudaError_t tc_opt_in(Direct* direct, Indirect* indirect) {
-  const int bytes = static_cast<int>(kTcSmemBytes);
+  const int bytes = static_cast<int>(TcSmem<Tile>::kBytes);
   const cudaError_t a = cudaFuncSetAttribute(direct, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   const cudaError_t b = cudaFuncSetAttribute(indirect, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   return a != cudaSuccess ? a : b;
@@ -882,55 +1002,65 @@ struct TcLaunchAttrs {
   std::array<cudaLaunchAttribute, 2> a{};
 };
 
-// A tensor-core kernel's launch: kTcThreads threads and kTcSmemBytes of shared memory, with PDL
-// when `programmatic`. The config points into `attrs`; the caller sets gridDim.
-inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, bool programmatic, cudaStream_t stream,
-                                           TcGridKind kind = TcGridKind::ordinary) {
+// A tensor-core kernel's launch: kTcThreads threads and `smem_bytes` of shared memory (its tile
+// layout's TcSmem::kBytes), with PDL when `programmatic`. The config points into `attrs`; the
+// caller sets gridDim.
+inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, std::size_t smem_bytes, bool programmatic,
+                                           cudaStream_t stream, TcGridKind kind = TcGridKind::ordinary) {
   attrs.a[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs.a[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
   attrs.a[1].id = cudaLaunchAttributeCooperative;
   attrs.a[1].val.cooperative = kind == TcGridKind::cooperative ? 1 : 0;
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(kTcThreads);
-  cfg.dynamicSmemBytes = kTcSmemBytes;
+  cfg.dynamicSmemBytes = smem_bytes;
   cfg.stream = stream;
   cfg.attrs = attrs.a.data();
   cfg.numAttrs = kind == TcGridKind::cooperative ? 2 : 1;
   return cfg;
 }
 
-// c: its tc_slots_per_cta (warp slots one CTA of a batched launch walks; 0: tc_slots_per_cta's
-// rule) and device. programmatic: launched with PDL (only a family whose current row never comes
-// from the plane).
-template <class Family>
-cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
-                               cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
+// The producer's launch with tiles in layout Tile (launch_producer_tc below picks it).
+template <class Family, class Tile>
+cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                                     cudaStream_t stream, BatchSpan batch, bool programmatic) {
   static const cudaError_t opt_in =
-      tc_opt_in(producer_tc_kernel<Family, TcQOrder::after_wait>, producer_tc_kernel_indirect<Family>);
-  static const cudaError_t opt_in_q_first =
-      tc_opt_in(producer_tc_kernel<Family, TcQOrder::before_copies>, producer_tc_kernel_indirect<Family>);
+      tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, producer_tc_kernel_indirect<Family, Tile>);
+  static const cudaError_t opt_in_q_first = tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::before_copies>,
+                                                            producer_tc_kernel_indirect<Family, Tile>);
   if (opt_in != cudaSuccess) return opt_in;
   if (opt_in_q_first != cudaSuccess) return opt_in_q_first;
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
-  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream);
+  cudaLaunchConfig_t cfg = tc_launch_config(attrs, TcSmem<Tile>::kBytes, programmatic, stream);
   if (dp == nullptr) {
     if (p.sched.slots() <= 0) return cudaSuccess;
     cfg.gridDim = dim3(x, static_cast<unsigned>(p.sched.slots()));
     // Without PDL, q's loads go out before the first copies (change 33). Batched launches keep
     // them after the copies: with q first a batch-16 layer at 2,048 was 1.4 % slower (docs/perf.md).
-    return programmatic ? cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family, TcQOrder::after_wait>, p)
-                        : cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family, TcQOrder::before_copies>, p);
+    return programmatic ? cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, p)
+                        : cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family, Tile, TcQOrder::before_copies>, p);
   }
   const int slots_per_cta = c.tc_slots_per_cta;
   // The worst case over every schedule; CTAs past this token's slots exit at once.
   const unsigned slots = indirect_slots(batch);
   const int walk = slots_per_cta > 0 ? slots_per_cta
                                      : tc_slots_per_cta(static_cast<long long>(x) * slots * batch.count,
-                                                        tc_resident_ctas<Family, TcKernel::walk>(c.device));
+                                                        tc_resident_ctas<Family, TcKernel::walk, Tile>(c.device));
   const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
   cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
-  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family>, dp, batch.stride, batch.entries);
+  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile>, dp, batch.stride, batch.entries);
+}
+
+// c: its tiles (the shared-memory layout, TcTiles), tc_slots_per_cta (warp slots one CTA of a
+// batched launch walks; 0: tc_slots_per_cta's rule) and device. programmatic: launched with PDL
+// (only a family whose current row never comes from the plane).
+template <class Family>
+cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
+                               cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
+  if (c.tiles == TcTiles::swizzled)
+    return launch_producer_tc_tiles<Family, TcSwizzledTile>(p, dp, c, stream, batch, programmatic);
+  return launch_producer_tc_tiles<Family, TcPaddedTile>(p, dp, c, stream, batch, programmatic);
 }
 
 // The grid form's launch (GpuFusion::grid). It walks w slots per CTA, w the smallest count
@@ -946,7 +1076,7 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
                                     cudaStream_t stream, BatchSpan batch, bool& merged) {
   merged = false;
   static const cudaError_t opt_in =
-      tc_opt_in(producer_tc_grid_kernel<Family>, producer_tc_grid_kernel_indirect<Family>);
+      tc_opt_in<TcPaddedTile>(producer_tc_grid_kernel<Family>, producer_tc_grid_kernel_indirect<Family>);
   if (opt_in != cudaSuccess) return opt_in;
   const long long x = tc_groups(p.shape);
   const bool direct = dp == nullptr;
@@ -962,7 +1092,7 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
   if (counter == nullptr || slots <= 0 || resident <= 0 || ctas(walk) > resident)
     return launch_producer_tc<Family>(p, dp, c, stream, batch, programmatic);
   TcLaunchAttrs attrs;
-  cudaLaunchConfig_t cfg = tc_launch_config(attrs, programmatic, stream,
+  cudaLaunchConfig_t cfg = tc_launch_config(attrs, TcPaddedSmem::kBytes, programmatic, stream,
                                             programmatic ? TcGridKind::ordinary : TcGridKind::cooperative);
   const unsigned ys = static_cast<unsigned>((slots + walk - 1) / walk);
   cfg.gridDim = dim3(static_cast<unsigned>(x), ys, static_cast<unsigned>(entries));

@@ -265,5 +265,55 @@ TEST(GpuRoutes, InterleavedDiffersFromVecOnlyByTheCurrentTokenBypass) {
   bypass_only(kTensor, KvDtype::bf16);
 }
 
+// The tensor-core producer's tile layouts (cuda::TcTiles) are a launch shape: swizzled tiles give
+// the padded tiles' bits (outputs and stored rows) on every route, plane case and position of the
+// reduced sweep, with the store fused into the producer (the default) and in separate kernels
+// (whose row families read the current row from the plane). The interleaved route's split current
+// row and the grown planes' deep case (both pairs of a CTA folding blocks) are among them.
+void swizzled_tiles_keep_bits(KvDtype dt) {
+  std::mt19937 rng(20261205);
+  int compared = 0;
+  for (const cuda::GpuFusion fusion : {cuda::GpuFusion::store_fused, cuda::GpuFusion::separate}) {
+    cuda::LaunchTuning padded = kTensor;
+    padded.fusion = fusion;
+    padded.tc_tiles = cuda::TcTiles::padded;
+    cuda::LaunchTuning swizzled = padded;
+    swizzled.tc_tiles = cuda::TcTiles::swizzled;
+    for (const Gqa& gqa : gqa_sweep(true)) {
+      const HeadShape shape = make_shape(gqa.n_heads, gqa.n_kv_heads, kHeadDim);
+      for (const PlaneCase& pc : plane_sweep(gqa.n_kv_heads, dt, true)) {
+        for (int position : pc.positions) {
+          const HostPlane before = build_plane(pc.cfg, position, rng);
+          const Token tok = random_token(shape, rng);
+          for (Route r : kAllRoutes) {
+            SCOPED_TRACE(testing::Message() << pc.name << " " << gqa.n_heads << ":" << gqa.n_kv_heads << " position "
+                                            << position << " route " << route_name(r) << " fusion "
+                                            << static_cast<int>(fusion));
+            const GpuRun base = run_gpu_on_copy(r, before, position, shape, tok, padded);
+            const GpuRun other = run_gpu_on_copy(r, before, position, shape, tok, swizzled);
+            ASSERT_EQ(base.status.ok(), other.status.ok()) << base.status.to_string() << " / " << other.status.to_string();
+            if (!base.status.ok()) continue;
+            EXPECT_TRUE(all_finite(other.out));
+            EXPECT_TRUE(same_bits(other.out, base.out)) << "max ulp " << max_ulp(other.out, base.out);
+            EXPECT_TRUE(same_plane(other.plane, base.plane)) << "the stored row differs";
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(GpuRoutes, SwizzledTilesGiveThePaddedBits) {
+  LADDER_REQUIRE_GPU();
+  swizzled_tiles_keep_bits(KvDtype::f16);
+}
+
+TEST(GpuRoutesBf16, SwizzledTilesGiveThePaddedBits) {
+  LADDER_REQUIRE_GPU();
+  swizzled_tiles_keep_bits(KvDtype::bf16);
+}
+
 }  // namespace
 }  // namespace ladder::test

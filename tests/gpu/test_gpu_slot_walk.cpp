@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -50,7 +51,8 @@ struct WalkRun {
 // Fills sequence i to depths[i], then decodes `calls` tokens of every sequence in one call each.
 WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, const Switches& switches,
                  cuda::GpuFusion fusion = cuda::GpuFusion::automatic,
-                 cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic) {
+                 cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic,
+                 cuda::TcTiles tiles = cuda::TcTiles::automatic) {
   const Geometry g = walk_geometry();
   EngineOptions opt;
   opt.device = Device::cuda;
@@ -60,6 +62,7 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
   copt.tuning.tc_slots_per_cta = slots_per_cta;
   copt.tuning.fusion = fusion;
   copt.tuning.reduce_form = reduce_form;
+  copt.tuning.tc_tiles = tiles;
   Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, opt, copt);
   EXPECT_TRUE(made.ok()) << made.status().to_string();
   WalkRun run;
@@ -223,6 +226,53 @@ TEST(GpuSlotWalk, ReduceFormsGiveTheSameBits) {
   }
   expect_same_bits(one_pass, run_walk(depths, kCalls, 0, Switches{}, cuda::GpuFusion::automatic, cuda::ReduceForm::lean),
                    depths, "the lean reducer");
+}
+
+// The tile layouts (cuda::TcTiles) are a launch shape too: in the engine's batched launches the
+// swizzled tiles give the padded tiles' bits at one slot per CTA and walking three, on the default
+// routes and with vec off (splitk on the ring; interleaved, whose split current row takes the
+// stage after the pair's last block, on the growing plane).
+TEST(GpuSlotWalk, SwizzledTilesGiveThePaddedBits) {
+  LADDER_REQUIRE_GPU();
+  const bool small = test::small_sweep();
+  const std::vector<int> depths =
+      small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 2200, 4200, 3100, 17000};
+  const int kCalls = 2;
+  Switches no_vec;
+  no_vec.disable_vec = true;
+  for (const Switches& switches : {Switches{}, no_vec})
+    for (const int walk : {1, 3}) {
+      const std::string what = std::string(switches.disable_vec ? "vec off" : "default routes") + ", " +
+                               walk_label(walk);
+      const WalkRun padded = run_walk(depths, kCalls, walk, switches, cuda::GpuFusion::automatic,
+                                      cuda::ReduceForm::automatic, cuda::TcTiles::padded);
+      ASSERT_EQ(padded.out.size(), static_cast<std::size_t>(kCalls)) << what;
+      EXPECT_LE(padded.worst_error, test::kBatchRelTol) << what;
+      expect_same_bits(padded,
+                       run_walk(depths, kCalls, walk, switches, cuda::GpuFusion::automatic, cuda::ReduceForm::automatic,
+                                cuda::TcTiles::swizzled),
+                       depths, "swizzled tiles, " + what);
+    }
+}
+
+// LADDER_GPU_TILES picks the layout where a launch leaves it automatic; a launch's own choice
+// wins; anything else is padded.
+TEST(GpuSlotWalk, TilesResolveFromTheEnvironment) {
+  const char* kVar = "LADDER_GPU_TILES";
+  const char* before = std::getenv(kVar);
+  const std::string saved = before != nullptr ? before : "";
+  ::unsetenv(kVar);
+  EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::automatic), cuda::TcTiles::padded);
+  ::setenv(kVar, "swizzled", 1);
+  EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::automatic), cuda::TcTiles::swizzled);
+  EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::padded), cuda::TcTiles::padded);
+  ::setenv(kVar, "padded", 1);
+  EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::automatic), cuda::TcTiles::padded);
+  EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::swizzled), cuda::TcTiles::swizzled);
+  if (before != nullptr)
+    ::setenv(kVar, saved.c_str(), 1);
+  else
+    ::unsetenv(kVar);
 }
 
 }  // namespace

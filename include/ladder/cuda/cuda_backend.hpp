@@ -74,6 +74,7 @@ enum class GpuProducer {
 // One kernel per layer (docs/gpu.md, "One kernel per layer") or store, producer, reducer: the
 // forms and the default are stated once, in heuristics.hpp.
 using GpuFusion = ladder::GpuFusion;
+using TcTiles = ladder::TcTiles;
 
 // How a batched reduce launch loads a head's partials (LaunchTuning::reduce_form).
 enum class ReduceForm { automatic, one_pass, lean };
@@ -111,12 +112,19 @@ struct LaunchTuning {
   // give the same bits. automatic = lean when the launch has more CTAs than the one-pass kernel
   // holds at once (docs/perf.md, change 20).
   ReduceForm reduce_form = ReduceForm::automatic;
+  // Tensor-core producer, its direct and batched launches: the layout of its shared-memory tiles
+  // (heuristics.hpp, TcTiles). A launch shape: every layout gives the same bits. The one-kernel
+  // and grid forms (GpuFusion::fused, grid) always use padded tiles.
+  TcTiles tc_tiles = TcTiles::automatic;
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);
 // What GpuFusion::automatic resolves to here: LADDER_GPU_FUSED=1 fused, =grid grid,
 // =store store_fused, =0 separate, otherwise kGpuFusionDefault (heuristics.hpp).
 GpuFusion resolve_fusion(GpuFusion requested);
+// What TcTiles::automatic resolves to here: LADDER_GPU_TILES=padded / swizzled, otherwise padded
+// (heuristics.hpp says why).
+TcTiles resolve_tc_tiles(TcTiles requested);
 
 // Runs route `r` for one layer whose plane state already took this token's append and
 // returned `slot`: stores the current row (fused on the interleaved route), attends, reduces
