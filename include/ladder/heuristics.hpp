@@ -46,17 +46,29 @@ inline constexpr int kTcStages = 3;
 
 // GPU tensor-core producer: how a block's K and V rows sit in its shared-memory tiles
 // (src/cuda/tc_tile.hpp). Where a value sits never changes the arithmetic: every layout gives the
-// same bits (tests/gpu/test_gpu_tc_tiles.cpp). Measured on the H200 with swizzled tiles in every
-// launch (docs/perf.md, 2026-12-05, variant D of change 43): batch-16 layers -3 to -10 %, deep
-// batch-1 layers -1 to -4 %, but batch-1 layers at 2,048 and 8,192 +3 to +5 % (the swizzle's
-// address work). Change 45 makes the layout a launch choice (the producer's direct and batched
-// launches; the one-kernel and grid forms stay padded); until its measurement, in one device call,
-// says where swizzled pays, `automatic` is padded everywhere, as before it.
+// same bits (GpuRoutes*.SwizzledTilesGiveThePaddedBits, GpuSlotWalk.SwizzledTilesGiveThePaddedBits).
+// The one-kernel and grid forms always use padded tiles.
 enum class TcTiles {
-  automatic,  // LADDER_GPU_TILES=padded / swizzled, else padded
+  automatic,  // LADDER_GPU_TILES=padded / swizzled, else tc_tiles_direct / tc_tiles_batched below
   padded,     // 272-byte rows: an odd number of 16-byte bank groups per row
   swizzled,   // 128-byte box rows, each row's 16-byte chunks permuted by row % 8
 };
+// Where `automatic` takes swizzled tiles. Measured on an H100 (docs/perf.md 2026-12-05, change 45:
+// one binary, padded P against swizzled S, three rounds): batched launches (the engine's layers
+// over several sequences) 0.94-0.97 at 2 sequences, 0.91-0.97 at 4 and 0.94-0.96 at 16, at every
+// depth from 2,048 to 131,072; direct launches 1.00-1.02 at 2,048, 0.99-1.00 at 8,192, 0.98-1.02
+// at 32,768, but 0.94-0.98 at 65,536 and 0.91-0.95 at 131,072 (on the H200, variant D: the direct
+// launch +3 to +5 % at 2,048 and 8,192 with swizzled tiles, -1 to -4 % at 131,072). A one-sequence
+// batched launch (the engine's batch-1 token) stays padded: its graph serves every depth, and
+// swizzled measured 1.00-1.02 there at 2,048.
+inline constexpr int kTcSwizzledTilesFromSequences = 2;
+inline constexpr int kTcSwizzledTilesFromVisible = 65536;
+inline TcTiles tc_tiles_direct(int visible) {
+  return visible >= kTcSwizzledTilesFromVisible ? TcTiles::swizzled : TcTiles::padded;
+}
+inline TcTiles tc_tiles_batched(int sequences) {
+  return sequences >= kTcSwizzledTilesFromSequences ? TcTiles::swizzled : TcTiles::padded;
+}
 
 // GPU tensor-core producer, batched launches: warp slots one CTA walks in turn. A CTA per slot
 // paid its q load, pipeline fill and partial write for one or two blocks (batch 16 at 2,048:

@@ -497,7 +497,8 @@ TcTiles resolve_tc_tiles(TcTiles requested) {
   if (requested != TcTiles::automatic) return requested;
   const char* v = std::getenv("LADDER_GPU_TILES");
   if (v != nullptr && std::strcmp(v, "swizzled") == 0) return TcTiles::swizzled;
-  return TcTiles::padded;
+  if (v != nullptr && std::strcmp(v, "padded") == 0) return TcTiles::padded;
+  return TcTiles::automatic;
 }
 
 GpuProducer resolve_producer(GpuProducer requested) {

@@ -38,7 +38,13 @@ struct ProducerChoice {
   const unsigned* arrival_delay_ns = nullptr;  // FusedTail::delay_ns
   int tc_slots_per_cta = 0;                    // LaunchTuning::tc_slots_per_cta
   cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic;  // LaunchTuning::reduce_form
-  TcTiles tiles = TcTiles::padded;  // LaunchTuning::tc_tiles, resolved (never automatic)
+  // LaunchTuning::tc_tiles or LADDER_GPU_TILES; automatic: heuristics.hpp's rule per launch,
+  // read through tiles_direct / tiles_batched, the one place that decides.
+  TcTiles tiles = TcTiles::automatic;
+  TcTiles tiles_direct(int visible) const { return tiles != TcTiles::automatic ? tiles : tc_tiles_direct(visible); }
+  TcTiles tiles_batched(int sequences) const {
+    return tiles != TcTiles::automatic ? tiles : tc_tiles_batched(sequences);
+  }
   // The CUDA device the launches go to, asked once when the choice is resolved: the occupancy
   // caches (resident_ctas) are per device, and a batched launch needs no runtime call to find it.
   int device = 0;

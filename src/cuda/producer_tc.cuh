@@ -1052,13 +1052,14 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
   return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile>, dp, batch.stride, batch.entries);
 }
 
-// c: its tiles (the shared-memory layout, TcTiles), tc_slots_per_cta (warp slots one CTA of a
-// batched launch walks; 0: tc_slots_per_cta's rule) and device. programmatic: launched with PDL
-// (only a family whose current row never comes from the plane).
+// c: its tiles (the shared-memory layout: tiles_direct / tiles_batched), tc_slots_per_cta (warp
+// slots one CTA of a batched launch walks; 0: tc_slots_per_cta's rule) and device. programmatic:
+// launched with PDL (only a family whose current row never comes from the plane).
 template <class Family>
 cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                cudaStream_t stream, BatchSpan batch, bool programmatic = false) {
-  if (c.tiles == TcTiles::swizzled)
+  const TcTiles tiles = dp == nullptr ? c.tiles_direct(p.visible) : c.tiles_batched(batch.count);
+  if (tiles == TcTiles::swizzled)
     return launch_producer_tc_tiles<Family, TcSwizzledTile>(p, dp, c, stream, batch, programmatic);
   return launch_producer_tc_tiles<Family, TcPaddedTile>(p, dp, c, stream, batch, programmatic);
 }

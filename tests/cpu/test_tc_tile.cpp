@@ -151,5 +151,20 @@ TEST(TcTile, SwizzledCopyPassesCoverTheTileOnce) {
   for (int c = 0; c < static_cast<int>(seen.size()); ++c) EXPECT_EQ(seen[c], 1) << "chunk " << c;
 }
 
+// The layout rule of heuristics.hpp: a one-sequence batched launch (the engine's batch-1 token,
+// whose graph serves every depth) keeps padded tiles; several sequences take swizzled ones; a
+// direct launch takes swizzled tiles only from kTcSwizzledTilesFromVisible rows (measured there,
+// docs/perf.md change 45).
+TEST(TcTileRule, SwizzlesBatchesAndDeepDirectLaunches) {
+  EXPECT_EQ(tc_tiles_batched(1), TcTiles::padded);
+  EXPECT_EQ(tc_tiles_batched(2), TcTiles::swizzled);
+  EXPECT_EQ(tc_tiles_batched(64), TcTiles::swizzled);
+  EXPECT_EQ(tc_tiles_direct(2048), TcTiles::padded);
+  EXPECT_EQ(tc_tiles_direct(32768), TcTiles::padded);
+  EXPECT_EQ(tc_tiles_direct(kTcSwizzledTilesFromVisible - 1), TcTiles::padded);
+  EXPECT_EQ(tc_tiles_direct(kTcSwizzledTilesFromVisible), TcTiles::swizzled);
+  EXPECT_EQ(tc_tiles_direct(131072), TcTiles::swizzled);
+}
+
 }  // namespace
 }  // namespace ladder::test

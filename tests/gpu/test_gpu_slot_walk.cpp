@@ -259,13 +259,15 @@ TEST(GpuSlotWalk, SwizzledTilesGiveThePaddedBits) {
 }
 
 // LADDER_GPU_TILES picks the layout where a launch leaves it automatic; a launch's own choice
-// wins; anything else is padded.
+// wins; otherwise automatic stays automatic, and each launch applies heuristics.hpp's rule.
 TEST(GpuSlotWalk, TilesResolveFromTheEnvironment) {
   const char* kVar = "LADDER_GPU_TILES";
   const char* before = std::getenv(kVar);
   const std::string saved = before != nullptr ? before : "";
   ::unsetenv(kVar);
-  EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::automatic), cuda::TcTiles::padded);
+  EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::automatic), cuda::TcTiles::automatic);
+  ::setenv(kVar, "anything else", 1);
+  EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::automatic), cuda::TcTiles::automatic);
   ::setenv(kVar, "swizzled", 1);
   EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::automatic), cuda::TcTiles::swizzled);
   EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::padded), cuda::TcTiles::padded);

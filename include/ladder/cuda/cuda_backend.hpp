@@ -122,8 +122,8 @@ GpuProducer resolve_producer(GpuProducer requested);
 // What GpuFusion::automatic resolves to here: LADDER_GPU_FUSED=1 fused, =grid grid,
 // =store store_fused, =0 separate, otherwise kGpuFusionDefault (heuristics.hpp).
 GpuFusion resolve_fusion(GpuFusion requested);
-// What TcTiles::automatic resolves to here: LADDER_GPU_TILES=padded / swizzled, otherwise padded
-// (heuristics.hpp says why).
+// What TcTiles::automatic resolves to here: LADDER_GPU_TILES=padded / swizzled, otherwise
+// automatic (each launch then applies heuristics.hpp's tc_tiles_direct / tc_tiles_batched).
 TcTiles resolve_tc_tiles(TcTiles requested);
 
 // Runs route `r` for one layer whose plane state already took this token's append and
