@@ -4,13 +4,7 @@
 # Build packed with scripts/pack_carry.sh BUILD .carry/c45r ladder=ladder ladder_gpu_tests=gpu_tests.
 # Carry [".carry/c45r"]; ~6 min. Results in $OUT/suite.txt and $OUT/rule.
 set -u
-mkdir -p /tmp/c45r
-xz -dc .carry/c45r/ladder.xz >/tmp/c45r/ladder
-xz -dc .carry/c45r/gpu_tests.xz >/tmp/c45r/ladder_gpu_tests
-chmod +x /tmp/c45r/*
-LADDER_BIN_DIR=/tmp/c45r LADDER_STEPS=tests OUT=/tmp/run45r timeout 240 scripts/device_run.sh >/dev/null 2>&1
-echo "suite rc=$?" >>$OUT/suite.txt
-{ cat /tmp/run45r/progress.txt; find /tmp/run45r -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED" | tail -6; } >>$OUT/suite.txt 2>&1
+bash docs/bench/pending-change45/suite.sh .carry/c45r c45r
 printf '#!/bin/sh\nLADDER_GPU_TILES=padded exec /tmp/c45r/ladder "$@"\n' >/tmp/ladder_p && chmod +x /tmp/ladder_p
 cp /tmp/c45r/ladder /tmp/ladder_r
 mkdir -p $OUT/rule
