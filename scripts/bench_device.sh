@@ -23,12 +23,16 @@ CARRY=$ROOT/.carry/bench
 mode=${1:-}
 
 prepare() {
-  cmake -S . -B build-bench-cuda -G Ninja -DLADDER_CUDA=ON -DLADDER_BUILD_TESTS=OFF >/dev/null
-  cmake --build build-bench-cuda --target ladder_cli
+  # LADDER_CLI=PATH takes a CUDA CLI already built from this tree (a build-cuda/ladder) instead.
+  local cli=${LADDER_CLI:-build-bench-cuda/ladder}
+  if [[ -z ${LADDER_CLI:-} ]]; then
+    cmake -S . -B build-bench-cuda -G Ninja -DLADDER_CUDA=ON -DLADDER_BUILD_TESTS=OFF >/dev/null
+    cmake --build build-bench-cuda --target ladder_cli
+  fi
   rm -rf "$CARRY"
   mkdir -p "$CARRY/bin" "$CARRY/prefix/include" "$CARRY/prefix/lib/x86_64-linux-gnu/cmake" \
            "$CARRY/prefix/share/cmake"
-  cp build-bench-cuda/ladder "$CARRY/bin/ladder"
+  cp "$cli" "$CARRY/bin/ladder"
   strip "$CARRY/bin/ladder"
   cp -r /usr/include/fmt /usr/include/nlohmann "$CARRY/prefix/include/"
   cp -r /usr/lib/x86_64-linux-gnu/cmake/fmt "$CARRY/prefix/lib/x86_64-linux-gnu/cmake/"
@@ -58,6 +62,7 @@ run() {
   local build_pid=$!
   local t0=$SECONDS
 
+  # PEERS: which peers bench/peers.py runs (its --peers; e.g. cudnn,flash to leave out flex).
   # LADDER_BENCH_ARGS: extra `ladder bench` flags (e.g. --batch 1,4,16 --step-depths 2048,8192).
   # shellcheck disable=SC2086
   timeout "${BENCH_TIMEOUT:-240}" "$CARRY/bin/ladder" bench --device cuda ${LADDER_BENCH_ARGS:-} --output "$OUT/bench.json" 2>"$scratch/bench.progress" \
@@ -65,7 +70,7 @@ run() {
   { echo "== ladder bench progress ($((SECONDS - t0)) s)"; cat "$scratch/bench.progress"; } >>"$log"
   t0=$SECONDS
   timeout "${PEERS_TIMEOUT:-200}" python3 bench/peers.py --ladder-json "$OUT/bench.json" --out "$OUT" \
-    --flex-budget "${FLEX_BUDGET:-60}" 2>"$scratch/peers.progress" \
+    --flex-budget "${FLEX_BUDGET:-60}" ${PEERS:+--peers "$PEERS"} 2>"$scratch/peers.progress" \
     | tee "$OUT/peers.txt" || echo "peers.py failed"
   { echo "== peers progress ($((SECONDS - t0)) s)"; cat "$scratch/peers.progress"; } >>"$log"
   tail -5 "$scratch/peers.progress"

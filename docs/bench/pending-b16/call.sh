@@ -1,0 +1,15 @@
+# One device call for issue 8's batch-16 gap: ladder (this tree's CLI, swizzled rule) against
+# cuDNN SDPA in one call (scripts/bench_device.sh run; flex left out), then ncu on the first
+# batched producer launch of a layer over 16 sequences at 32,768 for change 45's build padded (p)
+# and swizzled (s) and change 46's warp-split fold (w), concatenated into $OUT/ncu.txt (the device
+# returns at most eight files).
+# Carry [".carry/bench", ".carry/c45", ".carry/c46"] (LADDER_CLI=build-cuda/ladder
+# scripts/bench_device.sh prepare; c45/c46 packed as docs/bench/pending-change45/call.sh says).
+set -u
+OUT=$OUT/peers PEERS=cudnn,flash bash scripts/bench_device.sh run >/dev/null 2>&1
+echo "bench+peers rc=$?" >$OUT/suite.txt
+bash docs/bench/pending-change46/call_ncu.sh
+for d in p s w; do
+  for f in $OUT/ncu_$d/*.txt; do echo "=== $d: $f"; cat "$f"; done
+done >$OUT/ncu.txt 2>&1
+rm -rf $OUT/ncu_p $OUT/ncu_s $OUT/ncu_w
