@@ -170,7 +170,7 @@ __device__ __forceinline__ KvWord* tc_aligned_smem(KvWord* raw) {
 //    dims 16 kk + 8 mat (kk even);
 //  * Pv(vtile, half, lane).at(kk, jp): tc_pv's matrix of lane 8 mat + r, row 16 kk + 8 (mat & 1)
 //    + r, dims 64 half + 16 jp + 8 (mat >> 1);
-//  * Copy(stage, half, lane).at(pass, row_c, plane): tc_issue_block's 16-byte piece of pass
+//  * Copy(stage, lane).at(pass, row_c, plane): tc_issue_block's 16-byte piece of pass
 //    `pass`, row row_c + lane / 16, dims 8 (lane % 16) of the stage's K (kTcPlaneK) or V tile.
 // The padded forms are the expressions the kernels had before the layouts were two; the swizzled
 // forms hold the lane parts in registers and add constants to them.
@@ -202,7 +202,7 @@ struct TcTileAddrs<TcPaddedTile> {
   struct Copy {
     KvWord* stage;
     int lane;
-    __device__ __forceinline__ Copy(KvWord* s, int /*half*/, int l) : stage(s), lane(l) {}
+    __device__ __forceinline__ Copy(KvWord* s, int l) : stage(s), lane(l) {}
     __device__ __forceinline__ unsigned at(int /*pass*/, int row_c, int plane) const {
       constexpr int kChunksPerRow = Tile::kDims / Tile::kChunkHalfs;
       return smem_u32(stage + plane * Tile::kHalfs + (row_c + lane / kChunksPerRow) * Tile::kRowHalfs +
@@ -239,7 +239,7 @@ struct TcTileAddrs<TcSwizzledTile> {
   };
   struct Copy {
     unsigned lane_at[TcSwizzledCopy::kLaneParts];
-    __device__ __forceinline__ Copy(KvWord* stage, int /*half*/, int lane) {
+    __device__ __forceinline__ Copy(KvWord* stage, int lane) {
       const unsigned base = smem_u32(stage);
 #pragma unroll
       for (int w = 0; w < TcSwizzledCopy::kLaneParts; ++w)
@@ -393,7 +393,7 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
   constexpr int kPassesPerHalf = kBlockTokens / kRowsPerPass / kTcWarpsPerSlot;
   static_assert(kRowsPerPass == TcSwizzledCopy::kRowsPerPass, "TcSwizzledCopy's split of a pass's addresses");
   static_assert(kPassesPerHalf * kRowsPerPass % TcSwizzledTile::kSwizzleRows == 0, "TcSwizzledCopy::which(pass)");
-  const typename TcTileAddrs<Tile>::Copy at(stage, half, lane);
+  const typename TcTileAddrs<Tile>::Copy at(stage, lane);
 #pragma unroll
   for (int pass = 0; pass < kPassesPerHalf; ++pass) {
     const int row_c = (half * kPassesPerHalf + pass) * kRowsPerPass;

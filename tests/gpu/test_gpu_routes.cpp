@@ -103,14 +103,19 @@ GpuRun run_gpu_on_copy(Route r, const HostPlane& before, int position, const Hea
   return run;
 }
 
-// One sweep, either producer. exact: GPU == CPU twin bit for bit. tensor-core: reference within
-// kTcMaxRelErr, ulp distance to the CPU twin reported.
-void sweep_routes(const cuda::LaunchTuning& tuning, bool exact, KvDtype dt = KvDtype::f16) {
-  std::mt19937 rng(20261130);
-  const bool small = small_sweep() || dt == KvDtype::bf16;
-  int compared = 0;
-  std::int64_t worst_ulp = 0;
-  double worst_rel = 0.0;
+// One case of a route sweep: a plane state before the append, the token, the route.
+struct RouteCase {
+  const HeadShape& shape;
+  const HostPlane& before;
+  int position;
+  const Token& tok;
+  Route r;
+};
+
+// Calls check(case) for every GQA shape, plane case, position and route of the sweep (the reduced
+// one where `small`), each plane and token drawn from rng, under a trace naming the case.
+template <class Check>
+void for_each_route_case(bool small, KvDtype dt, std::mt19937& rng, Check&& check) {
   for (const Gqa& gqa : gqa_sweep(small)) {
     const HeadShape shape = make_shape(gqa.n_heads, gqa.n_kv_heads, kHeadDim);
     for (const PlaneCase& pc : plane_sweep(gqa.n_kv_heads, dt, small)) {
@@ -120,41 +125,55 @@ void sweep_routes(const cuda::LaunchTuning& tuning, bool exact, KvDtype dt = KvD
         for (Route r : kAllRoutes) {
           SCOPED_TRACE(testing::Message() << pc.name << " " << gqa.n_heads << ":" << gqa.n_kv_heads << " position "
                                           << position << " route " << route_name(r));
-          const RouteRun cpu_run = run_on_copy(r, before, position, shape, tok);
-          const GpuRun gpu = run_gpu_on_copy(r, before, position, shape, tok, tuning);
-          // Fail-closed parity: the GPU refuses exactly what the CPU twin refuses.
-          ASSERT_EQ(cpu_run.status.ok(), gpu.status.ok()) << "cpu: " << cpu_run.status.to_string()
-                                                          << " gpu: " << gpu.status.to_string();
-          if (!gpu.status.ok()) {
-            EXPECT_EQ(gpu.status.code(), ErrorCode::invalid_argument) << gpu.status.to_string();
-            continue;
-          }
-          EXPECT_TRUE(all_finite(gpu.out));
-          const std::int64_t ulp = max_ulp(gpu.out, cpu_run.out);
-          worst_ulp = std::max(worst_ulp, ulp);
-          if (exact) {
-            EXPECT_EQ(ulp, 0) << "GPU kernel and CPU twin differ";
-            EXPECT_TRUE(same_bits(gpu.out, cpu_run.out));
-          }
-          EXPECT_TRUE(same_plane(gpu.plane, cpu_run.plane)) << "the stored row differs";
-          const Token* bypass = r == Route::interleaved ? &tok : nullptr;
-          const std::vector<double> ref = reference_from(
-              shape, tok.q, gpu.plane.state().len, logical_rows(gpu.plane, position, bypass));
-          const double rel = relative_error(gpu.out.data(), ref.data(), ref.size());
-          worst_rel = std::max(worst_rel, rel);
-          EXPECT_LT(rel, kMaxRelErr);
-          if (!exact) {
-            EXPECT_LT(rel, kTcMaxRelErr);
-          }
-          // P1: the same inputs again give the same bits.
-          const GpuRun again = run_gpu_on_copy(r, before, position, shape, tok, tuning);
-          ASSERT_TRUE(again.status.ok());
-          EXPECT_TRUE(same_bits(again.out, gpu.out)) << "P1: run-to-run bits differ";
-          ++compared;
+          check(RouteCase{shape, before, position, tok, r});
         }
       }
     }
   }
+}
+
+// One sweep, either producer. exact: GPU == CPU twin bit for bit. tensor-core: reference within
+// kTcMaxRelErr, ulp distance to the CPU twin reported.
+void sweep_routes(const cuda::LaunchTuning& tuning, bool exact, KvDtype dt = KvDtype::f16) {
+  std::mt19937 rng(20261130);
+  const bool small = small_sweep() || dt == KvDtype::bf16;
+  int compared = 0;
+  std::int64_t worst_ulp = 0;
+  double worst_rel = 0.0;
+  for_each_route_case(small, dt, rng, [&](const RouteCase& c) {
+    const auto& [shape, before, position, tok, r] = c;
+    const RouteRun cpu_run = run_on_copy(r, before, position, shape, tok);
+    const GpuRun gpu = run_gpu_on_copy(r, before, position, shape, tok, tuning);
+    // Fail-closed parity: the GPU refuses exactly what the CPU twin refuses.
+    ASSERT_EQ(cpu_run.status.ok(), gpu.status.ok()) << "cpu: " << cpu_run.status.to_string()
+                                                    << " gpu: " << gpu.status.to_string();
+    if (!gpu.status.ok()) {
+      EXPECT_EQ(gpu.status.code(), ErrorCode::invalid_argument) << gpu.status.to_string();
+      return;
+    }
+    EXPECT_TRUE(all_finite(gpu.out));
+    const std::int64_t ulp = max_ulp(gpu.out, cpu_run.out);
+    worst_ulp = std::max(worst_ulp, ulp);
+    if (exact) {
+      EXPECT_EQ(ulp, 0) << "GPU kernel and CPU twin differ";
+      EXPECT_TRUE(same_bits(gpu.out, cpu_run.out));
+    }
+    EXPECT_TRUE(same_plane(gpu.plane, cpu_run.plane)) << "the stored row differs";
+    const Token* bypass = r == Route::interleaved ? &tok : nullptr;
+    const std::vector<double> ref = reference_from(
+        shape, tok.q, gpu.plane.state().len, logical_rows(gpu.plane, position, bypass));
+    const double rel = relative_error(gpu.out.data(), ref.data(), ref.size());
+    worst_rel = std::max(worst_rel, rel);
+    EXPECT_LT(rel, kMaxRelErr);
+    if (!exact) {
+      EXPECT_LT(rel, kTcMaxRelErr);
+    }
+    // P1: the same inputs again give the same bits.
+    const GpuRun again = run_gpu_on_copy(r, before, position, shape, tok, tuning);
+    ASSERT_TRUE(again.status.ok());
+    EXPECT_TRUE(same_bits(again.out, gpu.out)) << "P1: run-to-run bits differ";
+    ++compared;
+  });
   EXPECT_GT(compared, 0);
   std::printf("[ producer %s, %s ] %d route runs: max ulp vs CPU twin %lld, max rel err vs f64 reference %.3g\n",
               exact ? "exact-DAG" : "tensor-core", kv_dtype_name(dt), compared, static_cast<long long>(worst_ulp),
@@ -279,28 +298,17 @@ void swizzled_tiles_keep_bits(KvDtype dt) {
     padded.tc_tiles = cuda::TcTiles::padded;
     cuda::LaunchTuning swizzled = padded;
     swizzled.tc_tiles = cuda::TcTiles::swizzled;
-    for (const Gqa& gqa : gqa_sweep(true)) {
-      const HeadShape shape = make_shape(gqa.n_heads, gqa.n_kv_heads, kHeadDim);
-      for (const PlaneCase& pc : plane_sweep(gqa.n_kv_heads, dt, true)) {
-        for (int position : pc.positions) {
-          const HostPlane before = build_plane(pc.cfg, position, rng);
-          const Token tok = random_token(shape, rng);
-          for (Route r : kAllRoutes) {
-            SCOPED_TRACE(testing::Message() << pc.name << " " << gqa.n_heads << ":" << gqa.n_kv_heads << " position "
-                                            << position << " route " << route_name(r) << " fusion "
-                                            << static_cast<int>(fusion));
-            const GpuRun base = run_gpu_on_copy(r, before, position, shape, tok, padded);
-            const GpuRun other = run_gpu_on_copy(r, before, position, shape, tok, swizzled);
-            ASSERT_EQ(base.status.ok(), other.status.ok()) << base.status.to_string() << " / " << other.status.to_string();
-            if (!base.status.ok()) continue;
-            EXPECT_TRUE(all_finite(other.out));
-            EXPECT_TRUE(same_bits(other.out, base.out)) << "max ulp " << max_ulp(other.out, base.out);
-            EXPECT_TRUE(same_plane(other.plane, base.plane)) << "the stored row differs";
-            ++compared;
-          }
-        }
-      }
-    }
+    SCOPED_TRACE(testing::Message() << "fusion " << static_cast<int>(fusion));
+    for_each_route_case(/*small=*/true, dt, rng, [&](const RouteCase& c) {
+      const GpuRun base = run_gpu_on_copy(c.r, c.before, c.position, c.shape, c.tok, padded);
+      const GpuRun other = run_gpu_on_copy(c.r, c.before, c.position, c.shape, c.tok, swizzled);
+      ASSERT_EQ(base.status.ok(), other.status.ok()) << base.status.to_string() << " / " << other.status.to_string();
+      if (!base.status.ok()) return;
+      EXPECT_TRUE(all_finite(other.out));
+      EXPECT_TRUE(same_bits(other.out, base.out)) << "max ulp " << max_ulp(other.out, base.out);
+      EXPECT_TRUE(same_plane(other.plane, base.plane)) << "the stored row differs";
+      ++compared;
+    });
   }
   EXPECT_GT(compared, 0);
 }
