@@ -3,8 +3,11 @@
 # batched producer launch of a layer over 16 sequences at 32,768 for change 45's build padded (p)
 # and swizzled (s) and change 46's warp-split fold (w), concatenated into $OUT/ncu.txt (the device
 # returns at most eight files).
-# Carry [".carry/bench", ".carry/c45", ".carry/c46"] (LADDER_CLI=build-cuda/ladder
-# scripts/bench_device.sh prepare; c45/c46 packed as docs/bench/pending-change45/call.sh says).
+# Then the copy probe (bench/gpu_stream_probe.cu) at batch 16's bytes: 32 KV heads (16 sequences x 2)
+# at 8,192 and 32,768 tokens, $OUT/probe.txt: what each copy mechanism streams at that volume.
+# Carry [".carry/bench", ".carry/c45", ".carry/c46", ".carry/probe"]: .carry/bench from
+# LADDER_CLI=build-cuda/ladder scripts/bench_device.sh prepare, c45/c46 packed as
+# docs/bench/pending-change45/call.sh says, .carry/probe holding build-cuda's ladder_stream_probe.
 set -u
 OUT=$OUT/peers PEERS=cudnn,flash bash scripts/bench_device.sh run >/dev/null 2>&1
 echo "bench+peers rc=$?" >$OUT/suite.txt
@@ -13,3 +16,4 @@ for d in p s w; do
   for f in $OUT/ncu_$d/*.txt; do echo "=== $d: $f"; cat "$f"; done
 done >$OUT/ncu.txt 2>&1
 rm -rf $OUT/ncu_p $OUT/ncu_s $OUT/ncu_w
+for t in 32768 8192; do timeout 100 .carry/probe/ladder_stream_probe $t 32 10; done >$OUT/probe.txt 2>&1
