@@ -70,23 +70,6 @@ inline TcTiles tc_tiles_batched(int sequences) {
   return sequences >= kTcSwizzledTilesFromSequences ? TcTiles::swizzled : TcTiles::padded;
 }
 
-// GPU tensor-core producer, batched launches whose CTAs walk several warp slots: whether a pair's
-// copies run ahead across the slots (one stream over the walk: a slot's end, its pairs' merge and
-// partial write, runs with the next slot's first blocks in flight) or restart at each slot (the
-// pipeline drains at every slot end). A launch shape: which blocks a pair folds and how the pairs
-// merge are the slot's alone, so both give the same bits (GpuSlotWalk.StreamAcrossSlotsGivesTheSameBits).
-// Not for the interleaved family (its split current row needs the stage after the current block
-// free), nor the direct, one-kernel and grid forms (one slot per CTA, or padded only).
-enum class TcStream {
-  automatic,     // LADDER_GPU_STREAM=slot / walk, else tc_stream_batched below
-  per_slot,      // each slot's first blocks issued once the previous slot is folded
-  across_slots,  // one copy stream over the walk
-};
-// Until measured (docs/perf.md, change 47: change 42's stream, measured on 2026-12-04 at -1.3 to
-// -5.3 % for batch 16 from 8,192 but +2.6 % at 2,048, was not kept because the direct launch paid
-// +3 % for it; here it exists only in the walking launch), `automatic` keeps the per-slot stream.
-inline TcStream tc_stream_batched(int /*slots_per_cta*/) { return TcStream::per_slot; }
-
 // GPU tensor-core producer, batched launches: warp slots one CTA walks in turn. A CTA per slot
 // paid its q load, pipeline fill and partial write for one or two blocks (batch 16 at 2,048:
 // 1,024 CTAs of 2 blocks, ~3.9 waves of 2 CTAs per SM; 67 us per layer against cuDNN's 16,

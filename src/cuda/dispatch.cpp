@@ -91,7 +91,6 @@ ProducerChoice resolve_producer_choice(const HeadShape& shape, const cuda::Launc
   c.tc_slots_per_cta = t.tc_slots_per_cta;
   c.reduce_form = t.reduce_form;
   c.tiles = cuda::resolve_tc_tiles(t.tc_tiles);
-  c.stream = cuda::resolve_tc_stream(t.tc_stream);
   c.reduce_programmatic = c.fusion == GpuFusion::store_fused;
   if (cudaGetDevice(&c.device) != cudaSuccess) {
     (void)cudaGetLastError();  // no device: nothing will launch, and the choice stays usable on the host
@@ -500,14 +499,6 @@ TcTiles resolve_tc_tiles(TcTiles requested) {
   if (v != nullptr && std::strcmp(v, "swizzled") == 0) return TcTiles::swizzled;
   if (v != nullptr && std::strcmp(v, "padded") == 0) return TcTiles::padded;
   return TcTiles::automatic;
-}
-
-TcStream resolve_tc_stream(TcStream requested) {
-  if (requested != TcStream::automatic) return requested;
-  const char* v = std::getenv("LADDER_GPU_STREAM");
-  if (v != nullptr && std::strcmp(v, "slot") == 0) return TcStream::per_slot;
-  if (v != nullptr && std::strcmp(v, "walk") == 0) return TcStream::across_slots;
-  return TcStream::automatic;
 }
 
 GpuProducer resolve_producer(GpuProducer requested) {

@@ -45,13 +45,6 @@ struct ProducerChoice {
   TcTiles tiles_batched(int sequences) const {
     return tiles != TcTiles::automatic ? tiles : tc_tiles_batched(sequences);
   }
-  // LaunchTuning::tc_stream or LADDER_GPU_STREAM; automatic: heuristics.hpp's rule, read through
-  // stream_batched, the one place that decides (a launch of one slot per CTA has nothing to cross).
-  TcStream stream = TcStream::automatic;
-  TcStream stream_batched(int slots_per_cta) const {
-    if (slots_per_cta <= 1) return TcStream::per_slot;
-    return stream != TcStream::automatic ? stream : tc_stream_batched(slots_per_cta);
-  }
   // The CUDA device the launches go to, asked once when the choice is resolved: the occupancy
   // caches (resident_ctas) are per device, and a batched launch needs no runtime call to find it.
   int device = 0;

@@ -433,51 +433,6 @@ __device__ __forceinline__ void tc_prologue(const ProducerParams& p, const Sched
   }
 }
 
-// Iterations of warp slot `flat`: pair 0's block count (the slot's blocks pair, pair + kTcPairs,
-// ...; pair 1 has one fewer when the count is odd). Every warp of the CTA runs this many, so the
-// CTA barriers match; a pair without a block at an iteration only takes part in the barriers.
-__device__ __forceinline__ int tc_slot_iters(const Schedule& sched, int flat) {
-  const int stride = sched.block_stride();
-  const int slot_blocks = (sched.blocks - flat + stride - 1) / stride;
-  return (slot_blocks + kTcPairs - 1) / kTcPairs;
-}
-
-// A pair's copy stream over the warp slots its CTA walks (TcStream::across_slots). The pair's
-// iterations are counted over the whole walk; iteration g folds stage g % kTcStages. The cursor
-// is where the next issue goes: iteration `i` of slot `flat`, whose stage is `g` % kTcStages. One
-// commit group per issue (empty where the pair has no block there), so that the fold's
-// cp.async.wait_group kTcStages - 2 at iteration g leaves in flight only the groups ahead of it.
-struct TcCursor {
-  SlotWalk walk;
-  int flat;   // the slot of the next issue (>= sched.slots(): the walk is done)
-  int i = 0;  // its iteration within that slot
-  int iters;  // that slot's iteration count
-  int g = 0;  // the overall iteration it belongs to
-
-  __device__ __forceinline__ TcCursor(const Schedule& sched, SlotWalk w)
-      : walk(w), flat(w.first), iters(tc_slot_iters(sched, w.first)) {}
-
-  // Issues this pair's block of the cursor's iteration into its stage of `wsm` (the pair's
-  // stages), crossing into the walk's next slot when this one has no iteration left; then
-  // commits the group.
-  template <class Family, class Tile>
-  __device__ __forceinline__ void issue(const ProducerParams& p, const Schedule& sched, int pair, int kvh, int half,
-                                        int lane, KvWord* wsm) {
-    if (i >= iters && flat < sched.slots()) {
-      flat += walk.step;
-      i = 0;
-      iters = flat < sched.slots() ? tc_slot_iters(sched, flat) : 0;
-    }
-    if (i < iters) {
-      const int b = flat + (pair + i * kTcPairs) * sched.block_stride();
-      if (b < sched.blocks) tc_issue_block<Family, Tile>(p, b, kvh, half, lane, wsm + (g % kTcStages) * TcSmem<Tile>::kStageHalfs);
-      ++i;
-      ++g;
-    }
-    cp_async_commit();
-  }
-};
-
 // One thread's place in the CTA: its pair of warps and half of the pair, its lane's mma
 // fragment coordinates, and the CTA's (KV head, tile of 16 sibling heads).
 struct TcThread {
@@ -682,15 +637,12 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
 }
 
 // Warp slot `flat`'s blocks folded into this thread's (m, s) and o fragment (both halves of a
-// pair end with the same (m, s)). TcStream::per_slot: the slot's prologue was issued before
-// (tc_prologue), its first block is in stage 0, and it ends with nothing in flight.
-// TcStream::across_slots: `cursor` issues kTcStages - 1 iterations ahead of the fold, into this
-// slot or the walk's next ones, the slot's first block is in stage g0 % kTcStages (g0: the pair's
-// overall iteration at that block), and the copies ahead are left in flight.
-template <class Family, class Tile, TcStream kStream = TcStream::per_slot>
+// pair end with the same (m, s)); the slot's prologue was issued before (tc_prologue). Ends with
+// nothing in flight.
+template <class Family, class Tile>
 __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Schedule& sched, int flat,
                                              const TcThread& t, const TcQ& q, KvWord* smem, SoftmaxStats (&st)[2],
-                                             float (&o)[kHeadDim / 16][4], TcCursor* cursor = nullptr, int g0 = 0) {
+                                             float (&o)[kHeadDim / 16][4]) {
   constexpr KvDtype D = Family::kDtype;
   constexpr bool kCurrentFromActivations = Family::kCurrentRow != CurrentRow::plane;
   const int lane = t.lane, pair = t.pair, half = t.half, kvh = t.kvh;
@@ -720,16 +672,12 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
     // with block i - 1, whose stage the issue below refills.
     cp_async_wait<kTcStages - 2>();
     __syncthreads();
-    if constexpr (kStream == TcStream::across_slots) {
-      cursor->issue<Family, Tile>(p, sched, pair, kvh, half, lane, wsm);
-    } else {
-      const int ahead = b + (kTcStages - 1) * pair_stride;
-      if (live && ahead < sched.blocks)
-        tc_issue_block<Family, Tile>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * Smem::kStageHalfs);
-      cp_async_commit();
-    }
+    const int ahead = b + (kTcStages - 1) * pair_stride;
+    if (live && ahead < sched.blocks)
+      tc_issue_block<Family, Tile>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * Smem::kStageHalfs);
+    cp_async_commit();
 
-    KvWord* ktile = wsm + ((g0 + i) % kTcStages) * Smem::kStageHalfs;
+    KvWord* ktile = wsm + (i % kTcStages) * Smem::kStageHalfs;
     KvWord* vtile = ktile + Smem::kTileHalfs;
     const int first = b * kBlockTokens;
     const int count = min(kBlockTokens, p.visible - first);
@@ -739,7 +687,6 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
       if (live && b == b_cur) {
         if constexpr (Family::kCurrentRow == CurrentRow::split) {
           // The pair's last block: the next stage holds nothing in flight, so it takes the lo tiles.
-          static_assert(kStream == TcStream::per_slot, "the lo tiles need the next stage free");
           klo = wsm + ((i + 1) % kTcStages) * Smem::kStageHalfs;
           vlo = klo + Smem::kTileHalfs;
         }
@@ -751,8 +698,7 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
     }
     if (live) tc_fold_block<D, Tile>(q, ktile, vtile, klo, vlo, count, p.shape.scale, t, st, o);
   }
-  // Per slot, nothing is left in flight; across slots, the next slot's first blocks are.
-  if constexpr (kStream == TcStream::per_slot) cp_async_wait<0>();
+  cp_async_wait<0>();
 }
 
 // The pairs' end states merged in pair order by softmax.hpp's rule (an empty pair has m = -inf
@@ -842,7 +788,7 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
 enum class TcQOrder { after_wait, before_copies };
 
 // smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem).
-template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait, TcStream kStream = TcStream::per_slot>
+template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk) {
   constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
@@ -862,13 +808,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   float* merge = reinterpret_cast<float*>(smem + TcSmem<Tile>::kMergeOffsetHalfs);
   TcQLoads q_loads;
   if constexpr (kQOrder == TcQOrder::before_copies) tc_issue_q(p, t, q_loads);
-  TcCursor cursor(sched, walk);
-  if constexpr (kStream == TcStream::across_slots) {
-#pragma unroll
-    for (int s = 0; s < kTcStages - 1; ++s) cursor.issue<Family, Tile>(p, sched, t.pair, kvh, t.half, lane, wsm);
-  } else {
-    tc_prologue<Family, Tile>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
-  }
+  tc_prologue<Family, Tile>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   pdl_wait();
   timeline.mark(cuda::TimelineEvent::waited);
 
@@ -881,7 +821,6 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   if constexpr (kQOrder == TcQOrder::after_wait) tc_issue_q(p, t, q_loads);
   TcQ q;
   tc_stage_q<D, Tile>(t, smem, q_loads, q);
-  int g0 = 0;  // the pair's overall iteration at the slot's first block (TcStream::across_slots)
   for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
     timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
@@ -890,27 +829,19 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-    tc_fold_slot<Family, Tile, kStream>(p, sched, flat, t, q, smem, st, o, &cursor, g0);
+    tc_fold_slot<Family, Tile>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
     timeline.mark(cuda::TimelineEvent::slot_folded, flat);
     const int next = flat + walk.step;
     if (p.early_dependents && next >= sched.slots()) pdl_allow_dependents();
     if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
-    if constexpr (kStream == TcStream::across_slots) {
-      // The merge area is pair 0's stage of the slot's last iteration: folded, and nothing is in
-      // flight into it (the stages ahead hold the next slot's first blocks).
-      g0 += tc_slot_iters(sched, flat);
-      merge = reinterpret_cast<float*>(smem + ((g0 - 1) % kTcStages) * TcSmem<Tile>::kStageHalfs);
-    } else {
-      if (next < sched.slots()) tc_prologue<Family, Tile>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
-    }
+    if (next < sched.slots()) tc_prologue<Family, Tile>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
     timeline.mark(cuda::TimelineEvent::slot_issued, flat);
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.
     tc_write_partial(p, sched, flat, t, st, o, merge);
     timeline.mark(cuda::TimelineEvent::slot_written, flat);
   }
-  if constexpr (kStream == TcStream::across_slots) cp_async_wait<0>();  // the walk's last groups were empty
   // A kernel launched with PDL behind this one may be scheduled once every CTA got here. Allowed
   // right after the wait, a reducer launched that way cost the producer 1.2-1.5 us per layer at
   // 8,192 and deeper (docs/perf.md, change 10).
@@ -927,14 +858,14 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(P
 }
 
 // Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
-template <class Family, class Tile, TcStream kStream = TcStream::per_slot>
+template <class Family, class Tile>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride,
                                                                          EntriesFrom from) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry_from(pp, stride, from);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
-  produce_tc<Family, Tile, TcQOrder::after_wait, kStream>(p, tc_aligned_smem<Tile>(tc_smem),
-                                                          SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family, Tile>(p, tc_aligned_smem<Tile>(tc_smem),
+                           SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
 // The grid form (GpuFusion::grid): one kernel per layer. Every CTA walks its warp slots as
@@ -1099,15 +1030,6 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
                                                             producer_tc_kernel_indirect<Family, Tile>);
   if (opt_in != cudaSuccess) return opt_in;
   if (opt_in_q_first != cudaSuccess) return opt_in_q_first;
-  // A walking CTA's copies may cross its slots (TcStream), except where the family's current row
-  // is split (the interleaved family: its lo tiles need the stage after the current block free).
-  constexpr bool kMayCross = Family::kCurrentRow != CurrentRow::split;
-  if constexpr (kMayCross) {
-    static const cudaError_t opt_in_across =
-        tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::after_wait>,
-                        producer_tc_kernel_indirect<Family, Tile, TcStream::across_slots>);
-    if (opt_in_across != cudaSuccess) return opt_in_across;
-  }
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, TcSmem<Tile>::kBytes, programmatic, stream);
@@ -1127,11 +1049,6 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
                                                         tc_resident_ctas<Family, TcKernel::walk, Tile>(c.device));
   const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
   cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
-  if constexpr (kMayCross) {
-    if (c.stream_batched(walk) == TcStream::across_slots)
-      return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile, TcStream::across_slots>, dp,
-                                batch.stride, batch.entries);
-  }
   return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile>, dp, batch.stride, batch.entries);
 }
 

@@ -52,8 +52,7 @@ struct WalkRun {
 WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, const Switches& switches,
                  cuda::GpuFusion fusion = cuda::GpuFusion::automatic,
                  cuda::ReduceForm reduce_form = cuda::ReduceForm::automatic,
-                 cuda::TcTiles tiles = cuda::TcTiles::automatic,
-                 cuda::TcStream stream = cuda::TcStream::automatic) {
+                 cuda::TcTiles tiles = cuda::TcTiles::automatic) {
   const Geometry g = walk_geometry();
   EngineOptions opt;
   opt.device = Device::cuda;
@@ -64,7 +63,6 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
   copt.tuning.fusion = fusion;
   copt.tuning.reduce_form = reduce_form;
   copt.tuning.tc_tiles = tiles;
-  copt.tuning.tc_stream = stream;
   Result<std::unique_ptr<Engine>> made = cuda::create_engine(g, opt, copt);
   EXPECT_TRUE(made.ok()) << made.status().to_string();
   WalkRun run;
@@ -260,41 +258,6 @@ TEST(GpuSlotWalk, SwizzledTilesGiveThePaddedBits) {
     }
 }
 
-// A walking CTA's copy stream (cuda::TcStream) is a launch shape too: run across its slots, the
-// copies of the next slot's first blocks in flight while a slot's pairs merge and its partial is
-// written, the walk gives the per-slot stream's bits, at walks of 2, 3 and 7 slots, on the default
-// routes (vec, its store fused in) and with vec off (splitk on the ring; interleaved, whose split
-// current row keeps the per-slot stream whatever is asked), in both tile layouts. The reduced
-// sweep (the sanitizers) keeps the default routes at a walk of three, swizzled.
-TEST(GpuSlotWalk, StreamAcrossSlotsGivesTheSameBits) {
-  LADDER_REQUIRE_GPU();
-  const bool small = test::small_sweep();
-  const std::vector<int> depths =
-      small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 2200, 4200, 3100, 17000};
-  const int kCalls = 2;
-  Switches no_vec;
-  no_vec.disable_vec = true;
-  const std::vector<Switches> route_sets = small ? std::vector<Switches>{Switches{}} : std::vector<Switches>{Switches{}, no_vec};
-  const std::vector<int> walks = small ? std::vector<int>{3} : std::vector<int>{2, 3, 7};
-  const std::vector<cuda::TcTiles> layouts =
-      small ? std::vector<cuda::TcTiles>{cuda::TcTiles::swizzled}
-            : std::vector<cuda::TcTiles>{cuda::TcTiles::padded, cuda::TcTiles::swizzled};
-  for (const Switches& switches : route_sets)
-    for (const cuda::TcTiles tiles : layouts)
-      for (const int walk : walks) {
-        const std::string what = std::string(switches.disable_vec ? "vec off" : "default routes") + ", " +
-                                 (tiles == cuda::TcTiles::padded ? "padded" : "swizzled") + ", " + walk_label(walk);
-        const auto run = [&](cuda::TcStream stream) {
-          return run_walk(depths, kCalls, walk, switches, cuda::GpuFusion::automatic, cuda::ReduceForm::automatic,
-                          tiles, stream);
-        };
-        const WalkRun per_slot = run(cuda::TcStream::per_slot);
-        ASSERT_EQ(per_slot.out.size(), static_cast<std::size_t>(kCalls)) << what;
-        EXPECT_LE(per_slot.worst_error, test::kBatchRelTol) << what;
-        expect_same_bits(per_slot, run(cuda::TcStream::across_slots), depths, "the stream across slots, " + what);
-      }
-}
-
 // LADDER_GPU_TILES picks the layout where a launch leaves it automatic; a launch's own choice
 // wins; otherwise automatic stays automatic, and each launch applies heuristics.hpp's rule.
 TEST(GpuSlotWalk, TilesResolveFromTheEnvironment) {
@@ -311,28 +274,6 @@ TEST(GpuSlotWalk, TilesResolveFromTheEnvironment) {
   ::setenv(kVar, "padded", 1);
   EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::automatic), cuda::TcTiles::padded);
   EXPECT_EQ(cuda::resolve_tc_tiles(cuda::TcTiles::swizzled), cuda::TcTiles::swizzled);
-  if (before != nullptr)
-    ::setenv(kVar, saved.c_str(), 1);
-  else
-    ::unsetenv(kVar);
-}
-
-// LADDER_GPU_STREAM the same way for the walking CTAs' copy stream (slot: per_slot, walk:
-// across_slots).
-TEST(GpuSlotWalk, StreamResolvesFromTheEnvironment) {
-  const char* kVar = "LADDER_GPU_STREAM";
-  const char* before = std::getenv(kVar);
-  const std::string saved = before != nullptr ? before : "";
-  ::unsetenv(kVar);
-  EXPECT_EQ(cuda::resolve_tc_stream(cuda::TcStream::automatic), cuda::TcStream::automatic);
-  ::setenv(kVar, "anything else", 1);
-  EXPECT_EQ(cuda::resolve_tc_stream(cuda::TcStream::automatic), cuda::TcStream::automatic);
-  ::setenv(kVar, "walk", 1);
-  EXPECT_EQ(cuda::resolve_tc_stream(cuda::TcStream::automatic), cuda::TcStream::across_slots);
-  EXPECT_EQ(cuda::resolve_tc_stream(cuda::TcStream::per_slot), cuda::TcStream::per_slot);
-  ::setenv(kVar, "slot", 1);
-  EXPECT_EQ(cuda::resolve_tc_stream(cuda::TcStream::automatic), cuda::TcStream::per_slot);
-  EXPECT_EQ(cuda::resolve_tc_stream(cuda::TcStream::across_slots), cuda::TcStream::across_slots);
   if (before != nullptr)
     ::setenv(kVar, saved.c_str(), 1);
   else

@@ -75,7 +75,6 @@ enum class GpuProducer {
 // forms and the default are stated once, in heuristics.hpp.
 using GpuFusion = ladder::GpuFusion;
 using TcTiles = ladder::TcTiles;
-using TcStream = ladder::TcStream;
 
 // How a batched reduce launch loads a head's partials (LaunchTuning::reduce_form).
 enum class ReduceForm { automatic, one_pass, lean };
@@ -117,9 +116,6 @@ struct LaunchTuning {
   // (heuristics.hpp, TcTiles). A launch shape: every layout gives the same bits. The one-kernel
   // and grid forms (GpuFusion::fused, grid) always use padded tiles.
   TcTiles tc_tiles = TcTiles::automatic;
-  // Tensor-core producer, batched launches: whether a walking CTA's copies run ahead across its
-  // warp slots (heuristics.hpp, TcStream). A launch shape: both give the same bits.
-  TcStream tc_stream = TcStream::automatic;
 };
 // The producer `automatic` resolves to here (reads LADDER_GPU_DAG).
 GpuProducer resolve_producer(GpuProducer requested);
@@ -129,9 +125,6 @@ GpuFusion resolve_fusion(GpuFusion requested);
 // What TcTiles::automatic resolves to here: LADDER_GPU_TILES=padded / swizzled, otherwise
 // automatic (each launch then applies heuristics.hpp's tc_tiles_direct / tc_tiles_batched).
 TcTiles resolve_tc_tiles(TcTiles requested);
-// What TcStream::automatic resolves to here: LADDER_GPU_STREAM=slot (per_slot) / walk
-// (across_slots), otherwise automatic (each batched launch then applies tc_stream_batched).
-TcStream resolve_tc_stream(TcStream requested);
 
 // Runs route `r` for one layer whose plane state already took this token's append and
 // returned `slot`: stores the current row (fused on the interleaved route), attends, reduces
