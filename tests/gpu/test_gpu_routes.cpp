@@ -113,7 +113,8 @@ struct RouteCase {
 };
 
 // Calls check(case) for every GQA shape, plane case, position and route of the sweep (the reduced
-// one where `small`), each plane and token drawn from rng, under a trace naming the case.
+// one where `small`), each plane and token drawn from rng, under a trace naming the case. A fatal
+// failure (an ASSERT in check) ends the sweep, as it would end a loop written in the test.
 template <class Check>
 void for_each_route_case(bool small, KvDtype dt, std::mt19937& rng, Check&& check) {
   for (const Gqa& gqa : gqa_sweep(small)) {
@@ -126,6 +127,7 @@ void for_each_route_case(bool small, KvDtype dt, std::mt19937& rng, Check&& chec
           SCOPED_TRACE(testing::Message() << pc.name << " " << gqa.n_heads << ":" << gqa.n_kv_heads << " position "
                                           << position << " route " << route_name(r));
           check(RouteCase{shape, before, position, tok, r});
+          if (::testing::Test::HasFatalFailure()) return;
         }
       }
     }
