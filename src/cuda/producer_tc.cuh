@@ -130,9 +130,31 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// 16 bytes global -> shared, bypassing L1; src_bytes 0 zero-fills and reads nothing.
+// How a producer's KV copies ask L2 to keep their lines (a launch shape: no value changes).
+// evict_first: a layer's KV rows are read once per launch, and the lines it leaves in L2 (the
+// partials its reducer reads back, the activations) should outlive them; batched launches only
+// (docs/perf.md, change 48: the engine's token and batch-16 layers faster, a direct-launch step
+// with a dependent kernel between layers slower).
+enum class TcL2 { normal, evict_first };
+
+// An L2 policy that marks the lines it touches first to go.
+__device__ __forceinline__ unsigned long long l2_evict_first() {
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+// 16 bytes global -> shared, bypassing L1, with L2 hint kL2; src_bytes 0 zero-fills and reads
+// nothing.
+template <TcL2 kL2 = TcL2::normal>
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+  if constexpr (kL2 == TcL2::evict_first) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes), "l"(l2_evict_first())
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+  }
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
@@ -372,7 +394,7 @@ __device__ __forceinline__ void tc_pv(const unsigned (&phi)[2][4], const unsigne
 // Lane r locates row r of the block once (a ring's wrap costs a division) and holds its two row
 // pointers; each 16-byte pass takes the pointers of its row by shuffle. Recomputing a row's
 // address in every pass was ~40 % of a warp's instructions per block (docs/perf.md, change 8).
-template <class Family, class Tile>
+template <class Family, class Tile, TcL2 kL2 = TcL2::normal>
 __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, int kvh, int half, int lane,
                                                KvWord* stage) {
   const int first = b * kBlockTokens;
@@ -401,8 +423,8 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
     const auto* ks = reinterpret_cast<const KvWord*>(__shfl_sync(kFullMask, k_bits, row));
     const auto* vs = reinterpret_cast<const KvWord*>(__shfl_sync(kFullMask, v_bits, row));
     const int bytes = (live_rows >> row) & 1u ? kChunkBytes : 0;
-    cp_async16(at.at(pass, row_c, kTcPlaneK), ks + chunk * 8, bytes);
-    cp_async16(at.at(pass, row_c, kTcPlaneV), vs + chunk * 8, bytes);
+    cp_async16<kL2>(at.at(pass, row_c, kTcPlaneK), ks + chunk * 8, bytes);
+    cp_async16<kL2>(at.at(pass, row_c, kTcPlaneV), vs + chunk * 8, bytes);
   }
 }
 
@@ -420,7 +442,7 @@ __device__ __forceinline__ bool tc_owns_block(const Schedule& sched, int flat, i
 
 // This pair's blocks of warp slot `flat` (the slot's blocks pair, pair + kTcPairs, ...) into
 // stages 0 .. kTcStages-2: one commit group per stage, empty where the pair has no block.
-template <class Family, class Tile>
+template <class Family, class Tile, TcL2 kL2 = TcL2::normal>
 __device__ __forceinline__ void tc_prologue(const ProducerParams& p, const Schedule& sched, int flat, int pair,
                                             int kvh, int half, int lane, KvWord* wsm) {
   const int pair_b0 = flat + pair * sched.block_stride();
@@ -428,7 +450,7 @@ __device__ __forceinline__ void tc_prologue(const ProducerParams& p, const Sched
 #pragma unroll
   for (int s = 0; s < kTcStages - 1; ++s) {
     const int b = pair_b0 + s * pair_stride;
-    if (b < sched.blocks) tc_issue_block<Family, Tile>(p, b, kvh, half, lane, wsm + s * TcSmem<Tile>::kStageHalfs);
+    if (b < sched.blocks) tc_issue_block<Family, Tile, kL2>(p, b, kvh, half, lane, wsm + s * TcSmem<Tile>::kStageHalfs);
     cp_async_commit();
   }
 }
@@ -639,7 +661,7 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
 // Warp slot `flat`'s blocks folded into this thread's (m, s) and o fragment (both halves of a
 // pair end with the same (m, s)); the slot's prologue was issued before (tc_prologue). Ends with
 // nothing in flight.
-template <class Family, class Tile>
+template <class Family, class Tile, TcL2 kL2 = TcL2::normal>
 __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Schedule& sched, int flat,
                                              const TcThread& t, const TcQ& q, KvWord* smem, SoftmaxStats (&st)[2],
                                              float (&o)[kHeadDim / 16][4]) {
@@ -674,7 +696,7 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
     __syncthreads();
     const int ahead = b + (kTcStages - 1) * pair_stride;
     if (live && ahead < sched.blocks)
-      tc_issue_block<Family, Tile>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * Smem::kStageHalfs);
+      tc_issue_block<Family, Tile, kL2>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * Smem::kStageHalfs);
     cp_async_commit();
 
     KvWord* ktile = wsm + (i % kTcStages) * Smem::kStageHalfs;
@@ -788,7 +810,7 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
 enum class TcQOrder { after_wait, before_copies };
 
 // smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem).
-template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait>
+template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait, TcL2 kL2 = TcL2::normal>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk) {
   constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
@@ -808,7 +830,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   float* merge = reinterpret_cast<float*>(smem + TcSmem<Tile>::kMergeOffsetHalfs);
   TcQLoads q_loads;
   if constexpr (kQOrder == TcQOrder::before_copies) tc_issue_q(p, t, q_loads);
-  tc_prologue<Family, Tile>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
+  tc_prologue<Family, Tile, kL2>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   pdl_wait();
   timeline.mark(cuda::TimelineEvent::waited);
 
@@ -829,13 +851,13 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-    tc_fold_slot<Family, Tile>(p, sched, flat, t, q, smem, st, o);
+    tc_fold_slot<Family, Tile, kL2>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
     timeline.mark(cuda::TimelineEvent::slot_folded, flat);
     const int next = flat + walk.step;
     if (p.early_dependents && next >= sched.slots()) pdl_allow_dependents();
     if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
-    if (next < sched.slots()) tc_prologue<Family, Tile>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
+    if (next < sched.slots()) tc_prologue<Family, Tile, kL2>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
     timeline.mark(cuda::TimelineEvent::slot_issued, flat);
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.
@@ -864,8 +886,8 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_i
   extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry_from(pp, stride, from);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
-  produce_tc<Family, Tile>(p, tc_aligned_smem<Tile>(tc_smem),
-                           SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  produce_tc<Family, Tile, TcQOrder::after_wait, TcL2::evict_first>(
+      p, tc_aligned_smem<Tile>(tc_smem), SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
 // The grid form (GpuFusion::grid): one kernel per layer. Every CTA walks its warp slots as

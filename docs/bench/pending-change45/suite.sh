@@ -13,7 +13,7 @@ mkdir -p /tmp/$name
   chmod +x /tmp/$name/*
 }
 if [[ -z $filter ]]; then
-  LADDER_BIN_DIR=/tmp/$name LADDER_STEPS=tests OUT=/tmp/run_$name timeout 240 scripts/device_run.sh >/dev/null 2>&1
+  LADDER_BIN_DIR=/tmp/$name LADDER_STEPS=tests OUT=/tmp/run_$name timeout ${SUITE_LIMIT:-240} scripts/device_run.sh >/dev/null 2>&1
   echo "suite $name rc=$?" >>$OUT/suite.txt
   { cat /tmp/run_$name/progress.txt; find /tmp/run_$name -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED|Swizzled|max rel" | tail -14; } >>$OUT/suite.txt 2>&1
 else
