@@ -18,7 +18,7 @@ if [[ -z $filter ]]; then
   { cat /tmp/run_$name/progress.txt; find /tmp/run_$name -name 'gpu_tests*.log' | head -1 | xargs grep -E "PASSED|FAILED|Swizzled|max rel" | tail -14; } >>$OUT/suite.txt 2>&1
 else
   san=/tmp/san_${name}_$(date +%s%N)
-  LADDER_SAN_FILTER=$filter LADDER_BIN_DIR=/tmp/$name LADDER_STEPS=san OUT=$san timeout 150 scripts/device_run.sh >/dev/null 2>&1
+  LADDER_SAN_FILTER=$filter LADDER_BIN_DIR=/tmp/$name LADDER_STEPS=san OUT=$san timeout ${SAN_LIMIT:-150} scripts/device_run.sh >/dev/null 2>&1
   echo "san $name ${LADDER_GPU_TILES:+(LADDER_GPU_TILES=$LADDER_GPU_TILES) }rc=$?" >>$OUT/suite.txt
   cat $san/progress.txt >>$OUT/suite.txt 2>&1
 fi
