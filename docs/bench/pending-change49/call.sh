@@ -4,8 +4,9 @@
 # ladder_gpu_tests=gpu_tests) with main's CLI beside it as .carry/c49/ladder_main.xz. Two calls
 # on an H100 (the suite alone ~200 s there): STEPS=suite (the GPU suite, then the four
 # sanitizers on the walk tests, the folded one among them), then STEPS=variants (main against
-# change 49, three rounds: batch-1 layers, steps, the engine's token, batch 16). Carry
-# [".carry/c49"].
+# change 49, three rounds: batch-1 layers, steps, the engine's token, batch 16). STEPS=b1: the
+# batch-1 rows only (layers at 8,192-131,072, steps and the engine's token), five rounds, into
+# $OUT/b1. Carry [".carry/c49"].
 set -u
 steps=${STEPS:-suite variants}
 mkdir -p /tmp/c49
@@ -14,9 +15,17 @@ if [[ $steps == *suite* ]]; then
   bash docs/bench/pending-change45/suite.sh .carry/c49 c49 \
     'GpuSlotWalk.FoldedWorkgroupsGiveTheReducerBits:GpuSlotWalk.SlotsPerCtaNeverChangeBits:GpuSlotWalk.ReduceFormsGiveTheSameBits'
 fi
-[[ $steps == *variants* ]] || exit 0
+[[ $steps == *variants* || $steps == *b1* ]] || exit 0
 xz -dc .carry/c49/ladder_main.xz >/tmp/ladder_main && chmod +x /tmp/ladder_main
 xz -dc .carry/c49/ladder.xz >/tmp/ladder_49 && chmod +x /tmp/ladder_49
+if [[ $steps == *b1* ]]; then
+  mkdir -p $OUT/b1
+  OUT=$OUT/b1 timeout 300 scripts/bench_variants.sh 5 /tmp/ladder_main /tmp/ladder_49 -- \
+    --depths 8192,32768,131072 --routes splitk/ring --step-depths 2048 --no-fallback-step \
+    --engine-max-depth 2048 >/dev/null 2>&1
+  echo "b1 rc=$?" >>$OUT/suite.txt
+fi
+[[ $steps == *variants* ]] || exit 0
 mkdir -p $OUT/variants
 OUT=$OUT/variants timeout 300 scripts/bench_variants.sh 3 /tmp/ladder_main /tmp/ladder_49 -- \
   --depths 2048,8192,32768,131072 --routes splitk/ring --batch 16 --step-depths 2048 \
