@@ -35,8 +35,10 @@
 //  * A warp slot's blocks are folded by kTcPairs pairs of warps (pair p takes the slot's blocks
 //    p, p + kTcPairs, ...), whose states merge in pair order by softmax.hpp's rule. Each warp
 //    slot then writes its [m, s, o] partial unmerged (parts = nsg); the reducer (reduce.cu,
-//    shared) does the DAG's step 4 — the warp-slot merge, in slot order, by the same rule —
-//    before merging the workgroups.
+//    shared) does the DAG's step 4 — the warp slots folded left in slot order (softmax.hpp,
+//    fold_in) — before merging the workgroups. A walking CTA of a batched launch that holds
+//    whole workgroups folds them itself by the same fold and writes one partial per workgroup
+//    (TcPartials::per_workgroup; parts = 1): the same bits, less traffic.
 //
 // Shape: one CTA per (KV head, tile of 16 sibling heads, DAG warp slot w*nsg + g): at batch 1
 // the pinned schedule has only n_kv_heads x nwg workgroups (64 for Muse Glimmer), and a CTA per
@@ -55,7 +57,9 @@
 // paid its q load, pipeline fill and partial write for one or two blocks each (docs/perf.md,
 // 2026-12-01). q is loaded once per CTA, the next slot's first blocks stream in while the
 // current slot's pairs merge, and each slot's partial is computed exactly as by a CTA of its
-// own: the walk is a launch shape, never an input to the arithmetic (P4 holds).
+// own: the walk is a launch shape, never an input to the arithmetic (P4 holds). Where its walk
+// holds whole workgroups at no cost to the longest walk (tc_folded_workgroups_per_cta), it walks
+// them consecutively and folds each in registers as the reducer would have.
 #pragma once
 
 #include <array>
