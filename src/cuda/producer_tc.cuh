@@ -945,15 +945,19 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(P
 }
 
 // Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ..., or, where
-// `partials` lets the entry fold (tc_walk_plan), its workgroups y per, ..., y per + per - 1.
-template <class Family, class Tile>
+// kPartials lets the entry fold (tc_walk_plan), its workgroups y per, ..., y per + per - 1. A
+// template parameter, not a launch argument: the per-slot kernel (every launch whose CTAs walk
+// one slot, the engine's batch-1 token among them) is main's machine code, without the fold's
+// 18 registers; with them in one kernel the batch-1 rows ran 1-2 % slower (docs/perf.md,
+// change 49).
+template <class Family, class Tile, TcPartials kPartials = TcPartials::per_slot>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride,
-                                                                         EntriesFrom from, TcPartials partials) {
+                                                                         EntriesFrom from) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry_from(pp, stride, from);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
   const TcWalkPlan plan =
-      tc_walk_plan(p.sched, static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y), partials);
+      tc_walk_plan(p.sched, static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y), kPartials);
   produce_tc<Family, Tile, TcQOrder::after_wait, TcL2::evict_first>(p, tc_aligned_smem<Tile>(tc_smem), plan.walk,
                                                                     plan.fold_workgroups);
 }
@@ -1131,8 +1135,12 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
       tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, producer_tc_kernel_indirect<Family, Tile>);
   static const cudaError_t opt_in_q_first = tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::before_copies>,
                                                             producer_tc_kernel_indirect<Family, Tile>);
+  static const cudaError_t opt_in_fold = tc_opt_in<Tile>(
+      producer_tc_kernel<Family, Tile, TcQOrder::after_wait>,
+      producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>);
   if (opt_in != cudaSuccess) return opt_in;
   if (opt_in_q_first != cudaSuccess) return opt_in_q_first;
+  if (opt_in_fold != cudaSuccess) return opt_in_fold;
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, TcSmem<Tile>::kBytes, programmatic, stream);
@@ -1148,8 +1156,12 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
   // slots exit at once.
   const unsigned ys = batch.tc_ctas > 0 ? batch.tc_ctas : tc_walk_ctas<Family, Tile>(p.shape, batch, c);
   cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
-  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile>, dp, batch.stride, batch.entries,
-                            batch.tc_partials);
+  // No entry folds where every CTA walks at most one slot (tc_folded_workgroups_per_cta needs a
+  // walk of two or more): the per-slot kernel then.
+  const bool may_fold = batch.tc_partials == TcPartials::per_workgroup && ys < indirect_slots(batch);
+  return may_fold ? cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>, dp,
+                                       batch.stride, batch.entries)
+                  : cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile>, dp, batch.stride, batch.entries);
 }
 
 // c: its tiles (the shared-memory layout: tiles_direct / tiles_batched), tc_slots_per_cta (warp
