@@ -15,12 +15,16 @@ namespace {
 // grid (common.cuh's rule). The direct kernel is launched with PDL behind a store-fused
 // producer; the batched ones only for a call of at most kBatchedReducerPdlUpToBatch sequences
 // (heuristics.hpp), plainly otherwise, where the wait is a no-op.
+// The direct kernel, one per parts count (the host dispatches on p.parts): each holds only its
+// own step 4, where one kernel with all three took the registers and schedule of the largest.
+template <int kParts>
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) {
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   pdl_wait();  // the producer's grid and its partials (a no-op for a launch without PDL)
   timeline.mark(cuda::TimelineEvent::waited);
   pdl_allow_dependents();
-  reduce_head_exact(p, static_cast<int>(blockIdx.x));
+  reduce_head_passes<kParts, reduce_pass_loads(kParts, kMaxWorkgroups * kMaxWarpsPerWorkgroup)>(
+      p, static_cast<int>(blockIdx.x));
   timeline.mark(cuda::TimelineEvent::exit);
 }
 // fold_ctas: the producers' BatchSpan::tc_ctas where they fold whole workgroups (parts 1 for an
@@ -63,7 +67,9 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const P
     if (!reducer_takes_parts(p.parts)) return cudaErrorInvalidValue;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_launch_config(attr, programmatic, dim3(heads), dim3(kReduceThreads), stream);
-    return cudaLaunchKernelEx(&cfg, reduce_kernel, p);
+    if (p.parts == 1) return cudaLaunchKernelEx(&cfg, reduce_kernel<1>, p);
+    if (p.parts == 2) return cudaLaunchKernelEx(&cfg, reduce_kernel<2>, p);
+    return cudaLaunchKernelEx(&cfg, reduce_kernel<kMaxWarpsPerWorkgroup>, p);
   }
   bool lean = form == cuda::ReduceForm::lean;
   if (form == cuda::ReduceForm::automatic) {

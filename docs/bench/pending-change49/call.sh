@@ -7,8 +7,25 @@
 # change 49, three rounds: batch-1 layers, steps, the engine's token, batch 16). STEPS=b1: the
 # batch-1 rows only (layers at 8,192-131,072, steps and the engine's token), five rounds, into
 # $OUT/b1. Carry [".carry/c49"].
+# STEPS=split (carry [".carry/c49x"]: ladder_main.xz, ladder_49b.xz: the folding walk its own
+# kernel instantiation, ladder_49c.xz: and the direct reducer one kernel per parts count,
+# gpu_tests_49c.xz): the three CLIs, three rounds, batch-1 and batch-16 layers at 8,192 and 32,768, the step and token,
+# into $OUT/split; then, in what time is left, 49c's walk and route tests.
 set -u
 steps=${STEPS:-suite variants}
+if [[ $steps == split ]]; then
+  for v in main 49b 49c; do xz -dc .carry/c49x/ladder_$v.xz >/tmp/ladder_$v && chmod +x /tmp/ladder_$v; done
+  mkdir -p $OUT/split
+  OUT=$OUT/split timeout 200 scripts/bench_variants.sh 3 /tmp/ladder_main /tmp/ladder_49b /tmp/ladder_49c -- \
+    --depths 8192,32768 --routes splitk/ring --batch 16 --step-depths 2048 --batch-max-depth 0 \
+    --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
+  echo "split rc=$?" >>$OUT/suite.txt
+  xz -dc .carry/c49x/gpu_tests_49c.xz >/tmp/gpu_tests_49c && chmod +x /tmp/gpu_tests_49c
+  timeout ${TESTS_LIMIT:-60} /tmp/gpu_tests_49c --gtest_filter='GpuSlotWalk.Folded*:GpuSlotWalk.SlotsPerCta*:GpuRoutes.*' \
+    >$OUT/split/tests.txt 2>&1
+  echo "tests rc=$?" >>$OUT/suite.txt
+  exit 0
+fi
 mkdir -p /tmp/c49
 if [[ $steps == *suite* ]]; then
   bash docs/bench/pending-change45/suite.sh .carry/c49 c49
