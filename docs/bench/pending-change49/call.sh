@@ -13,6 +13,18 @@
 # into $OUT/split; then, in what time is left, 49c's walk and route tests.
 set -u
 steps=${STEPS:-suite variants}
+# STEPS=ring (carry [".carry/c49y"]: ladder_main.xz, ladder_49.xz, ladder_49b.xz): batch-16 layers
+# at 2,048 and 8,192 only, three rounds, into $OUT/ring: whether the fold's launch argument
+# (49) and its template instantiation (49b) time alike on the ring at 8,192.
+if [[ $steps == ring ]]; then
+  for v in main 49 49b; do xz -dc .carry/c49y/ladder_$v.xz >/tmp/ladder_$v && chmod +x /tmp/ladder_$v; done
+  mkdir -p $OUT/ring
+  OUT=$OUT/ring timeout 100 scripts/bench_variants.sh 3 /tmp/ladder_main /tmp/ladder_49 /tmp/ladder_49b -- \
+    --depths 2048,8192 --routes splitk/ring --batch 16 --step-depths none --batch-max-depth 0 --no-engine \
+    >/dev/null 2>&1
+  echo "ring rc=$?" >>$OUT/suite.txt
+  exit 0
+fi
 if [[ $steps == split ]]; then
   for v in main 49b 49c; do xz -dc .carry/c49x/ladder_$v.xz >/tmp/ladder_$v && chmod +x /tmp/ladder_$v; done
   mkdir -p $OUT/split
