@@ -13,6 +13,29 @@
 # into $OUT/split; then, in what time is left, 49c's walk and route tests.
 set -u
 steps=${STEPS:-suite variants}
+# Change 49d (change49d.patch, built into .carry/c49d: ladder.xz, gpu_tests.xz, with
+# ladder_main.xz and ladder_49c.xz beside them; carry [".carry/c49d"]): STEPS=d-suite, the GPU
+# suite and the walk tests under the four sanitizers; then STEPS=d-variants, main, 49c and 49d,
+# three rounds with the depths 2,048-131,072 and three with 8,192-32,768 (the two lists under
+# which main's batch-16 rows at 8,192 swapped), into $OUT/d-wide and $OUT/d-narrow.
+if [[ $steps == d-suite ]]; then
+  bash docs/bench/pending-change45/suite.sh .carry/c49d c49d
+  bash docs/bench/pending-change45/suite.sh .carry/c49d c49d \
+    'GpuSlotWalk.FoldedWorkgroupsGiveTheReducerBits:GpuSlotWalk.SlotsPerCtaNeverChangeBits:GpuSlotWalk.ReduceFormsGiveTheSameBits'
+  exit 0
+fi
+if [[ $steps == d-variants ]]; then
+  xz -dc .carry/c49d/ladder_main.xz >/tmp/ladder_main && xz -dc .carry/c49d/ladder_49c.xz >/tmp/ladder_49c &&
+    xz -dc .carry/c49d/ladder.xz >/tmp/ladder_49d && chmod +x /tmp/ladder_main /tmp/ladder_49c /tmp/ladder_49d
+  for list in wide:2048,8192,32768,131072 narrow:8192,32768; do
+    mkdir -p $OUT/d-${list%%:*}
+    OUT=$OUT/d-${list%%:*} timeout 250 scripts/bench_variants.sh 3 /tmp/ladder_main /tmp/ladder_49c /tmp/ladder_49d -- \
+      --depths ${list#*:} --routes splitk/ring --batch 16 --step-depths 2048 --batch-max-depth 0 \
+      --no-fallback-step --engine-max-depth 2048 >/dev/null 2>&1
+    echo "d-${list%%:*} rc=$?" >>$OUT/suite.txt
+  done
+  exit 0
+fi
 # STEPS=ring (carry [".carry/c49y"]: ladder_main.xz, ladder_49.xz, ladder_49b.xz): batch-16 layers
 # at 2,048 and 8,192 only, three rounds, into $OUT/ring: whether the fold's launch argument
 # (49) and its template instantiation (49b) time alike on the ring at 8,192.
