@@ -13,6 +13,17 @@
 #                           DIR/ladder_<v>.xz for each v, interleaved rounds (bench_variants.sh),
 #                           single layers at DEPTHS (splitk/ring) with FLAGS (default: batch-16
 #                           layers there, the step and the engine's token at 2,048), into $OUT/N
+#   STEPS=why CARRY=DIR VARIANTS="main 49d"
+#                           each CLI's batch-16 rows alone under three depth lists (one round each,
+#                           $OUT/why.txt), then ncu on the first batched producer launch at 8,192 and
+#                           on the batched reducer behind it ($OUT/ncu.txt)
+# change49e-on-49d.patch (49e: the occupancy query opts its kernel in first, and the fresh-process
+# test GpuSlotWalk.FirstBatchedLaunchWalksInAFreshProcess) applies after the three above.
+# What ran on the H200 (docs/bench/h200-2026-12-05-change49d/): the four sanitizers on main's
+# build (pending-change45/suite.sh with LADDER_SAN_TOOLS ordered synccheck first) and on 49d's
+# walk tests; suite on 49d; bench "main 49c 49d" under both lists (d-wide, d-narrow); why on
+# "main 49d". Next: carry .carry/c49e (ladder_main, ladder_49d, ladder_49e, and 49e's ladder and
+# gpu_tests), suite on 49e, then bench "main 49d 49e" under both lists.
 # What ran (docs/bench/h100-2026-12-05-change49/): suite on 49; bench "main 49" at
 # 2048,8192,32768,131072 (variants/), and at 8192,32768,131072 with FLAGS='--step-depths 2048
 # --no-fallback-step --engine-max-depth 2048' and ROUNDS=5 (b1/: batch-1 rows only); bench
@@ -20,7 +31,7 @@
 # 2048,8192,32768,131072 and once at 8192,32768 (the two depth lists under which main's batch-16
 # rows at 8,192 swapped).
 set -u
-carry=${CARRY:?carry directory} steps=${STEPS:?suite or bench}
+carry=${CARRY:?carry directory} steps=${STEPS:?suite, bench or why}
 walk_tests='GpuSlotWalk.FoldedWorkgroupsGiveTheReducerBits:GpuSlotWalk.SlotsPerCtaNeverChangeBits:GpuSlotWalk.ReduceFormsGiveTheSameBits'
 case $steps in
   suite)
@@ -37,5 +48,22 @@ case $steps in
       --depths "${DEPTHS:?}" --routes splitk/ring $flags >/dev/null 2>&1
     echo "$NAME rc=$?" >>"$OUT/suite.txt"
     ;;
-  *) echo "call.sh: STEPS is suite or bench" >&2; exit 2 ;;
+  why)
+    flags='--routes splitk/ring --batch 16 --step-depths 2048 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048'
+    for v in ${VARIANTS:?}; do xz -dc "$carry/ladder_$v.xz" >"/tmp/why_$v" && chmod +x "/tmp/why_$v"; done
+    for d in 8192 8192,32768 2048,8192; do
+      for v in $VARIANTS; do
+        echo "== $v $d"
+        # shellcheck disable=SC2086  # flags are words
+        timeout 40 "/tmp/why_$v" bench --depths "$d" $flags 2>&1 | grep "batch 16"
+      done
+    done >"$OUT/why.txt"
+    for v in $VARIANTS; do
+      LADDER_BIN=/tmp/why_$v LADDER_NCU_BATCH=16 OUT=/tmp/ncu_why_$v timeout 70 scripts/ncu_producer.sh 8192 splitk/ring >/dev/null 2>&1
+      LADDER_BIN=/tmp/why_$v LADDER_NCU_BATCH=16 LADDER_NCU_KERNEL=reduce LADDER_NCU_CACHE=none OUT=/tmp/ncu_why_$v \
+        timeout 70 scripts/ncu_producer.sh 8192 splitk/ring >/dev/null 2>&1
+      cat /tmp/ncu_why_"$v"/*.txt
+    done >"$OUT/ncu.txt"
+    ;;
+  *) echo "call.sh: STEPS is suite, bench or why" >&2; exit 2 ;;
 esac
