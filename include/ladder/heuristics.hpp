@@ -121,9 +121,11 @@ inline constexpr int kDefaultGrowingCapacity = 4096;
 
 // Fast CPU producer (src/cpu/producer_fast.cpp). Tokens per chunk: the unit of one softmax fold
 // per head, with every head's scores of the chunk held at once (16 heads x 64 x 4 B = 4 KiB).
-// Fixed, so the bits depend on the visible length only, never on the thread count. Sized, not
-// swept: with it the register-blocked producer runs at the FMA ceiling of one core of the 2-core
-// build machine on cached data (docs/perf.md, issue 11). The 16-token sub-block inside a chunk
+// Fixed, so the bits depend on the visible length only, never on the thread count. Sized so
+// that the register-blocked producer runs at the FMA ceiling of one core of the 2-core build
+// machine on cached data (docs/perf.md, issue 11); its neighbours measured there on one worker
+// (2026-12-05, the split lengths kept): 32 tokens 2.5-4 % slower (twice the folds, though the
+// lane tiles then fit L1), 128 no faster. The 16-token sub-block inside a chunk
 // is not a tuning knob but the kernels' register tile (two 8-token vectors,
 // src/cpu/producer_fast_kernels.hpp): 16 rows x 128 dims x 4 B = 8 KiB of K or V in L1.
 inline constexpr int kFastChunkTokens = 64;
