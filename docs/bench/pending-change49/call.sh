@@ -27,10 +27,11 @@
 # What ran (docs/bench/h100-2026-12-05-change49/): suite on 49; bench "main 49" at
 # 2048,8192,32768,131072 (variants/), and at 8192,32768,131072 with FLAGS='--step-depths 2048
 # --no-fallback-step --engine-max-depth 2048' and ROUNDS=5 (b1/: batch-1 rows only); bench
-# "main 49b 49c" at 8192,32768 (split/). Next: suite on 49d, then bench "main 49c 49d" once at
-# 2048,8192,32768,131072 and once at 8192,32768 (the two depth lists under which main's batch-16
-# rows at 8,192 swapped).
+# "main 49b 49c" at 8192,32768 (split/).
 set -u
+source scripts/bench_lib.sh  # unpack_bin
+# Batch-16 layers at the given depths, the step and the engine's token at 2,048 (bench and why).
+batch16_flags='--batch 16 --step-depths 2048 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048'
 carry=${CARRY:?carry directory} steps=${STEPS:?suite, bench or why}
 walk_tests='GpuSlotWalk.FoldedWorkgroupsGiveTheReducerBits:GpuSlotWalk.SlotsPerCtaNeverChangeBits:GpuSlotWalk.ReduceFormsGiveTheSameBits'
 case $steps in
@@ -41,7 +42,7 @@ case $steps in
   bench)
     bins=()
     for v in ${VARIANTS:?}; do bins+=("$carry/ladder_$v.xz"); done
-    flags=${FLAGS:---batch 16 --step-depths 2048 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048}
+    flags=${FLAGS:-$batch16_flags}
     mkdir -p "$OUT/${NAME:?}"
     # shellcheck disable=SC2086  # flags are words
     OUT=$OUT/$NAME timeout "${BENCH_LIMIT:-280}" scripts/bench_variants.sh "${ROUNDS:-3}" "${bins[@]}" -- \
@@ -49,18 +50,17 @@ case $steps in
     echo "$NAME rc=$?" >>"$OUT/suite.txt"
     ;;
   why)
-    flags='--routes splitk/ring --batch 16 --step-depths 2048 --batch-max-depth 0 --no-fallback-step --engine-max-depth 2048'
-    for v in ${VARIANTS:?}; do xz -dc "$carry/ladder_$v.xz" >"/tmp/why_$v" && chmod +x "/tmp/why_$v"; done
+    for v in ${VARIANTS:?}; do unpack_bin "$carry/ladder_$v.xz" >/dev/null; done
     for d in 8192 8192,32768 2048,8192; do
       for v in $VARIANTS; do
         echo "== $v $d"
         # shellcheck disable=SC2086  # flags are words
-        timeout 40 "/tmp/why_$v" bench --depths "$d" $flags 2>&1 | grep "batch 16"
+        timeout 40 "/tmp/ladder_$v" bench --depths "$d" --routes splitk/ring $batch16_flags 2>&1 | grep "batch 16"
       done
     done >"$OUT/why.txt"
     for v in $VARIANTS; do
-      LADDER_BIN=/tmp/why_$v LADDER_NCU_BATCH=16 OUT=/tmp/ncu_why_$v timeout 70 scripts/ncu_producer.sh 8192 splitk/ring >/dev/null 2>&1
-      LADDER_BIN=/tmp/why_$v LADDER_NCU_BATCH=16 LADDER_NCU_KERNEL=reduce LADDER_NCU_CACHE=none OUT=/tmp/ncu_why_$v \
+      LADDER_BIN=/tmp/ladder_$v LADDER_NCU_BATCH=16 OUT=/tmp/ncu_why_$v timeout 70 scripts/ncu_producer.sh 8192 splitk/ring >/dev/null 2>&1
+      LADDER_BIN=/tmp/ladder_$v LADDER_NCU_BATCH=16 LADDER_NCU_KERNEL=reduce LADDER_NCU_CACHE=none OUT=/tmp/ncu_why_$v \
         timeout 70 scripts/ncu_producer.sh 8192 splitk/ring >/dev/null 2>&1
       cat /tmp/ncu_why_"$v"/*.txt
     done >"$OUT/ncu.txt"
