@@ -474,12 +474,11 @@ class FastProducer final : public ProducerTasks {
   // loop of 8-wide conversions (widen8); the rest row by row through widen_row. Both are exact.
   void widen_rows(const KvWord* const* r, bool key, int n, int kv_head, float* rows) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
+    const bool wide_rows = wide_ && hd_ == detail::kWideRowDims;
+    if (wide_rows) detail::widen_rows_avx512(r, n, rows, hd8, D);  // every plane row
     for (int i = 0; i < n; ++i) {
       float* dst = rows + i * hd8;
-      if (wide_ && r[i] != nullptr && hd_ == detail::kWideRowDims) {
-        detail::widen_row_avx512(r[i], dst, D);
-        continue;
-      }
+      if (wide_rows && r[i] != nullptr) continue;
 #if defined(LADDER_FAST_AVX2)
       if (r[i] != nullptr && hd_ % kLanes == 0) {
         const KvWord* src = r[i];

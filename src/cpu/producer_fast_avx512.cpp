@@ -491,6 +491,16 @@ __attribute__((target("avx512f"))) void widen_row_avx512(const KvWord* src, floa
   for (int d = 0; d < kWideRowDims; d += kLanes16) _mm512_storeu_ps(dst + d, widen16(src + d, dtype));
 }
 
+__attribute__((target("avx512f"))) void widen_rows_avx512(const KvWord* const* rows, int n, float* dst,
+                                                          std::size_t dst_stride, KvDtype dtype) {
+  for (int i = 0; i < n; ++i) {
+    if (rows[i] == nullptr) continue;
+    float* row = dst + static_cast<std::size_t>(i) * dst_stride;
+#pragma GCC unroll 8
+    for (int d = 0; d < kWideRowDims; d += kLanes16) _mm512_storeu_ps(row + d, widen16(rows[i] + d, dtype));
+  }
+}
+
 __attribute__((target("avx512f"))) void widen_queue_now(const WidenQueue& q) {
   for (int i = 0; i < q.vectors; ++i) widen_vector(q, i);
 }
@@ -525,6 +535,7 @@ void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
 void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }
 void widen_row_avx512(const KvWord*, float*, KvDtype) {}
+void widen_rows_avx512(const KvWord* const*, int, float*, std::size_t, KvDtype) {}
 void widen_queue_now(const WidenQueue&) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
 void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&, const WidenQueue&) {}

@@ -12,6 +12,7 @@
 // o's value), so every width gives the same bits (tests/cpu/test_producer_fast.cpp).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 
 #include "ladder/heuristics.hpp"
@@ -43,6 +44,12 @@ void score_rows_avx512(int heads, const float* qt, int hd, const float* krows, f
 // dst[0 .. kWideRowDims) = the f32 values of a plane row of dtype `dtype` (exact: F16C's
 // conversion for f16, a 16-bit shift for bf16), 16 at a time.
 void widen_row_avx512(const KvWord* src, float* dst, KvDtype dtype);
+
+// widen_row_avx512 for the plane rows of a sub-block in one call: rows[i] (i < n, a sub-block)
+// into dst + i * dst_stride, a null row (the current token's f32 row) skipped for the caller.
+// A call per row, each behind a vzeroupper, was ~11 % of a worker's samples on a Xeon
+// (docs/perf.md, 2026-12-05 late night).
+void widen_rows_avx512(const KvWord* const* rows, int n, float* dst, std::size_t dst_stride, KvDtype dtype);
 
 // w[i] = softmax_exp(s[i] - m) for i < count (in place), zero for count <= i < padded (padded a
 // multiple of 8); returns the sum of the weights in the 8-lane path's order (8 running lane sums
