@@ -149,6 +149,24 @@ struct ReduceParams {
   float* out = nullptr;
 };
 
+// GPU, batched tensor-core producer launches that may fold (cuda_detail::BatchSpan::tc_fold_ctas
+// = `ctas`, the launch's CTAs per entry and tile group): how many whole workgroups each CTA
+// walks and folds itself (step 4 in the producer, one partial per workgroup: parts 1), or 0
+// where the entry's slots stay one partial each (parts nsg). An entry folds where whole
+// workgroups cost no CTA a longer walk than single slots would: nsg ceil(nwg / ctas) ==
+// ceil(nwg nsg / ctas). The producer and the reducer both read it from here, so a reducer
+// entry's parts always match what its producer wrote (docs/perf.md, change 49).
+LADDER_HD constexpr int tc_folded_workgroups_per_cta(int nwg, int nsg, int ctas) {
+  if (ctas <= 0 || nsg <= 1 || nwg <= 0) return 0;
+  const int per = (nwg + ctas - 1) / ctas;
+  return nsg * per == (nwg * nsg + ctas - 1) / ctas ? per : 0;
+}
+// A reducer entry's parts behind such a launch (parts = nsg as planned for a tensor-core entry;
+// 1 stays 1).
+LADDER_HD constexpr int reduce_parts_after_fold(const ReduceParams& p, int ctas) {
+  return tc_folded_workgroups_per_cta(p.nwg, p.parts, ctas) > 0 ? 1 : p.parts;
+}
+
 // G1: f32 activations in, plane rows of kv_dtype out (one token, all KV heads).
 struct StoreParams {
   KvDtype kv_dtype = KvDtype::f16;

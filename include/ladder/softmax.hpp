@@ -148,6 +148,36 @@ LADDER_HD SoftmaxStats merge_stats(int count, PartM&& m, PartS&& s, Factor&& fac
   return all;
 }
 
+// The factors of one left-fold step (fold_in): the running state's and the next part's.
+struct FoldFactors {
+  float run = 0.0f;
+  float next = 0.0f;
+};
+
+// One step of a left fold over parts in index order: the running state (part 0 as it is, then
+// each step's result) merged with the next part by merge_stats' rule for two parts. The caller
+// folds its o values by the same factors: o_run = merge_add(merge_add(0, o_run, c.run), o_next,
+// c.next). The GPU tensor-core path merges a workgroup's warp-slot partials this way (the
+// reducer's step 4, the one-kernel form's, and a walking producer CTA that folds a whole
+// workgroup, docs/perf.md change 49): a fold needs only the running state, so a producer can
+// keep it in registers while it walks the slots, and every merger gives the same bits. At two
+// parts it is exactly merge_stats.
+LADDER_HD SoftmaxStats fold_in(const SoftmaxStats& run, const SoftmaxStats& next, FoldFactors& c) {
+  const float pm[2] = {run.m, next.m};
+  const float ps[2] = {run.s, next.s};
+  float pc[2] = {0.0f, 0.0f};
+  const SoftmaxStats all = merge_stats<2>(
+      2, [&](int i) { return pm[i]; }, [&](int i) { return ps[i]; }, [&](int i, float ci) { pc[i] = ci; });
+  c.run = pc[0];
+  c.next = pc[1];
+  return all;
+}
+
+// The o chain of one fold_in step.
+LADDER_HD float fold_add(float o_run, float o_next, const FoldFactors& c) {
+  return merge_add(merge_add(0.0f, o_run, c.run), o_next, c.next);
+}
+
 // Weight of one score under the current max; the caller adds it to s and w*v to o (fmaf).
 LADDER_HD float score_weight(const SoftmaxStats& st, float score) { return softmax_exp(score - st.m); }
 

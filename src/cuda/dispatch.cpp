@@ -314,6 +314,13 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
                            const ProducerChoice& producer, unsigned* grid_counter, cudaStream_t stream) {
   clear_stale_error();
   batch.max_visible = k.max_visible;
+  // Every tensor-core producer launch of the layer walks with one y extent, which the reducer
+  // needs too: where their CTAs fold whole workgroups (not in the grid form, whose merge inside
+  // the launch reads every slot's partial), it reads parts 1 for the entries they folded.
+  if (producer.tensor_core) {
+    batch.tc_ctas = tc_batched_ctas(shape, batch, producer);
+    batch.tc_partials = producer.fusion == GpuFusion::grid ? TcPartials::per_slot : TcPartials::per_workgroup;
+  }
   // One launch, then its error in words. Only the layer's first launch can be right behind the
   // state fetch (EntriesFrom): every launch after it reads its entries at once.
   const auto step = [&](auto&& launch, const char* what) -> Status {

@@ -62,6 +62,13 @@ cudaError_t launch_family(const ProducerParams& p, const ProducerParams* dp, con
 
 LADDER_TIMELINE_SINK(fused)
 
+unsigned tc_batched_ctas(const HeadShape& shape, const BatchSpan& batch, const ProducerChoice& c) {
+  // Any family stands for all (kernels.hpp: one occupancy); the tile layout is the launch's.
+  using Any = FusedRows<KernelFamily::splitk_fused, KvDtype::f16>;
+  return c.tiles_batched(batch.count) == TcTiles::swizzled ? tc_walk_ctas<Any, TcSwizzledTile>(shape, batch, c)
+                                                           : tc_walk_ctas<Any, TcPaddedTile>(shape, batch, c);
+}
+
 cudaError_t launch_store_fused_route(Route r, const ProducerParams& p, const ProducerParams* dp, const ReduceParams& rp,
                                      const ReduceParams* drp, const FusedTail& tail, const FusedTail* dtail,
                                      const ProducerChoice& c, cudaStream_t stream, bool& merged, BatchSpan batch) {

@@ -124,7 +124,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const std::int64_t slots = static_cast<std::int64_t>(nwg) * nsg;
   float* const o_rows = p.partials;
   float* const ms_pairs = p.partials + static_cast<std::int64_t>(p.shape.n_heads) * slots * kHeadDim;
-  tc_merge_pairs(t, st, o, merge, [&](int h, int d, float m_all, float s_all, float o_d, float o_d1) {
+  tc_merge_pairs(t, st, o, merge, [&](int h, int, int d, float m_all, float s_all, float o_d, float o_d1) {
     const int head = kvh * hpk + tile * kTcHeads + h;
     const std::int64_t idx = head * slots + flat;
     if (d == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx) = make_float2(m_all, s_all);
@@ -145,8 +145,8 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const auto has_head = [&](int h) { return tile * kTcHeads + h < hpk; };
   if (nsg > 1) {
     if (!arrive_last(counters + 1 + wg, static_cast<unsigned>(nsg), flag)) return;
-    // Step 4 for workgroup wg: its nsg slots in slot order, reduce.cu's rule; the result goes to
-    // slot 0 once every thread has read its inputs.
+    // Step 4 for workgroup wg: its nsg slots folded in slot order, reduce.cuh's rule; the result
+    // goes to slot 0 once every thread has read its inputs.
     float pm[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup], ps[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup];
     float4 v[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup];
 #pragma unroll
@@ -165,15 +165,19 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     float my_m[kMergeHeadsPerWarp], my_s[kMergeHeadsPerWarp], o_w[kMergeHeadsPerWarp][kDimsPerLane];
 #pragma unroll
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
-      float o4[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
-      const SoftmaxStats all = merge_stats<kMaxWarpsPerWorkgroup>(
-          nsg, [&](int g) { return pm[k][g]; }, [&](int g) { return ps[k][g]; },
-          [&](int g, float cg) {
-            o4[0] = merge_add(o4[0], v[k][g].x, cg);
-            o4[1] = merge_add(o4[1], v[k][g].y, cg);
-            o4[2] = merge_add(o4[2], v[k][g].z, cg);
-            o4[3] = merge_add(o4[3], v[k][g].w, cg);
-          });
+      // Slot 0 as it is, then each next slot folded in (softmax.hpp's fold_in, as reduce.cuh).
+      SoftmaxStats all{pm[k][0], ps[k][0]};
+      float o4[kDimsPerLane] = {v[k][0].x, v[k][0].y, v[k][0].z, v[k][0].w};
+#pragma unroll
+      for (int g = 1; g < kMaxWarpsPerWorkgroup; ++g) {
+        if (g >= nsg) break;
+        FoldFactors fc;
+        all = fold_in(all, SoftmaxStats{pm[k][g], ps[k][g]}, fc);
+        o4[0] = fold_add(o4[0], v[k][g].x, fc);
+        o4[1] = fold_add(o4[1], v[k][g].y, fc);
+        o4[2] = fold_add(o4[2], v[k][g].z, fc);
+        o4[3] = fold_add(o4[3], v[k][g].w, fc);
+      }
       my_m[k] = all.m;
       my_s[k] = all.s;
 #pragma unroll

@@ -105,6 +105,13 @@ struct FusedTail {
 // producer then prefetches its plane rows while the previous layer finishes).
 enum class EntriesFrom { earlier_kernel, fetch_just_before };
 
+// What a batched tensor-core producer's walking CTA writes: each slot's partial (parts = nsg, the
+// reducer's step 4 folds them), or, where tc_folded_workgroups_per_cta (kernel_params.hpp) says
+// the entry folds, consecutive whole workgroups folded by the CTA itself, one partial each
+// (parts = 1): a batch-16 layer paid 4-7 % for the per-slot partials' traffic (docs/perf.md,
+// probe 49 and change 49).
+enum class TcPartials { per_slot, per_workgroup };
+
 // The indirect form over a batch: `count` parameter structs, the first at `dp` and each next one
 // `stride` bytes further (grid z = count). An entry with nothing to do exits at once: a store
 // with n_kv_heads 0, a copy with rows 0, a reduce with nwg 0, a producer struct of another
@@ -121,11 +128,22 @@ struct BatchSpan {
   // (docs/perf.md change 38); every other kernel is launched plainly and never sees the fetch
   // running.
   EntriesFrom entries = EntriesFrom::earlier_kernel;
+  // Batched tensor-core producers: CTAs per (entry, tile group) along y, set once per layer
+  // (tc_batched_ctas) so that every family's launch of the layer and its reducer agree (0: the
+  // launch picks its own), and what their CTAs write. With TcPartials::per_workgroup the reducer
+  // reads each entry's parts through reduce_parts_after_fold(entry, tc_ctas).
+  unsigned tc_ctas = 0;
+  TcPartials tc_partials = TcPartials::per_slot;
 };
 // The indirect producer grid's y extent: warp slots (tensor-core and fused) or workgroups
 // (exact DAG) of the largest schedule `batch` can reach.
 unsigned indirect_slots(const BatchSpan& batch);
 unsigned indirect_workgroups(const BatchSpan& batch);
+// The y extent of a batched tensor-core producer launch over `batch` (its count, max_visible):
+// c.tc_slots_per_cta slots per CTA when given, else tc_slots_per_cta's rule over the CTAs the
+// device holds at once (one occupancy for every family and tile layout: shared memory admits
+// exactly kTcCtasPerSm of each, and 128 threads cannot run out of registers at two).
+unsigned tc_batched_ctas(const HeadShape& shape, const BatchSpan& batch, const ProducerChoice& c);
 
 cudaError_t launch_store(const StoreParams& p, const StoreParams* dp, cudaStream_t stream, BatchSpan batch = {});
 // Pad and staging. max_rows bounds the indirect grid (the largest `rows` any token may need).

@@ -35,8 +35,10 @@
 //  * A warp slot's blocks are folded by kTcPairs pairs of warps (pair p takes the slot's blocks
 //    p, p + kTcPairs, ...), whose states merge in pair order by softmax.hpp's rule. Each warp
 //    slot then writes its [m, s, o] partial unmerged (parts = nsg); the reducer (reduce.cu,
-//    shared) does the DAG's step 4 — the warp-slot merge, in slot order, by the same rule —
-//    before merging the workgroups.
+//    shared) does the DAG's step 4 — the warp slots folded left in slot order (softmax.hpp,
+//    fold_in) — before merging the workgroups. A walking CTA of a batched launch that holds
+//    whole workgroups folds them itself by the same fold and writes one partial per workgroup
+//    (TcPartials::per_workgroup; parts = 1): the same bits, less traffic.
 //
 // Shape: one CTA per (KV head, tile of 16 sibling heads, DAG warp slot w*nsg + g): at batch 1
 // the pinned schedule has only n_kv_heads x nwg workgroups (64 for Muse Glimmer), and a CTA per
@@ -55,10 +57,13 @@
 // paid its q load, pipeline fill and partial write for one or two blocks each (docs/perf.md,
 // 2026-12-01). q is loaded once per CTA, the next slot's first blocks stream in while the
 // current slot's pairs merge, and each slot's partial is computed exactly as by a CTA of its
-// own: the walk is a launch shape, never an input to the arithmetic (P4 holds).
+// own: the walk is a launch shape, never an input to the arithmetic (P4 holds). Where its walk
+// holds whole workgroups at no cost to the longest walk (tc_folded_workgroups_per_cta), it walks
+// them consecutively and folds each in registers as the reducer would have.
 #pragma once
 
 #include <array>
+#include <climits>
 
 #include "cuda/common.cuh"
 #include "cuda/reduce.cuh"
@@ -428,12 +433,34 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
   }
 }
 
-// The warp slots (the DAG's flat w * nsg + g) one CTA walks: first, first + step, ... below the
-// schedule's slots(). A CTA per slot is {blockIdx.y, gridDim.y} with gridDim.y >= slots().
+// The warp slots (the DAG's flat w * nsg + g) one CTA walks, below end and the schedule's
+// slots(): runs of `run` consecutive slots (first a multiple of run), each run starting `step`
+// after the previous one's start; run 1 is first, first + step, ... A CTA per slot is
+// {blockIdx.y, gridDim.y} with gridDim.y >= slots().
 struct SlotWalk {
   int first = 0;
   int step = 1;
+  int end = INT_MAX;
+  int run = 1;
+  __device__ __forceinline__ int next(int flat) const {
+    return (flat + 1) % run != 0 ? flat + 1 : flat + 1 + step - run;
+  }
 };
+
+// The walk of CTA `y` of `ctas` over schedule `sched`'s slots, and the most workgroups it folds
+// (0: none, a strided walk y, y + ctas, ...). A folding CTA walks workgroups y, y + ctas, ...,
+// each one's nsg slots in a row: at any moment the launch's CTAs read adjacent workgroups' blocks,
+// as the strided walk has them read adjacent slots' (consecutive workgroups per CTA put the
+// concurrent reads ctas workgroups apart: docs/perf.md, change 49's outcome).
+struct TcWalkPlan {
+  SlotWalk walk;
+  int fold_workgroups = 0;
+};
+__device__ __forceinline__ TcWalkPlan tc_walk_plan(const Schedule& sched, int y, int ctas, TcPartials partials) {
+  const int per = partials == TcPartials::per_workgroup ? tc_folded_workgroups_per_cta(sched.nwg, sched.nsg, ctas) : 0;
+  if (per == 0) return TcWalkPlan{SlotWalk{y, ctas}, 0};
+  return TcWalkPlan{SlotWalk{y * sched.nsg, ctas * sched.nsg, INT_MAX, sched.nsg}, per};
+}
 
 // Whether warp slot `flat` folds block b (the schedule deals blocks to slots round robin).
 __device__ __forceinline__ bool tc_owns_block(const Schedule& sched, int flat, int b) {
@@ -730,8 +757,9 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
 // that pair merges, through `area` laid out [source pair][value][thread of the pair] (consecutive
 // threads write consecutive words: no bank conflicts). After one CTA barrier each thread reads
 // its counterpart's values, merges its row by softmax.hpp's merge_stats and merge_add (pair 0
-// first), and hands store(h, d, m_all, s_all, o_d, o_d1) dims d, d + 1 of head h of the tile (d =
-// 0 once per head) for the tile's real heads. Every thread of the CTA calls it after a CTA
+// first), and hands store(h, j, d, m_all, s_all, o_d, o_d1) dims d, d + 1 of head h of the tile
+// (d = 64 half + 8 j + 2 quad: the thread's j-th pair of dims, j < kHeadDim / 16; d = 0 once per
+// head) for the tile's real heads. Every thread of the CTA calls it after a CTA
 // barrier that ends every read of `area`'s stage; a later write to `area` must follow a CTA
 // barrier.
 template <class Store>
@@ -782,7 +810,7 @@ __device__ __forceinline__ void tc_merge_pairs(const TcThread& t, const SoftmaxS
       const float o1 = first ? theirs[2 * j + e] : my_o;
       v[e] = merge_add(merge_add(0.0f, o0, c[0]), o1, c[1]);
     }
-    store(h, 64 * t.half + 8 * j + 2 * t.quad, all.m, all.s, v[0], v[1]);
+    store(h, j, 64 * t.half + 8 * j + 2 * t.quad, all.m, all.s, v[0], v[1]);
   }
 }
 
@@ -792,13 +820,51 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
                                                  const float (&o)[kHeadDim / 16][4], float* merge) {
   const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
   // The slot's partial, written unmerged with the other slots at partials[((head * nwg + w) * nsg
-  // + g) * 130] (the reducer merges the slots of a workgroup in slot order).
+  // + g) * 130] (the reducer folds the slots of a workgroup in slot order).
   const int pstride = partial_stride(kHeadDim);
-  tc_merge_pairs(t, st, o, merge, [&](int h, int d, float m_all, float s_all, float o_d, float o_d1) {
+  tc_merge_pairs(t, st, o, merge, [&](int h, int, int d, float m_all, float s_all, float o_d, float o_d1) {
     const int head = kvh * hpk + tile * kTcHeads + h;
     float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg * sched.nsg + flat) * pstride;
     if (d == 0) *reinterpret_cast<float2*>(dst) = make_float2(m_all, s_all);
     *reinterpret_cast<float2*>(dst + 2 + d) = make_float2(o_d, o_d1);
+  });
+}
+
+// A workgroup's state while a walking CTA folds its slots (TcPartials::per_workgroup): per
+// thread, the fragment row's (m, s) and the 16 dims tc_merge_pairs hands it, the same (head,
+// dims) for every slot.
+struct TcWorkgroupFold {
+  SoftmaxStats st;
+  float o[kHeadDim / 16][2];
+};
+
+// Slot g of workgroup w (flat = w nsg + g) folded into `acc` in slot order (softmax.hpp's
+// fold_in, as the reducer's step 4 folds them), and after the workgroup's last slot its one
+// partial written at partials[(head * nwg + w) * 130] (parts 1).
+__device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const Schedule& sched, int flat,
+                                                const TcThread& t, const SoftmaxStats (&st)[2],
+                                                const float (&o)[kHeadDim / 16][4], float* merge,
+                                                TcWorkgroupFold& acc) {
+  const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
+  const int g = flat % sched.nsg;
+  const int w = flat / sched.nsg;
+  const bool last = g == sched.nsg - 1;
+  const int pstride = partial_stride(kHeadDim);
+  // Every call below carries the slot's same (m, s), so the fold's statistics and factors are
+  // the same at every j; `before` is the workgroup's state up to the previous slot.
+  const SoftmaxStats before = acc.st;
+  tc_merge_pairs(t, st, o, merge, [&](int h, int j, int d, float m_all, float s_all, float o_d, float o_d1) {
+    const SoftmaxStats slot{m_all, s_all};
+    FoldFactors c;
+    const SoftmaxStats folded = g == 0 ? slot : fold_in(before, slot, c);
+    acc.st = folded;
+    acc.o[j][0] = g == 0 ? o_d : fold_add(acc.o[j][0], o_d, c);
+    acc.o[j][1] = g == 0 ? o_d1 : fold_add(acc.o[j][1], o_d1, c);
+    if (!last) return;
+    const int head = kvh * hpk + tile * kTcHeads + h;
+    float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg + w) * pstride;
+    if (d == 0) *reinterpret_cast<float2*>(dst) = make_float2(folded.m, folded.s);
+    *reinterpret_cast<float2*>(dst + 2 + d) = make_float2(acc.o[j][0], acc.o[j][1]);
   });
 }
 
@@ -809,12 +875,16 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
 // change 33).
 enum class TcQOrder { after_wait, before_copies };
 
-// smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem).
+// smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem). fold_workgroups > 0: the
+// walk covers whole workgroups (runs of nsg slots from a multiple of nsg), folded into one
+// partial each.
 template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait, TcL2 kL2 = TcL2::normal>
-__device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk) {
+__device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk,
+                                           int fold_workgroups = 0) {
   constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
-  if (walk.first >= sched.slots()) return;
+  const int end = walk.end < sched.slots() ? walk.end : sched.slots();
+  if (walk.first >= end) return;
   TimelineCta timeline(cuda::TimelineKernel::producer, p.q);
   const TcThread t = tc_thread(p.shape);
   const int lane = t.lane, kvh = t.kvh, tile = t.tile;
@@ -843,7 +913,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   if constexpr (kQOrder == TcQOrder::after_wait) tc_issue_q(p, t, q_loads);
   TcQ q;
   tc_stage_q<D, Tile>(t, smem, q_loads, q);
-  for (int flat = walk.first; flat < sched.slots(); flat += walk.step) {
+  TcWorkgroupFold fold;
+  for (int flat = walk.first; flat < end; flat = walk.next(flat)) {
     timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
     float o[kHeadDim / 16][4];
@@ -854,14 +925,17 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     tc_fold_slot<Family, Tile, kL2>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
     timeline.mark(cuda::TimelineEvent::slot_folded, flat);
-    const int next = flat + walk.step;
-    if (p.early_dependents && next >= sched.slots()) pdl_allow_dependents();
+    const int next = walk.next(flat);
+    if (p.early_dependents && next >= end) pdl_allow_dependents();
     if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
-    if (next < sched.slots()) tc_prologue<Family, Tile, kL2>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
+    if (next < end) tc_prologue<Family, Tile, kL2>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
     timeline.mark(cuda::TimelineEvent::slot_issued, flat);
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.
-    tc_write_partial(p, sched, flat, t, st, o, merge);
+    if (fold_workgroups > 0)
+      tc_fold_partial(p, sched, flat, t, st, o, merge, fold);
+    else
+      tc_write_partial(p, sched, flat, t, st, o, merge);
     timeline.mark(cuda::TimelineEvent::slot_written, flat);
   }
   // A kernel launched with PDL behind this one may be scheduled once every CTA got here. Allowed
@@ -879,15 +953,22 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(P
                                     SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
 }
 
-// Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ...
-template <class Family, class Tile>
+// Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ..., or, where
+// kPartials lets the entry fold (tc_walk_plan), its workgroups y per, ..., y per + per - 1. A
+// template parameter, not a launch argument: the per-slot kernel (every launch whose CTAs walk
+// one slot, the engine's batch-1 token among them) is main's machine code, without the fold's
+// 18 registers; with them in one kernel the batch-1 rows ran 1-2 % slower (docs/perf.md,
+// change 49).
+template <class Family, class Tile, TcPartials kPartials = TcPartials::per_slot>
 __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_indirect(const ProducerParams* pp, std::size_t stride,
                                                                          EntriesFrom from) {
   extern __shared__ __align__(16) KvWord tc_smem[];
   const ProducerParams p = batch_entry_from(pp, stride, from);
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
-  produce_tc<Family, Tile, TcQOrder::after_wait, TcL2::evict_first>(
-      p, tc_aligned_smem<Tile>(tc_smem), SlotWalk{static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y)});
+  const TcWalkPlan plan =
+      tc_walk_plan(p.sched, static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y), kPartials);
+  produce_tc<Family, Tile, TcQOrder::after_wait, TcL2::evict_first>(p, tc_aligned_smem<Tile>(tc_smem), plan.walk,
+                                                                    plan.fold_workgroups);
 }
 
 // The grid form (GpuFusion::grid): one kernel per layer. Every CTA walks its warp slots as
@@ -988,6 +1069,14 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_grid_ker
   }
 }
 
+// Above 48 KB of dynamic shared memory a kernel must opt in before it launches, and before its
+// occupancy is asked: once per kernel, with tiles in layout Tile.
+template <class Tile>
+cudaError_t tc_opt_in_kernel(const void* kernel) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(TcSmem<Tile>::kBytes));
+}
+
 // Which kernel of a family the occupancy is asked for.
 enum class TcKernel { walk, grid };
 
@@ -1001,16 +1090,34 @@ long long tc_resident_ctas(int device) {
   const void* kernel = Which == TcKernel::grid
                            ? reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>)
                            : reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family, Tile>);
+  // The occupancy of a kernel that has not opted in reads 0 CTAs, and this may be asked before
+  // the family's first launch (tc_batched_ctas, once per layer ahead of its launches): without
+  // the opt-in here the first captured call walked one slot per CTA (128 CTAs per entry at 8,192
+  // instead of 8), for as long as its graph was replayed.
+  static const cudaError_t opt_in = tc_opt_in_kernel<Tile>(kernel);
+  if (opt_in != cudaSuccess) return 0;
   return resident_ctas(kernel, kTcThreads, TcSmem<Tile>::kBytes, cache, device);
 }
 
-// Above 48 KB of dynamic shared memory a kernel must opt in, once per kernel: both forms (direct
-// and indirect) of a tensor-core kernel, with tiles in layout Tile.
+// The y extent of family Family's batched launch over `batch` with tiles in layout Tile: the
+// slots of the largest schedule the batch can reach (indirect_slots) walked
+// c.tc_slots_per_cta per CTA when given, else by tc_slots_per_cta's rule (heuristics.hpp).
+template <class Family, class Tile>
+unsigned tc_walk_ctas(const HeadShape& shape, const BatchSpan& batch, const ProducerChoice& c) {
+  const unsigned slots = indirect_slots(batch);
+  const long long x = tc_groups(shape);
+  const int walk = c.tc_slots_per_cta > 0
+                       ? c.tc_slots_per_cta
+                       : tc_slots_per_cta(x * slots * batch.count, tc_resident_ctas<Family, TcKernel::walk, Tile>(c.device));
+  return (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
+}
+
+// Both forms (direct and indirect) of a tensor-core kernel with tiles in layout Tile opted in
+// (tc_opt_in_kernel above).
 template <class Tile, class Direct, class Indirect>
 cudaError_t tc_opt_in(Direct* direct, Indirect* indirect) {
-  const int bytes = static_cast<int>(TcSmem<Tile>::kBytes);
-  const cudaError_t a = cudaFuncSetAttribute(direct, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  const cudaError_t b = cudaFuncSetAttribute(indirect, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  const cudaError_t a = tc_opt_in_kernel<Tile>(reinterpret_cast<const void*>(direct));
+  const cudaError_t b = tc_opt_in_kernel<Tile>(reinterpret_cast<const void*>(indirect));
   return a != cudaSuccess ? a : b;
 }
 
@@ -1050,8 +1157,12 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
       tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, producer_tc_kernel_indirect<Family, Tile>);
   static const cudaError_t opt_in_q_first = tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::before_copies>,
                                                             producer_tc_kernel_indirect<Family, Tile>);
+  static const cudaError_t opt_in_fold = tc_opt_in<Tile>(
+      producer_tc_kernel<Family, Tile, TcQOrder::after_wait>,
+      producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>);
   if (opt_in != cudaSuccess) return opt_in;
   if (opt_in_q_first != cudaSuccess) return opt_in_q_first;
+  if (opt_in_fold != cudaSuccess) return opt_in_fold;
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, TcSmem<Tile>::kBytes, programmatic, stream);
@@ -1063,15 +1174,16 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
     return programmatic ? cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, p)
                         : cudaLaunchKernelEx(&cfg, producer_tc_kernel<Family, Tile, TcQOrder::before_copies>, p);
   }
-  const int slots_per_cta = c.tc_slots_per_cta;
-  // The worst case over every schedule; CTAs past this token's slots exit at once.
-  const unsigned slots = indirect_slots(batch);
-  const int walk = slots_per_cta > 0 ? slots_per_cta
-                                     : tc_slots_per_cta(static_cast<long long>(x) * slots * batch.count,
-                                                        tc_resident_ctas<Family, TcKernel::walk, Tile>(c.device));
-  const unsigned ys = (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
+  // The layer's one extent (enqueue_layer_batch), else this launch's own; CTAs past this token's
+  // slots exit at once.
+  const unsigned ys = batch.tc_ctas > 0 ? batch.tc_ctas : tc_walk_ctas<Family, Tile>(p.shape, batch, c);
   cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
-  return cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile>, dp, batch.stride, batch.entries);
+  // No entry folds where every CTA walks at most one slot (tc_folded_workgroups_per_cta needs a
+  // walk of two or more): the per-slot kernel then.
+  const bool may_fold = batch.tc_partials == TcPartials::per_workgroup && ys < indirect_slots(batch);
+  return may_fold ? cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>, dp,
+                                       batch.stride, batch.entries)
+                  : cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile>, dp, batch.stride, batch.entries);
 }
 
 // c: its tiles (the shared-memory layout: tiles_direct / tiles_batched), tc_slots_per_cta (warp

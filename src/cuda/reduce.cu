@@ -1,7 +1,7 @@
 // The reducer shared by every route (G2/G3/G4): per head, merge the nwg workgroup partials
 // [m, s, o[128]] in workgroup order with exp(m_i - M) corrections (softmax.hpp's rule), then
 // divide once; when the producer left the warp merge to it (parts > 1), each workgroup's warp
-// partials are merged first, in warp order. Behind a store-fused producer a direct launch uses PDL
+// partials are folded first, in warp order. Behind a store-fused producer a direct launch uses PDL
 // and waits for the producer grid (griddepcontrol.wait) before it loads a partial; the producer
 // allows it once each CTA's last slot is folded (docs/perf.md, changes 10 and 26).
 #include "cuda/kernels.hpp"
@@ -15,28 +15,37 @@ namespace {
 // grid (common.cuh's rule). The direct kernel is launched with PDL behind a store-fused
 // producer; the batched ones only for a call of at most kBatchedReducerPdlUpToBatch sequences
 // (heuristics.hpp), plainly otherwise, where the wait is a no-op.
+// The direct kernel, one per parts count (the host dispatches on p.parts): each holds only its
+// own step 4, where one kernel with all three took the registers and schedule of the largest.
+template <int kParts>
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) {
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   pdl_wait();  // the producer's grid and its partials (a no-op for a launch without PDL)
   timeline.mark(cuda::TimelineEvent::waited);
   pdl_allow_dependents();
-  reduce_head_exact(p, static_cast<int>(blockIdx.x));
+  reduce_head_passes<kParts, reduce_pass_loads(kParts, kMaxWorkgroups * kMaxWarpsPerWorkgroup)>(
+      p, static_cast<int>(blockIdx.x));
   timeline.mark(cuda::TimelineEvent::exit);
 }
-__global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp, std::size_t stride) {
+// fold_ctas: the producers' BatchSpan::tc_ctas where they fold whole workgroups (parts 1 for an
+// entry they folded, reduce_parts_after_fold), else 0.
+__global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const ReduceParams* pp, std::size_t stride,
+                                                                         unsigned fold_ctas) {
   pdl_wait();
   pdl_allow_dependents();
-  const ReduceParams p = batch_entry(pp, stride);
+  ReduceParams p = batch_entry(pp, stride);
+  p.parts = reduce_parts_after_fold(p, static_cast<int>(fold_ctas));
   if (p.nwg <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   reduce_head_exact(p, static_cast<int>(blockIdx.x));
   timeline.mark(cuda::TimelineEvent::exit);
 }
 __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
-    reduce_kernel_indirect_lean(const ReduceParams* pp, std::size_t stride) {
+    reduce_kernel_indirect_lean(const ReduceParams* pp, std::size_t stride, unsigned fold_ctas) {
   pdl_wait();
   pdl_allow_dependents();
-  const ReduceParams p = batch_entry(pp, stride);
+  ReduceParams p = batch_entry(pp, stride);
+  p.parts = reduce_parts_after_fold(p, static_cast<int>(fold_ctas));
   if (p.nwg <= 0) return;
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   reduce_head_lean(p, static_cast<int>(blockIdx.x));
@@ -58,7 +67,9 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const P
     if (!reducer_takes_parts(p.parts)) return cudaErrorInvalidValue;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_launch_config(attr, programmatic, dim3(heads), dim3(kReduceThreads), stream);
-    return cudaLaunchKernelEx(&cfg, reduce_kernel, p);
+    if (p.parts == 1) return cudaLaunchKernelEx(&cfg, reduce_kernel<1>, p);
+    if (p.parts == 2) return cudaLaunchKernelEx(&cfg, reduce_kernel<2>, p);
+    return cudaLaunchKernelEx(&cfg, reduce_kernel<kMaxWarpsPerWorkgroup>, p);
   }
   bool lean = form == cuda::ReduceForm::lean;
   if (form == cuda::ReduceForm::automatic) {
@@ -71,8 +82,9 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const P
   const dim3 grid(heads, 1, static_cast<unsigned>(batch.count));
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = pdl_launch_config(attr, programmatic, grid, dim3(kReduceThreads), stream);
-  return lean ? cudaLaunchKernelEx(&cfg, reduce_kernel_indirect_lean, dp, batch.stride)
-              : cudaLaunchKernelEx(&cfg, reduce_kernel_indirect, dp, batch.stride);
+  const unsigned fold_ctas = batch.tc_partials == TcPartials::per_workgroup ? batch.tc_ctas : 0u;
+  return lean ? cudaLaunchKernelEx(&cfg, reduce_kernel_indirect_lean, dp, batch.stride, fold_ctas)
+              : cudaLaunchKernelEx(&cfg, reduce_kernel_indirect, dp, batch.stride, fold_ctas);
 }
 
 }  // namespace ladder::cuda_detail

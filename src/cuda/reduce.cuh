@@ -24,11 +24,12 @@ namespace ladder::cuda_detail {
 inline constexpr int kReduceWarps = kHeadDim / kWarpSize;
 inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
 
-// In each warp, lane w owns workgroup w's statistics (m, s) and, for parts > 1, first merges
-// that workgroup's warp partials in warp order (step 4: M = max m_g, c_g = rescale_factor(m_g,
-// M), S = fmaf chain from 0) exactly as a producer that merges would have; the o chains below
-// are the same fmaf chains in the same order as the CPU twin's (parts = 1) or the merging
-// producer's (parts > 1), dim by dim, so which thread holds a dim never changes a bit.
+// In each warp, lane w owns workgroup w's statistics (m, s) and, for parts > 1, first folds
+// that workgroup's warp partials left in warp order (step 4: softmax.hpp's fold_in, part 0 then
+// each next one merged into the running state), exactly as a walking producer CTA that folds a
+// whole workgroup does (producer_tc.cuh, TcPartials::per_workgroup); the o chains below are the
+// same fmaf chains in the same order, dim by dim, so which thread holds a dim never changes a
+// bit, and a workgroup folded by its producer (parts = 1) gives the bits of one folded here.
 //
 // The o loads come in passes of kLoads values per thread (kLoads / kParts workgroups each), every
 // load of a pass issued before any is used; the chains run on across passes in workgroup order,
@@ -78,27 +79,17 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
   };
   load_pass(0);
 
-  // Step 4 per workgroup (lane w), then the workgroups' maximum.
-  float part_c[kParts] = {};
-  float my_m = neg_inf_f32();
-  float my_s = 0.0f;
+  // Step 4 per workgroup (lane w): its parts folded left in slot order (softmax.hpp, fold_in),
+  // the factors of step g in fold_c[g]; then the workgroups' maximum.
+  FoldFactors fold_c[kParts];
+  SoftmaxStats wg_st;
   if (has) {
-    if (parts == 1) {
-      my_m = part_m[0];
-      my_s = part_s[0];
-    } else {
-      // softmax.hpp's merge_stats written out: called here, it gave the same bits but cost the
-      // batch-1 layer 2-2.4 us on the H200 (docs/perf.md, 2026-12-02: the one-pass kernel was
-      // scheduled differently; the form below compiles to the SASS measured before).
-      my_m = part_m[0];
-      for (int g = 1; g < parts; ++g) my_m = score_max(my_m, part_m[g]);
+    wg_st = SoftmaxStats{part_m[0], part_s[0]};
 #pragma unroll
-      for (int g = 0; g < kParts; ++g) {
-        part_c[g] = g < parts ? rescale_factor(part_m[g], my_m) : 0.0f;
-        if (g < parts) my_s = merge_add(my_s, part_s[g], part_c[g]);
-      }
-    }
+    for (int g = 1; g < kParts; ++g) wg_st = fold_in(wg_st, SoftmaxStats{part_m[g], part_s[g]}, fold_c[g]);
   }
+  const float my_m = wg_st.m;
+  const float my_s = wg_st.s;
   float m_all = my_m;
   for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = score_max(m_all, __shfl_xor_sync(kFullMask, m_all, off));
   const float my_c = rescale_factor(my_m, m_all);
@@ -119,13 +110,10 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
       const float cw = __shfl_sync(kFullMask, my_c, wg);
       const float sw = __shfl_sync(kFullMask, my_s, wg);
       float o_w = v[w][0];
-      if (parts > 1) {
-        o_w = 0.0f;
 #pragma unroll
-        for (int g = 0; g < kParts; ++g) {
-          const float cg = __shfl_sync(kFullMask, part_c[g], wg);
-          if (g < parts) o_w = merge_add(o_w, v[w][g], cg);
-        }
+      for (int g = 1; g < kParts; ++g) {
+        const FoldFactors cg{__shfl_sync(kFullMask, fold_c[g].run, wg), __shfl_sync(kFullMask, fold_c[g].next, wg)};
+        o_w = fold_add(o_w, v[w][g], cg);
       }
       if (wg < nwg) {
         s_all = merge_add(s_all, sw, cw);

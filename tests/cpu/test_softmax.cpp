@@ -1,6 +1,7 @@
 // M2: the chapter's Figures 16.1 and 16.2 as tests, plus the exp and merge conventions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <initializer_list>
@@ -159,6 +160,60 @@ TEST(SoftmaxMerge, EmptyPartialIsExactIdentity) {
   EXPECT_EQ(m.st.m, a.st.m);
   EXPECT_EQ(m.st.s, a.st.s);  // factor for a is exp(0) = 1 exactly; empties contribute 0
   for (int d = 0; d < 4; ++d) EXPECT_EQ(m.o[d], a.o[d]);
+}
+
+// The left fold the GPU tensor-core path merges a workgroup's warp slots by (fold_in /
+// fold_add: the reducer's step 4, and a walking producer CTA's own fold). Random parts with
+// spread-out maxima: at two parts it is merge_stats bit for bit; at four it agrees with the f64
+// merge to a few f32 roundings (each step rounds the running s and o once more than the one
+// four-way merge: 1e-6 relative bounds 8 roundings of 2^-24 with room); an empty part (m = -inf,
+// s = 0, o = 0) leaves the running state's bits as they were.
+TEST(SoftmaxFold, LeftFoldAgreesWithTheMerge) {
+  std::mt19937 rng(49);
+  std::uniform_real_distribution<float> um(-8, 8), us(0.5f, 40), uo(-5, 5);
+  constexpr int kParts = 4;
+  for (int trial = 0; trial < 200; ++trial) {
+    float m[kParts], sv[kParts], o[kParts];
+    for (int g = 0; g < kParts; ++g) {
+      m[g] = um(rng);
+      sv[g] = us(rng);
+      o[g] = uo(rng);
+    }
+    // Two parts: merge_stats' bits.
+    float c2[2] = {0, 0};
+    const SoftmaxStats two = merge_stats<2>(2, [&](int g) { return m[g]; }, [&](int g) { return sv[g]; },
+                                            [&](int g, float c) { c2[g] = c; });
+    FoldFactors f;
+    const SoftmaxStats folded2 = fold_in(SoftmaxStats{m[0], sv[0]}, SoftmaxStats{m[1], sv[1]}, f);
+    EXPECT_EQ(folded2.m, two.m);
+    EXPECT_EQ(folded2.s, two.s);
+    EXPECT_EQ(fold_add(o[0], o[1], f), merge_add(merge_add(0.0f, o[0], c2[0]), o[1], c2[1]));
+    // Four parts against f64.
+    SoftmaxStats run{m[0], sv[0]};
+    float o_run = o[0];
+    for (int g = 1; g < kParts; ++g) {
+      FoldFactors c;
+      run = fold_in(run, SoftmaxStats{m[g], sv[g]}, c);
+      o_run = fold_add(o_run, o[g], c);
+    }
+    double big = m[0];
+    for (int g = 1; g < kParts; ++g) big = std::max(big, static_cast<double>(m[g]));
+    double s64 = 0, o64 = 0;
+    for (int g = 0; g < kParts; ++g) {
+      const double c = std::exp(static_cast<double>(m[g]) - big);
+      s64 += sv[g] * c;
+      o64 += o[g] * c;
+    }
+    EXPECT_EQ(run.m, static_cast<float>(big));
+    EXPECT_NEAR(run.s, s64, 1e-6 * s64);
+    EXPECT_NEAR(o_run / run.s, o64 / s64, 1e-6 * (std::abs(o64 / s64) + 1));
+    // An empty part folded in changes nothing.
+    FoldFactors e;
+    const SoftmaxStats same = fold_in(run, SoftmaxStats{}, e);
+    EXPECT_EQ(same.m, run.m);
+    EXPECT_EQ(same.s, run.s);
+    EXPECT_EQ(fold_add(o_run, 0.0f, e), o_run);
+  }
 }
 
 TEST(SoftmaxExp, MatchesLibmWithinTwoTenthsOfAMillionth) {

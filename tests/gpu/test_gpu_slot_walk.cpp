@@ -1,10 +1,13 @@
 // The tensor-core producer's slot walk (LaunchTuning::tc_slots_per_cta): in a batched launch
 // one CTA may walk several warp slots in turn, the next slot's first blocks streaming in while
-// the current slot's pairs merge. It is a launch shape, so it must never change a bit: a batch of
+// the current slot's pairs merge, and where its walk holds whole workgroups it folds them itself
+// (one partial per workgroup, the reducer's step 4 done in the producer: kernel_params.hpp,
+// tc_folded_workgroups_per_cta). It is a launch shape, so it must never change a bit: a batch of
 // sequences at depths whose schedules have 1, 2 and 4 warps per workgroup (and a ring) gives
-// the same outputs with 1, 2, 3 and 7 slots per CTA, on the default routes (vec, whose store is
-// fused in) and with vec switched off (splitk on the ring, interleaved on the growing plane),
-// and every output holds P3 against the f64 reference.
+// the same outputs with 1, 2, 3, 4 and 7 slots per CTA (4 folds nsg 2 and 4, 7 folds nsg 2,
+// 1 folds nothing), on the default routes (vec, whose store is fused in) and with vec switched
+// off (splitk on the ring, interleaved on the growing plane), and every output holds P3 against
+// the f64 reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,8 +19,10 @@
 #include <vector>
 
 #include "cpu/batch_sweep.hpp"
+#include "cuda/dispatch.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/cuda_engine.hpp"
+#include "ladder/kernel_params.hpp"
 #include "ladder/schedule.hpp"
 
 namespace ladder {
@@ -43,6 +48,7 @@ Geometry walk_geometry() {
 struct WalkRun {
   std::vector<std::vector<std::vector<float>>> out;  // [call][sequence][n_layers * n_heads * head_dim]
   std::set<int> warps_per_workgroup;    // nsg of every NoPE layer's tensor-core partition the calls ran
+  std::set<int> folded_nsg;             // nsg of the NoPE partitions the producer folded itself
   bool coarse = false;                    // a NoPE layer whose tensor-core partition has fewer slots than pinned
   std::set<Route> routes;                 // every route the calls ran
   double worst_error = 0.0;               // NaN if any output was left unwritten
@@ -103,11 +109,17 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
     const Status s = e.encode(call);
     EXPECT_TRUE(s.ok()) << s.to_string();
     if (!s.ok()) return run;
+    // The batched producer's CTAs per entry along y at this walk (indirect_slots: the growing
+    // plane's largest schedule, at max_context), as the launch sizes them.
+    const int max_slots = pinned_schedule(g.max_context).slots();
+    const int ctas = slots_per_cta > 0 ? (max_slots + slots_per_cta - 1) / slots_per_cta : 0;
     for (const TraceEntry& t : e.trace()) {
       if (t.cls == LayerClass::nope) {
         // The trace records the partition the device's producer folds by (the tensor-core one).
         run.warps_per_workgroup.insert(t.schedule.nsg);
         if (t.schedule.slots() < pinned_schedule(t.visible).slots()) run.coarse = true;
+        if (tc_folded_workgroups_per_cta(t.schedule.nwg, t.schedule.nsg, ctas) > 0)
+          run.folded_nsg.insert(t.schedule.nsg);
       }
       run.routes.insert(t.decision.route);
       const double err = test::batch_reference_error(g, static_cast<std::uint64_t>(t.sequence), t.position, t.layer,
@@ -145,19 +157,27 @@ void expect_walks_keep_bits(const Switches& switches, Route family) {
   const bool small = test::small_sweep();
   const std::vector<int> depths =
       small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 2200, 4200, 3100, 17000};
-  const std::vector<int> walks = small ? std::vector<int>{3} : std::vector<int>{2, 3, 7};
+  const std::vector<int> walks = small ? std::vector<int>{3} : std::vector<int>{2, 3, 4, 7};
   const int kCalls = small ? 2 : 3;
   const WalkRun one = run_walk(depths, kCalls, 1, switches);
   ASSERT_EQ(one.out.size(), static_cast<std::size_t>(kCalls));
   EXPECT_LE(one.worst_error, test::kBatchRelTol);
   EXPECT_TRUE(one.routes.count(family)) << "the calls must run " << route_name(family);
   EXPECT_TRUE(one.warps_per_workgroup.count(1)) << "the depths must reach nsg 1";
+  EXPECT_TRUE(one.folded_nsg.empty()) << "one slot per CTA folds no workgroup: the unfolded bits";
   if (!small) {
     EXPECT_TRUE(one.warps_per_workgroup.count(2) && one.warps_per_workgroup.count(4)) << "and nsg 2 and 4";
     EXPECT_TRUE(one.coarse) << "and a partition coarser than the pinned one";
   }
-  for (const int walk : walks)
-    expect_same_bits(one, run_walk(depths, kCalls, walk, switches), depths, walk_label(walk));
+  std::set<int> folded;
+  for (const int walk : walks) {
+    const WalkRun run = run_walk(depths, kCalls, walk, switches);
+    folded.insert(run.folded_nsg.begin(), run.folded_nsg.end());
+    expect_same_bits(one, run, depths, walk_label(walk));
+  }
+  if (!small) {
+    EXPECT_TRUE(folded.count(2) && folded.count(4)) << "the walks must fold workgroups of 2 and 4 slots";
+  }
 }
 
 // The default routes: vec, its store fused in.
@@ -173,6 +193,21 @@ TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBitsWithoutVec) {
   Switches no_vec;
   no_vec.disable_vec = true;
   expect_walks_keep_bits(no_vec, Route::interleaved);
+}
+
+// The folded workgroups alone, at a size the sanitizers run (the reduced sweep above reaches only
+// nsg 1): a sequence whose partition has 2 warps per workgroup, walked 4 slots per CTA (its
+// workgroups folded by the producer) against 1 (its slots merged by the reducer).
+TEST(GpuSlotWalk, FoldedWorkgroupsGiveTheReducerBits) {
+  LADDER_REQUIRE_GPU();
+  const std::vector<int> depths{300, 4200};
+  const int kCalls = 1;
+  const WalkRun one = run_walk(depths, kCalls, 1, Switches{});
+  ASSERT_EQ(one.out.size(), static_cast<std::size_t>(kCalls));
+  EXPECT_LE(one.worst_error, test::kBatchRelTol);
+  const WalkRun four = run_walk(depths, kCalls, 4, Switches{});
+  EXPECT_TRUE(four.folded_nsg.count(2)) << "the walk must fold workgroups of 2 slots";
+  expect_same_bits(one, four, depths, walk_label(4));
 }
 
 // The grid form (GpuFusion::grid: store, producer and merge in one kernel, the CTAs meeting at a
@@ -204,6 +239,57 @@ TEST(GpuSlotWalk, DefaultRuleLaunchesAboutOneWave) {
   EXPECT_EQ(tc_slots_per_cta(1024, 264), 4);
   EXPECT_EQ(tc_slots_per_cta(4096, 264), 16);
   EXPECT_EQ(tc_slots_per_cta(4096, 0), 1) << "unknown occupancy: one CTA per slot";
+}
+
+// enqueue_layer_batch asks tc_batched_ctas for a layer's y extent before any of the layer's
+// launches, so the answer must not depend on whether the kernel whose occupancy it asks has run
+// (and opted in to its shared memory) yet. Asked in a fresh process (a threadsafe death test runs
+// the binary again), where no tensor-core kernel has run: 16 sequences at 8,192 tokens are 128
+// slots per entry and tile group, 4,096 in all, more than any GPU holds CTAs at once, so the
+// launch must walk (fewer CTAs along y than slots). 2026-12-05: the query read 0 CTAs there and a
+// process's first captured call walked one slot per CTA for as long as its graph was replayed
+// (docs/perf.md, change 49d on the H200: 72 us against 56 for the batch-16 ring at 8,192).
+TEST(GpuSlotWalk, FirstBatchedLaunchWalksInAFreshProcess) {
+  LADDER_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  constexpr int kSequences = 16;
+  constexpr int kDepth = 8192;
+  const auto walks_before_any_launch = [] {
+    const Geometry g = walk_geometry();
+    HeadShape shape;
+    shape.n_heads = g.n_heads;
+    shape.n_kv_heads = g.n_kv_heads;
+    shape.head_dim = g.head_dim;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+    cuda_detail::BatchSpan batch;
+    batch.count = kSequences;
+    batch.max_visible = kDepth;
+    const cuda_detail::ProducerChoice c = cuda_detail::resolve_producer_choice(shape, cuda::LaunchTuning{});
+    const unsigned ctas = cuda_detail::tc_batched_ctas(shape, batch, c);
+    return c.tensor_core && ctas > 0 && ctas < cuda_detail::indirect_slots(batch);
+  };
+  EXPECT_EXIT(std::exit(walks_before_any_launch() ? 0 : 1), ::testing::ExitedWithCode(0), "")
+      << "the first batched launch of a process must walk as later ones do";
+}
+
+// Where a walking CTA folds whole workgroups: only where that costs no CTA a longer walk than
+// single slots (kernel_params.hpp).
+TEST(GpuSlotWalk, FoldsWholeWorkgroupsOnlyWhereNoWalkGrows) {
+  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 32), 1) << "4 slots per CTA either way";
+  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 2, 32), 1);
+  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 8), 4) << "16 slots per CTA either way";
+  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 19), 0) << "2 workgroups (8 slots) against 7 slots";
+  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 2, 19), 2) << "2 workgroups (4 slots) against 4 slots";
+  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 64), 0) << "one slot per CTA: no CTA holds a workgroup";
+  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 1, 8), 0) << "one slot per workgroup: nothing to fold";
+  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 0), 0) << "no walk given";
+  ReduceParams r;
+  r.nwg = 32;
+  r.parts = 4;
+  EXPECT_EQ(reduce_parts_after_fold(r, 32), 1);
+  EXPECT_EQ(reduce_parts_after_fold(r, 19), 4);
+  r.parts = 1;
+  EXPECT_EQ(reduce_parts_after_fold(r, 32), 1);
 }
 
 // The batched reducer's lean form (its loads in passes: one at nsg 1 and 2, two at nsg 4) gives
