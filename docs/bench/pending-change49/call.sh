@@ -17,6 +17,8 @@
 #                           each CLI's batch-16 rows alone under three depth lists (one round each,
 #                           $OUT/why.txt), then ncu on the first batched producer launch at 8,192 and
 #                           on the batched reducer behind it ($OUT/ncu.txt)
+# Landed on main 2026-12-06 (docs/perf.md, change 49e on the H100): the four patches below are
+# the record of how it was built; they no longer apply to main.
 # change49e-on-49d.patch (49e: the occupancy query opts its kernel in first, and the fresh-process
 # test GpuSlotWalk.FirstBatchedLaunchWalksInAFreshProcess) applies after the three above.
 # What ran on the H200 (docs/bench/h200-2026-12-05-change49d/): the four sanitizers on main's
