@@ -486,11 +486,6 @@ __attribute__((target("avx512f"))) float weights_in_place_avx512(float* s, int c
   return total;
 }
 
-__attribute__((target("avx512f"))) void widen_row_avx512(const KvWord* src, float* dst, KvDtype dtype) {
-#pragma GCC unroll 8
-  for (int d = 0; d < kWideRowDims; d += kLanes16) _mm512_storeu_ps(dst + d, widen16(src + d, dtype));
-}
-
 __attribute__((target("avx512f"))) void widen_rows_avx512(const KvWord* const* rows, int n, float* dst,
                                                           std::size_t dst_stride, KvDtype dtype) {
   for (int i = 0; i < n; ++i) {
@@ -534,7 +529,6 @@ void force_widen_in_kernels(std::optional<bool>) {}
 void score_heads_avx512(int, const float*, int, const float*, float, float*) {}
 void score_rows_avx512(int, const float*, int, const float*, float, float*) {}
 float weights_in_place_avx512(float*, int, int, float) { return 0.0f; }
-void widen_row_avx512(const KvWord*, float*, KvDtype) {}
 void widen_rows_avx512(const KvWord* const*, int, float*, std::size_t, KvDtype) {}
 void widen_queue_now(const WidenQueue&) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}

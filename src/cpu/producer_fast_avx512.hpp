@@ -41,12 +41,9 @@ void score_heads_avx512(int heads, const float* qt, int hd, const float* kt, flo
 inline constexpr int kWideRowDims = 128;
 void score_rows_avx512(int heads, const float* qt, int hd, const float* krows, float scale, float* s);
 
-// dst[0 .. kWideRowDims) = the f32 values of a plane row of dtype `dtype` (exact: F16C's
-// conversion for f16, a 16-bit shift for bf16), 16 at a time.
-void widen_row_avx512(const KvWord* src, float* dst, KvDtype dtype);
-
-// widen_row_avx512 for the plane rows of a sub-block in one call: rows[i] (i < n, a sub-block)
-// into dst + i * dst_stride, a null row (the current token's f32 row) skipped for the caller.
+// The plane rows of a sub-block in one call: dst + i * dst_stride [0 .. kWideRowDims) = the f32
+// values of rows[i] (i < n) of dtype `dtype` (exact: F16C's conversion for f16, a 16-bit shift
+// for bf16), 16 at a time; a null row (the current token's f32 row) is skipped, for the caller.
 // A call per row, each behind a vzeroupper, was ~11 % of a worker's samples on a Xeon
 // (docs/perf.md, 2026-12-05 late night).
 void widen_rows_avx512(const KvWord* const* rows, int n, float* dst, std::size_t dst_stride, KvDtype dtype);
@@ -131,7 +128,7 @@ void force_widen_in_kernels(std::optional<bool> in_kernels);
 // conversions and stores with no FMA beside them, they were ~17 % of a worker's samples (the
 // 2-vCPU EPYC, docs/perf.md 2026-12-04): the stores and the loads' wait from L2 then hid behind
 // nothing. Row r: kWideRowDims elements of `dtype` at src[r] into dst[r] (exact, as
-// widen_row_avx512).
+// widen_rows_avx512).
 struct WidenQueue {
   static constexpr int kMaxRows = kFastChunkTokens;        // a chunk's rows
   static constexpr int kVectorDims = 16;                    // one 512-bit register of f32

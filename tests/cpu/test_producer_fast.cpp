@@ -175,7 +175,7 @@ TEST(FastKernels, RowAndTransposedScoresAreTheScalarChainBitForBit) {
 // state starts empty (-inf) for some heads, above the chunk (factor 1) for others, below it for
 // the rest; one head sees a NaN score and another a -inf one; outputs past what is written are
 // poisoned. Each kernel call also widens a sub-block's worth of plane rows on the way (f16 for
-// odd counts, bf16 for even ones, every 16-bit pattern allowed), which must be widen_row_avx512's
+// odd counts, bf16 for even ones, every 16-bit pattern allowed), which must be widen_rows_avx512's
 // floats, drained in full when a short sub-block gives fewer steps than vectors.
 TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
   if (!cpu::detail::cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512F: only the 8-lane kernels run here";
@@ -221,7 +221,9 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
       return q;
     };
     const auto check_rows = [&](int n) {
-      for (int r = 0; r < n; ++r) d::widen_row_avx512(plane.data() + r * kHd, expected.data() + r * kHd, dtype);
+      std::vector<const KvWord*> rows(n);
+      for (int r = 0; r < n; ++r) rows[r] = plane.data() + r * kHd;
+      d::widen_rows_avx512(rows.data(), n, expected.data(), kHd, dtype);
       for (int i = 0; i < n * kHd; ++i) ASSERT_EQ(bits(widened[i]), bits(expected[i])) << "widened on the way, element " << i;
       for (int i = n * kHd; i < kChunk * kHd; ++i) ASSERT_TRUE(std::isnan(widened[i])) << "past the queue: untouched";
     };
