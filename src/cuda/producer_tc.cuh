@@ -1112,13 +1112,16 @@ unsigned tc_walk_ctas(const HeadShape& shape, const BatchSpan& batch, const Prod
   return (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
 }
 
-// Both forms (direct and indirect) of a tensor-core kernel with tiles in layout Tile opted in
-// (tc_opt_in_kernel above).
-template <class Tile, class Direct, class Indirect>
-cudaError_t tc_opt_in(Direct* direct, Indirect* indirect) {
-  const cudaError_t a = tc_opt_in_kernel<Tile>(reinterpret_cast<const void*>(direct));
-  const cudaError_t b = tc_opt_in_kernel<Tile>(reinterpret_cast<const void*>(indirect));
-  return a != cudaSuccess ? a : b;
+// Kernels with tiles in layout Tile opted in, each once (tc_opt_in_kernel above); the first
+// error, if any.
+template <class Tile, class... Kernels>
+cudaError_t tc_opt_in(Kernels*... kernels) {
+  cudaError_t first = cudaSuccess;
+  for (const void* kernel : {reinterpret_cast<const void*>(kernels)...}) {
+    const cudaError_t e = tc_opt_in_kernel<Tile>(kernel);
+    if (first == cudaSuccess) first = e;
+  }
+  return first;
 }
 
 // How a tensor-core kernel's CTAs are launched: ordinary (the producer, the fused kernel), or
@@ -1153,16 +1156,12 @@ inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, std::size_t sme
 template <class Family, class Tile>
 cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                      cudaStream_t stream, BatchSpan batch, bool programmatic) {
-  static const cudaError_t opt_in =
-      tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, producer_tc_kernel_indirect<Family, Tile>);
-  static const cudaError_t opt_in_q_first = tc_opt_in<Tile>(producer_tc_kernel<Family, Tile, TcQOrder::before_copies>,
-                                                            producer_tc_kernel_indirect<Family, Tile>);
-  static const cudaError_t opt_in_fold = tc_opt_in<Tile>(
-      producer_tc_kernel<Family, Tile, TcQOrder::after_wait>,
-      producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>);
+  // Every kernel this launch may pick: both Q orders of the direct form, the indirect form
+  // with per-slot and per-workgroup partials.
+  static const cudaError_t opt_in = tc_opt_in<Tile>(
+      producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, producer_tc_kernel<Family, Tile, TcQOrder::before_copies>,
+      producer_tc_kernel_indirect<Family, Tile>, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>);
   if (opt_in != cudaSuccess) return opt_in;
-  if (opt_in_q_first != cudaSuccess) return opt_in_q_first;
-  if (opt_in_fold != cudaSuccess) return opt_in_fold;
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, TcSmem<Tile>::kBytes, programmatic, stream);
