@@ -11,7 +11,8 @@
 #   LADDER_SAN_TOOLS comma list of compute-sanitizer tools (default: memcheck,racecheck,
 #                    initcheck,synccheck)
 #   LADDER_SAN_FILTER   gtest filter of the tests run under the sanitizers (default: all but the
-#                    perf tests and the tests that provoke refused allocations on purpose)
+#                    perf tests, the tests that provoke refused allocations on purpose, those that
+#                    launch no kernel and the death test)
 #   LADDER_SAN_TIMEOUT  seconds one sanitizer process (one tool, one test) may run (default 480)
 #   LADDER_SAN_JOBS  sanitizer processes at a time (default: the machine's cores)
 #   LADDER_FUZZ_BIN  a directory holding fuzz_engine (built here by scripts/fuzz.sh's recipe with
@@ -82,7 +83,10 @@ FILTER='-GpuPerf.*'
 # allocations on purpose; memcheck reports every failed CUDA API call as an error.
 # GpuBatchKey.* and GpuSlotWalk.DefaultRuleLaunchesAboutOneWave run no CUDA at all (host-side
 # checks of the batched key and of the slot-walk rule), which the sanitizer reports as a failed run.
-SAN_FILTER="${LADDER_SAN_FILTER:--GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*:GpuBatchKey.*:GpuSlotWalk.DefaultRuleLaunchesAboutOneWave}"
+# GpuSlotWalk.FirstBatchedLaunchWalksInAFreshProcess is a death test (the binary run again in a
+# child) that launches no kernel; under memcheck its child never finished (H100, 2026-12-06: no
+# output in 100 s against 0.4 s unsanitized), so it stays out.
+SAN_FILTER="${LADDER_SAN_FILTER:--GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*:GpuBatchKey.*:GpuSlotWalk.DefaultRuleLaunchesAboutOneWave:GpuSlotWalk.FirstBatchedLaunchWalksInAFreshProcess}"
 SAN="compute-sanitizer --error-exitcode 1 --print-limit 20"
 
 FUZZ_PID=
