@@ -19,6 +19,7 @@
 
 #include "cpu/cpu_twin_helpers.hpp"
 #include "gpu/gpu_delays.hpp"
+#include "gpu/gpu_route_run.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
 #include "ladder/cuda_engine.hpp"
@@ -39,28 +40,9 @@ cuda::LaunchTuning tensor(cuda::GpuFusion fusion) {
 }
 cuda::LaunchTuning tensor(bool fused) { return tensor(fused ? cuda::GpuFusion::fused : cuda::GpuFusion::separate); }
 
-struct FusedRun {
-  Status status;
-  std::vector<float> out;
-  HostPlane plane;
-};
-
-FusedRun run_route_on_copy(Route r, const HostPlane& before, int position, const HeadShape& shape, const Token& tok,
-                      const cuda::LaunchTuning& tuning) {
-  FusedRun run{Status{}, nan_filled(tok.q.size()), before};
-  Result<int> slot = run.plane.append(position);
-  if (!slot.ok()) {
-    run.status = slot.status();
-    return run;
-  }
-  const LayerIO io{tok.q.data(), tok.k.data(), tok.v.data(), run.out.data()};
-  run.status = cuda::attend_layer_host(r, run.plane, position, *slot, shape, io, tuning);
-  return run;
-}
-
-FusedRun run_splitk(const HostPlane& before, int position, const HeadShape& shape, const Token& tok,
-               const cuda::LaunchTuning& tuning) {
-  return run_route_on_copy(Route::splitk, before, position, shape, tok, tuning);
+GpuRun run_splitk(const HostPlane& before, int position, const HeadShape& shape, const Token& tok,
+                  const cuda::LaunchTuning& tuning) {
+  return run_gpu_on_copy(Route::splitk, before, position, shape, tok, tuning);
 }
 
 struct Case {
@@ -108,12 +90,12 @@ void fused_equals_separate(KvDtype dt) {
       const Token tok = random_token(shape, rng);
       for (Route r : {Route::splitk, Route::vec}) {
         SCOPED_TRACE(route_name(r));
-        const FusedRun separate = run_route_on_copy(r, before, c.position, shape, tok, tensor(false));
+        const GpuRun separate = run_gpu_on_copy(r, before, c.position, shape, tok, tensor(false));
         for (const cuda::GpuFusion form : {cuda::GpuFusion::fused, cuda::GpuFusion::store_fused, cuda::GpuFusion::grid}) {
           SCOPED_TRACE(form == cuda::GpuFusion::fused         ? "one kernel, the last CTA merging"
                        : form == cuda::GpuFusion::store_fused ? "store-fused producer + reducer"
                                                               : "one kernel, merged after a grid barrier");
-          const FusedRun fused = run_route_on_copy(r, before, c.position, shape, tok, tensor(form));
+          const GpuRun fused = run_gpu_on_copy(r, before, c.position, shape, tok, tensor(form));
           // Fail-closed alike: vec is refused on the same planes either way (and splitk never).
           ASSERT_EQ(fused.status.ok(), separate.status.ok()) << fused.status.to_string();
           if (!fused.status.ok()) {
@@ -166,8 +148,8 @@ TEST(GpuFused, ArrivalOrderNeverChangesBits) {
     const PlaneConfig cfg = ring_config(2, kHeadDim, d.window, d.window, 32768);
     const HostPlane before = build_plane(cfg, d.position, rng);
     const Token tok = random_token(shape, rng);
-    const FusedRun base = run_splitk(before, d.position, shape, tok, tensor(true));
-    const FusedRun separate = run_splitk(before, d.position, shape, tok, tensor(false));
+    const GpuRun base = run_splitk(before, d.position, shape, tok, tensor(true));
+    const GpuRun separate = run_splitk(before, d.position, shape, tok, tensor(false));
     ASSERT_TRUE(base.status.ok() && separate.status.ok());
     ASSERT_TRUE(same_bits(base.out, separate.out));
     std::vector<unsigned> order(kMaxSlots);
@@ -184,7 +166,7 @@ TEST(GpuFused, ArrivalOrderNeverChangesBits) {
       ASSERT_TRUE(delays.set(ns));
       cuda::LaunchTuning t = tensor(true);
       t.debug_arrival_delay_ns = delays.get();
-      const FusedRun perturbed = run_splitk(before, d.position, shape, tok, t);
+      const GpuRun perturbed = run_splitk(before, d.position, shape, tok, t);
       ASSERT_TRUE(perturbed.status.ok()) << perturbed.status.to_string();
       EXPECT_TRUE(same_bits(perturbed.out, base.out)) << "max ulp " << max_ulp(perturbed.out, base.out);
     }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/cpu_twin_helpers.hpp"
+#include "gpu/gpu_route_run.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "ladder/attention.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
@@ -82,25 +83,6 @@ std::vector<PlaneCase> plane_sweep(int n_kv, KvDtype dt, bool small) {
   out.push_back({"grow-deep", growing_config(n_kv, kHeadDim, 256, 16384, dt),
                  small ? std::vector<int>{12000} : std::vector<int>{2100, 4100, 12000}});
   return out;
-}
-
-struct GpuRun {
-  Status status;
-  std::vector<float> out;
-  HostPlane plane;
-};
-
-GpuRun run_gpu_on_copy(Route r, const HostPlane& before, int position, const HeadShape& shape, const Token& tok,
-                       const cuda::LaunchTuning& tuning) {
-  GpuRun run{Status{}, nan_filled(tok.q.size()), before};
-  Result<int> slot = run.plane.append(position);
-  if (!slot.ok()) {
-    run.status = slot.status();
-    return run;
-  }
-  const LayerIO io{tok.q.data(), tok.k.data(), tok.v.data(), run.out.data()};
-  run.status = cuda::attend_layer_host(r, run.plane, position, *slot, shape, io, tuning);
-  return run;
 }
 
 // One case of a route sweep: a plane state before the append, the token, the route.
