@@ -11,7 +11,8 @@
 #                                     # under $OUT (bench.json/txt, peers.json/txt/png, log.txt)
 #
 # Through the device tool: run `scripts/bench_device.sh run` with carry [".carry/bench"]; it
-# takes about 75 s on an H200 (bench ~20 s, peers ~45 s, the module build overlapped).
+# took about 75 s on an H200 with ladder's batch-1 rows only (bench ~20 s, peers ~45 s, the
+# module build overlapped), 119 s on an H100 with the batch-16 rows added and PEERS=cudnn,flash.
 #
 # The GPU machine has nvcc, CMake, Python 3.12 with torch, nanobind, scikit-build-core and
 # matplotlib, but not fmt, CLI11 or nlohmann-json, and no network: hence the carried folder.
@@ -64,8 +65,12 @@ run() {
 
   # PEERS: which peers bench/peers.py runs (its --peers; e.g. cudnn,flash to leave out flex).
   # LADDER_BENCH_ARGS: extra `ladder bench` flags (e.g. --batch 1,4,16 --step-depths 2048,8192).
+  # Unset, the peers' own shapes: bench/peers.py always times batch 1 and 16 at every depth, so
+  # ladder's batch-16 layer rows come beside them (--batch-max-depth 0: no batched step rows).
+  # Without them the table of 2026-12-06 (H200) had cuDNN's batch 16 and not ladder's.
+  local bench_args=${LADDER_BENCH_ARGS-"--batch 1,16 --batch-max-depth 0"}
   # shellcheck disable=SC2086
-  timeout "${BENCH_TIMEOUT:-240}" "$CARRY/bin/ladder" bench --device cuda ${LADDER_BENCH_ARGS:-} --output "$OUT/bench.json" 2>"$scratch/bench.progress" \
+  timeout "${BENCH_TIMEOUT:-240}" "$CARRY/bin/ladder" bench --device cuda $bench_args --output "$OUT/bench.json" 2>"$scratch/bench.progress" \
     | tee "$OUT/bench.txt" || echo "ladder bench failed (exit $?)"
   { echo "== ladder bench progress ($((SECONDS - t0)) s)"; cat "$scratch/bench.progress"; } >>"$log"
   t0=$SECONDS
