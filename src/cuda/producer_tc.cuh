@@ -1077,12 +1077,45 @@ cudaError_t tc_opt_in_kernel(const void* kernel) {
                               static_cast<int>(TcSmem<Tile>::kBytes));
 }
 
+// Kernels with tiles in layout Tile opted in (tc_opt_in_kernel above); the first error, if any.
+template <class Tile, class... Kernels>
+cudaError_t tc_opt_in(Kernels*... kernels) {
+  cudaError_t first = cudaSuccess;
+  for (const void* kernel : {reinterpret_cast<const void*>(kernels)...}) {
+    const cudaError_t e = tc_opt_in_kernel<Tile>(kernel);
+    if (first == cudaSuccess) first = e;
+  }
+  return first;
+}
+
+// Every kernel of family Family's producer with tiles in layout Tile opted in, once per process:
+// both Q orders of the direct form, the indirect form with per-slot and per-workgroup partials.
+// Asked by the launch and by the occupancy query, which may come first (tc_batched_ctas asks it
+// once per layer ahead of the layer's launches) and must see the opted-in size.
+template <class Family, class Tile>
+cudaError_t tc_producer_opted_in() {
+  static const cudaError_t opt_in = tc_opt_in<Tile>(
+      producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, producer_tc_kernel<Family, Tile, TcQOrder::before_copies>,
+      producer_tc_kernel_indirect<Family, Tile>, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>);
+  return opt_in;
+}
+
+// The grid form's two kernels (padded tiles) opted in, once per process; as above.
+template <class Family>
+cudaError_t tc_grid_opted_in() {
+  static const cudaError_t opt_in =
+      tc_opt_in<TcPaddedTile>(producer_tc_grid_kernel<Family>, producer_tc_grid_kernel_indirect<Family>);
+  return opt_in;
+}
+
 // Which kernel of a family the occupancy is asked for.
 enum class TcKernel { walk, grid };
 
 // CTAs of a family's batched (walk, tiles in layout Tile) or grid (padded) kernel CUDA device
 // `device` holds at once (occupancy x SMs, resident_ctas); 0 when unknown (one CTA per slot; no
-// grid form).
+// grid form). The occupancy of a kernel that has not opted in reads 0 CTAs: without the opt-in
+// the first captured call walked one slot per CTA (128 CTAs per entry at 8,192 instead of 8) for
+// as long as its graph was replayed.
 template <class Family, TcKernel Which, class Tile = TcPaddedTile>
 long long tc_resident_ctas(int device) {
   static_assert(Which == TcKernel::walk || Tile::kLayout == TcTiles::padded, "the grid form's tiles are padded");
@@ -1090,11 +1123,11 @@ long long tc_resident_ctas(int device) {
   const void* kernel = Which == TcKernel::grid
                            ? reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>)
                            : reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family, Tile>);
-  // The occupancy of a kernel that has not opted in reads 0 CTAs, and this may be asked before
-  // the family's first launch (tc_batched_ctas, once per layer ahead of its launches): without
-  // the opt-in here the first captured call walked one slot per CTA (128 CTAs per entry at 8,192
-  // instead of 8), for as long as its graph was replayed.
-  static const cudaError_t opt_in = tc_opt_in_kernel<Tile>(kernel);
+  cudaError_t opt_in = cudaSuccess;
+  if constexpr (Which == TcKernel::grid)
+    opt_in = tc_grid_opted_in<Family>();
+  else
+    opt_in = tc_producer_opted_in<Family, Tile>();
   if (opt_in != cudaSuccess) return 0;
   return resident_ctas(kernel, kTcThreads, TcSmem<Tile>::kBytes, cache, device);
 }
@@ -1110,18 +1143,6 @@ unsigned tc_walk_ctas(const HeadShape& shape, const BatchSpan& batch, const Prod
                        ? c.tc_slots_per_cta
                        : tc_slots_per_cta(x * slots * batch.count, tc_resident_ctas<Family, TcKernel::walk, Tile>(c.device));
   return (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
-}
-
-// Kernels with tiles in layout Tile opted in, each once (tc_opt_in_kernel above); the first
-// error, if any.
-template <class Tile, class... Kernels>
-cudaError_t tc_opt_in(Kernels*... kernels) {
-  cudaError_t first = cudaSuccess;
-  for (const void* kernel : {reinterpret_cast<const void*>(kernels)...}) {
-    const cudaError_t e = tc_opt_in_kernel<Tile>(kernel);
-    if (first == cudaSuccess) first = e;
-  }
-  return first;
 }
 
 // How a tensor-core kernel's CTAs are launched: ordinary (the producer, the fused kernel), or
@@ -1156,12 +1177,7 @@ inline cudaLaunchConfig_t tc_launch_config(TcLaunchAttrs& attrs, std::size_t sme
 template <class Family, class Tile>
 cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,
                                      cudaStream_t stream, BatchSpan batch, bool programmatic) {
-  // Every kernel this launch may pick: both Q orders of the direct form, the indirect form
-  // with per-slot and per-workgroup partials.
-  static const cudaError_t opt_in = tc_opt_in<Tile>(
-      producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, producer_tc_kernel<Family, Tile, TcQOrder::before_copies>,
-      producer_tc_kernel_indirect<Family, Tile>, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>);
-  if (opt_in != cudaSuccess) return opt_in;
+  if (const cudaError_t opt_in = tc_producer_opted_in<Family, Tile>(); opt_in != cudaSuccess) return opt_in;
   const auto x = static_cast<unsigned>(tc_groups(p.shape));
   TcLaunchAttrs attrs;
   cudaLaunchConfig_t cfg = tc_launch_config(attrs, TcSmem<Tile>::kBytes, programmatic, stream);
@@ -1209,9 +1225,7 @@ cudaError_t launch_producer_tc_grid(const ProducerParams& p, const ProducerParam
                                     const ReduceParams* dr, unsigned* counter, const ProducerChoice& c,
                                     cudaStream_t stream, BatchSpan batch, bool& merged) {
   merged = false;
-  static const cudaError_t opt_in =
-      tc_opt_in<TcPaddedTile>(producer_tc_grid_kernel<Family>, producer_tc_grid_kernel_indirect<Family>);
-  if (opt_in != cudaSuccess) return opt_in;
+  if (const cudaError_t opt_in = tc_grid_opted_in<Family>(); opt_in != cudaSuccess) return opt_in;
   const long long x = tc_groups(p.shape);
   const bool direct = dp == nullptr;
   const long long slots = direct ? p.sched.slots() : indirect_slots(batch);
