@@ -851,13 +851,19 @@ __device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const S
   const bool last = g == sched.nsg - 1;
   const int pstride = partial_stride(kHeadDim);
   // Every call below carries the slot's same (m, s), so the fold's statistics and factors are
-  // the same at every j; `before` is the workgroup's state up to the previous slot.
-  const SoftmaxStats before = acc.st;
+  // computed once, at the first call (j is a constant there: tc_merge_pairs' loop unrolls), and
+  // reused for the other dims. Computed in each call, the fold's two exponentials were inlined
+  // once per dim pair (22 softmax_exp in the kernel, 8 now), and a folding CTA's partial step took
+  // 1.82 us per slot against 0.51 for the unfolded write where slots are short (the kernels'
+  // timeline of change 50, batch 16 at 2,048: docs/perf.md, change 51).
+  FoldFactors c;
+  SoftmaxStats folded;
   tc_merge_pairs(t, st, o, merge, [&](int h, int j, int d, float m_all, float s_all, float o_d, float o_d1) {
-    const SoftmaxStats slot{m_all, s_all};
-    FoldFactors c;
-    const SoftmaxStats folded = g == 0 ? slot : fold_in(before, slot, c);
-    acc.st = folded;
+    if (j == 0) {
+      const SoftmaxStats slot{m_all, s_all};
+      folded = g == 0 ? slot : fold_in(acc.st, slot, c);
+      acc.st = folded;
+    }
     acc.o[j][0] = g == 0 ? o_d : fold_add(acc.o[j][0], o_d, c);
     acc.o[j][1] = g == 0 ? o_d1 : fold_add(acc.o[j][1], o_d1, c);
     if (!last) return;
