@@ -13,10 +13,4 @@
 #   scripts/pack_carry.sh build-cuda .carry/p50 ladder=ladder && git checkout include src
 #   bash docs/bench/pending-change50/call.sh          # through the device tool
 set -u
-mkdir -p $OUT/variants
-xz -dc .carry/main/ladder.xz >/tmp/ladder_main && xz -dc .carry/p50/ladder.xz >/tmp/ladder_p50
-chmod +x /tmp/ladder_main /tmp/ladder_p50
-OUT=$OUT/variants timeout "${BENCH_LIMIT:-300}" scripts/bench_variants.sh "${ROUNDS:-3}" \
-  /tmp/ladder_main /tmp/ladder_p50 -- --depths 2048,8192,32768 --routes splitk/ring --batch 16 \
-  --batch-max-depth 0 --step-depths none --no-fallback-step >/dev/null 2>&1
-echo "variants rc=$?" >>$OUT/variants/rc.txt
+bash docs/bench/pending-change50/variants.sh main p50

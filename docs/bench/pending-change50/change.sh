@@ -5,13 +5,7 @@
 #   scripts/pack_carry.sh build-cuda .carry/c50 ladder=ladder ladder_gpu_tests=gpu_tests
 #   bash docs/bench/pending-change50/change.sh          # through the device tool
 set -u
-mkdir -p $OUT/variants
-xz -dc .carry/main/ladder.xz >/tmp/ladder_main && xz -dc .carry/c50/ladder.xz >/tmp/ladder_c50
-chmod +x /tmp/ladder_main /tmp/ladder_c50
-OUT=$OUT/variants timeout "${BENCH_LIMIT:-150}" scripts/bench_variants.sh "${ROUNDS:-3}" \
-  /tmp/ladder_main /tmp/ladder_c50 -- --depths 2048,8192,32768 --routes splitk/ring --batch 16 \
-  --batch-max-depth 0 --step-depths none --no-fallback-step >/dev/null 2>&1
-echo "variants rc=$?" >>$OUT/suite.txt
+bash docs/bench/pending-change50/variants.sh main c50
 SUITE_LIMIT=${SUITE_LIMIT:-240} bash docs/bench/pending-change45/suite.sh .carry/c50 c50
 SAN_LIMIT=${SAN_LIMIT:-180} bash docs/bench/pending-change45/suite.sh .carry/c50 c50 \
   'GpuSlotWalk.FoldedGroupsGiveTheReducerBits:GpuSlotWalk.ReduceFormsGiveTheSameBits:GpuFused.ArrivalOrderNeverChangesBits'
