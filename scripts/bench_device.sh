@@ -64,8 +64,8 @@ run() {
   local t0=$SECONDS
 
   # PEERS: which peers bench/peers.py runs (its --peers; e.g. cudnn,flash to leave out flex).
-  # LADDER_BENCH_ARGS: extra `ladder bench` flags (e.g. --batch 1,4,16 --step-depths 2048,8192).
-  # Unset, the peers' own shapes: bench/peers.py always times batch 1 and 16 at every depth, so
+  # LADDER_BENCH_ARGS: the `ladder bench` flags, replacing the default below (e.g. --batch 1,4,16
+  # --step-depths 2048,8192; set it empty for the bench's own defaults). Unset, the peers' own shapes: bench/peers.py always times batch 1 and 16 at every depth, so
   # ladder's batch-16 layer rows come beside them (--batch-max-depth 0: no batched step rows).
   # Without them the table of 2026-12-06 (H200) had cuDNN's batch 16 and not ladder's.
   local bench_args=${LADDER_BENCH_ARGS-"--batch 1,16 --batch-max-depth 0"}
