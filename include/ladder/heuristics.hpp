@@ -33,6 +33,15 @@ inline constexpr int kMaxWarpsPerWorkgroup = 4;
 inline constexpr int kTcMinSlotBlocks = 4;
 inline constexpr int kTcMinLayerCtas = 128;
 
+// GPU tensor-core path: the merge's step 4 folds groups of this many warp slots (fold groups,
+// interleaved: schedule.hpp's tc_fold_groups), and step 5 merges the groups. A walking CTA of a
+// batched launch that holds whole groups folds them itself and writes one partial per group.
+// Measured on an H100 (docs/perf.md 2026-12-06, probe 50: a timing-only build writing one
+// partial per 4 workgroups): a batch-16 layer -2.7 us at 2,048 (-10 %, 8 partials per head
+// instead of 32), -4 % at 8,192, -1 to -1.5 % at 32,768. 4 keeps the reducer's parts per run at
+// the counts it is instantiated for (1, 2, 4).
+inline constexpr int kTcFoldSlots = 4;
+
 // GPU tensor-core producer (src/cuda/producer_tc.cuh): blocks each pair of warps keeps in
 // shared memory, one computing while kTcStages - 1 stream in (16-byte cp.async). Measured on
 // the H200 (docs/perf.md, change 5b): 3, 5 and 7 stages gave 57.5, 59.1 and 101.5 us for

@@ -3,9 +3,10 @@
 //   q, out      : f32 [n_heads][head_dim]
 //   cur_k/cur_v : f32 [n_kv_heads][head_dim]         (this token's activations)
 //   planes      : KvWord elements of a KvDtype (kv_dtype.hpp), addressed by PlaneStrides (plane.hpp)
-//   partials    : f32 [n_heads][nwg][parts][2 + head_dim]  (m, s, o[head_dim]) per (head,
-//                 workgroup, part): parts = 1 when the producer merged its warps (step 4), nsg
-//                 when it leaves step 4 to the reducer (the tensor-core producer)
+//   partials    : f32 [n_heads][parts][groups][2 + head_dim]  (m, s, o[head_dim]) per (head,
+//                 part, group): groups = nwg and parts = 1 when the producer merged each
+//                 workgroup's warps (step 4); on the tensor-core path groups and parts are
+//                 tc_fold_groups (schedule.hpp), parts = 1 where a walking CTA folded its group
 //
 // THE PRODUCER DAG (shared by every producer family, CPU twin and CUDA kernel, so that their
 // bits can agree; any change here is a change to both):
@@ -23,9 +24,12 @@
 //     (M = max m_g; c_g = rescale_factor(m_g, M); S = fmaf(s_g, c_g, S); O = fmaf(o_g, c_g, O),
 //     S and O starting at 0) and writes [M, S, O] to partials[(h*nwg + w)*(2 + head_dim)].
 //  5. The reducer merges workgroups 0..nwg-1 of a head by the same rule and writes O[d] / S.
-//     A producer may instead write each warp's (m, s, o) unmerged (parts = nsg); the reducer
-//     then does step 4 for each workgroup first, the same rule in the same warp order, so the
-//     bits are the same as if the producer had merged.
+// The GPU tensor-core path (producer_tc.cuh) has its own in-block arithmetic and its own merge
+// shape: its step 4 folds each fold group's warp slots left in part order (softmax.hpp's
+// fold_in; group j of tc_fold_groups(sched) is slots j, j + groups, ..., parts of them), and
+// step 5 merges the groups by the rule above. Its producer writes each slot's (m, s, o) unmerged
+// (parts = the group's slots) and the reducer folds them, or a walking CTA holding whole groups
+// folds them itself (parts = 1): the same operations in the same order, so the same bits.
 // The interleaved producer reads token visible-1 from cur_k/cur_v (f32) instead of the plane;
 // everything else is identical, which is why the parity ledger can name its only difference.
 #pragma once
@@ -138,33 +142,34 @@ struct ProducerParams {
   const unsigned* debug_delay_ns = nullptr;
 };
 
-// Merges the partials of each head (exp(m_i - M) corrections) and divides once: per workgroup
-// its `parts` warp partials in warp order (step 4, when the producer left it), then the nwg
-// workgroups in order (step 5). The CPU twins always merge in the producer: parts = 1.
+// Merges the partials of each head (exp(m_i - M) corrections) and divides once: per group its
+// `parts` partials folded left in index order (step 4, where the producer left it), then the
+// `groups` states in order (step 5). The exact-DAG producers (CPU twins and GPU) merge whole
+// workgroups themselves: groups = nwg, parts = 1. The tensor-core path: tc_fold_groups.
 struct ReduceParams {
   HeadShape shape;
-  int nwg = 0;
+  int groups = 0;
   int parts = 1;
   const float* partials = nullptr;
   float* out = nullptr;
 };
 
 // GPU, batched tensor-core producer launches that may fold (cuda_detail::BatchSpan::tc_fold_ctas
-// = `ctas`, the launch's CTAs per entry and tile group): how many whole workgroups each CTA
-// walks and folds itself (step 4 in the producer, one partial per workgroup: parts 1), or 0
-// where the entry's slots stay one partial each (parts nsg). An entry folds where whole
-// workgroups cost no CTA a longer walk than single slots would: nsg ceil(nwg / ctas) ==
-// ceil(nwg nsg / ctas). The producer and the reducer both read it from here, so a reducer
-// entry's parts always match what its producer wrote (docs/perf.md, change 49).
-LADDER_HD constexpr int tc_folded_workgroups_per_cta(int nwg, int nsg, int ctas) {
-  if (ctas <= 0 || nsg <= 1 || nwg <= 0) return 0;
-  const int per = (nwg + ctas - 1) / ctas;
-  return nsg * per == (nwg * nsg + ctas - 1) / ctas ? per : 0;
+// = `ctas`, the launch's CTAs per entry and tile group): how many whole fold groups (`groups` of
+// `parts` warp slots each, tc_fold_groups) each CTA walks and folds itself (step 4 in the
+// producer, one partial per group: parts 1), or 0 where the entry's slots stay one partial each.
+// An entry folds where whole groups cost no CTA a longer walk than single slots would:
+// parts ceil(groups / ctas) == ceil(groups parts / ctas). The producer and the reducer both read
+// it from here, so a reducer entry's parts always match what its producer wrote (docs/perf.md,
+// changes 49 and 50).
+LADDER_HD constexpr int tc_folded_groups_per_cta(int groups, int parts, int ctas) {
+  if (ctas <= 0 || parts <= 1 || groups <= 0) return 0;
+  const int per = (groups + ctas - 1) / ctas;
+  return parts * per == (groups * parts + ctas - 1) / ctas ? per : 0;
 }
-// A reducer entry's parts behind such a launch (parts = nsg as planned for a tensor-core entry;
-// 1 stays 1).
+// A reducer entry's parts behind such a launch (as planned: 1 stays 1).
 LADDER_HD constexpr int reduce_parts_after_fold(const ReduceParams& p, int ctas) {
-  return tc_folded_workgroups_per_cta(p.nwg, p.parts, ctas) > 0 ? 1 : p.parts;
+  return tc_folded_groups_per_cta(p.groups, p.parts, ctas) > 0 ? 1 : p.parts;
 }
 
 // G1: f32 activations in, plane rows of kv_dtype out (one token, all KV heads).

@@ -52,4 +52,25 @@ LADDER_HD Schedule tc_schedule(int visible, int ctas_per_slot) {
   return s;
 }
 
+// The tensor-core path's merge shape over schedule s (kernel_params.hpp, steps 4 and 5): its
+// slots() warp slots form `groups` fold groups of `parts` slots each, group j holding slots j,
+// j + groups, j + 2 groups, ... (interleaved: a walking CTA that folds groups y, y + ctas, ...
+// reads, at any moment, blocks next to those the launch's other CTAs read, as a strided walk
+// over single slots does). Step 4 folds a group's slots left in that order into one state,
+// step 5 merges the groups. parts is kTcFoldSlots, halved until it divides the slots. A function
+// of the schedule only, so of the sequence's own visible length (P4).
+static_assert(kTcFoldSlots >= 1 && kTcFoldSlots <= kMaxWarpsPerWorkgroup && (kTcFoldSlots & (kTcFoldSlots - 1)) == 0,
+              "a fold group's parts are a count the reducer is instantiated for (1, 2 or 4)");
+struct FoldGroups {
+  int groups = 0;  // states merged by step 5
+  int parts = 0;   // warp slots folded into each (step 4)
+  // Warp slot of part g of group j.
+  LADDER_HD int slot(int j, int g) const { return g * groups + j; }
+};
+LADDER_HD FoldGroups tc_fold_groups(const Schedule& s) {
+  int parts = kTcFoldSlots;
+  while (parts > 1 && s.slots() % parts != 0) parts /= 2;
+  return FoldGroups{s.slots() / parts, parts};
+}
+
 }  // namespace ladder

@@ -45,16 +45,20 @@ LADDER_HD float bits_to_f32(std::uint32_t u) {
 // Horner form with explicit fmaf, then scaling by 2^n through the exponent bits.
 // Accuracy: relative error below 2e-7 on [-87, 0] (tested against std::exp in f64);
 // returns exactly 0 below -87 (the result would be subnormal) and for -inf.
+// No early return: the polynomial runs on a clamped argument and the special cases are picked
+// after it, so a caller with several independent exps (a merge's factors) can overlap them. The
+// early-return form compiled to a branch region per exp in the reducer's step 4, which ran its
+// six exps one after another (docs/perf.md, change 50d). Same value for every input.
 LADDER_HD float softmax_exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;        // ln 2 split so n*kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
   constexpr float kMinArg = -87.0f;                    // exp(-87) ~ 1.6e-38, still normal
-  if (x != x) return x;                                // N1: a NaN argument stays NaN
-  if (!(x >= kMinArg)) return 0.0f;                    // also catches -inf
-  if (x > 0.0f) x = 0.0f;                              // callers pass score - max <= 0
-  const float n = rintf(x * kLog2e);
-  float r = fmaf(-n, kLn2Hi, x);
+  const bool is_nan = x != x;                          // N1: a NaN argument stays NaN
+  const bool under = !(x >= kMinArg);                  // also -inf (and NaN, picked first)
+  const float arg = under ? 0.0f : (x > 0.0f ? 0.0f : x);  // callers pass score - max <= 0
+  const float n = rintf(arg * kLog2e);
+  float r = fmaf(-n, kLn2Hi, arg);
   r = fmaf(-n, kLn2Lo, r);
   float p = 1.0f / 5040.0f;
   p = fmaf(p, r, 1.0f / 720.0f);
@@ -65,7 +69,8 @@ LADDER_HD float softmax_exp(float x) {
   p = fmaf(p, r, 1.0f);
   p = fmaf(p, r, 1.0f);
   const int e = static_cast<int>(n) + 127;            // n in [-126, 0]: a normal exponent
-  return p * bits_to_f32(static_cast<std::uint32_t>(e) << 23);
+  const float value = p * bits_to_f32(static_cast<std::uint32_t>(e) << 23);
+  return is_nan ? x : (under ? 0.0f : value);
 }
 
 // The one max of scores and running maxima (block max, warp and workgroup merges, reducers,

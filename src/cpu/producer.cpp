@@ -362,19 +362,19 @@ std::unique_ptr<ProducerTasks> exact_producer_tasks(Route r, const ProducerParam
 void reduce_head(const ReduceParams& p, int head) {
   const int hd = p.shape.head_dim;
   const std::size_t stride = static_cast<std::size_t>(partial_stride(hd));
-  const float* parts = p.partials + static_cast<std::size_t>(head) * p.nwg * stride;
+  const float* parts = p.partials + static_cast<std::size_t>(head) * p.groups * stride;
   thread_local std::vector<float> acc;
   fit(acc, static_cast<std::size_t>(hd));
   std::fill(acc.begin(), acc.begin() + hd, 0.0f);
   const SoftmaxStats all = merge_stats(
-      p.nwg, [&](int w) { return parts[w * stride]; }, [&](int w) { return parts[w * stride + 1]; },
+      p.groups, [&](int w) { return parts[w * stride]; }, [&](int w) { return parts[w * stride + 1]; },
       [&](int w, float c) { fma_into(acc.data(), parts + w * stride + 2, c, hd); });
   float* out = p.out + static_cast<std::size_t>(head) * hd;
   for (int d = 0; d < hd; ++d) out[d] = acc[static_cast<std::size_t>(d)] / all.s;
 }
 
 bool reduce_in_one_task(const ReduceParams& p) {
-  return static_cast<std::int64_t>(p.shape.n_heads) * p.nwg * partial_stride(p.shape.head_dim) < kReduceFloatsPerTask;
+  return static_cast<std::int64_t>(p.shape.n_heads) * p.groups * partial_stride(p.shape.head_dim) < kReduceFloatsPerTask;
 }
 
 }  // namespace ladder::cpu

@@ -151,7 +151,7 @@ Status prepare_route(Route r, HostPlane& plane, int position, int slot, const He
   ReduceParams& rp = work.reduce;
   rp = ReduceParams{};
   rp.shape = shape;
-  rp.nwg = fast ? fast_schedule(visible).splits : sched.nwg;
+  rp.groups = fast ? fast_schedule(visible).splits : sched.nwg;
   rp.partials = ws.partials.data();
   rp.out = io.out;
   return {};

@@ -227,16 +227,18 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   }
 
   l.reduce.shape = shape;
-  l.reduce.nwg = p.sched.nwg;
-  // The tensor-core producer writes one partial per warp slot and leaves their merge to the
-  // reducer; the exact-DAG producer merges them itself (kernel_params.hpp, steps 4 and 5).
-  l.reduce.parts = producer.tensor_core ? p.sched.nsg : 1;
+  // The tensor-core producer writes one partial per warp slot and leaves their fold into fold
+  // groups to the reducer (or folds them itself, reduce_parts_after_fold); the exact-DAG producer
+  // merges each workgroup itself (kernel_params.hpp, steps 4 and 5).
+  const FoldGroups merge = producer.tensor_core ? tc_fold_groups(p.sched) : FoldGroups{p.sched.nwg, 1};
+  l.reduce.groups = merge.groups;
+  l.reduce.parts = merge.parts;
   if (!reducer_takes_parts(l.reduce.parts))
     return make_error(ErrorCode::internal,
-                      fmt::format("a schedule of {} warps per workgroup has no reducer", l.reduce.parts));
+                      fmt::format("a fold group of {} warp slots has no reducer", l.reduce.parts));
   l.reduce.partials = ws.partials;
   l.reduce.out = io.out;
-  if (merges_itself) l.reduce.nwg = 0;  // no reduce entry
+  if (merges_itself) l.reduce.groups = 0;  // no reduce entry
   out = l;
   return {};
 }
@@ -297,7 +299,7 @@ RouteLaunch empty_launch(const HeadShape& shape) {
   l.producer.family = KernelFamily::none;
   l.producer.shape = shape;
   l.reduce.shape = shape;
-  l.reduce.nwg = 0;
+  l.reduce.groups = 0;
   return l;
 }
 
@@ -319,7 +321,7 @@ Status enqueue_layer_batch(const LayerKernels& k, const HeadShape& shape, const 
   // the launch reads every slot's partial), it reads parts 1 for the entries they folded.
   if (producer.tensor_core) {
     batch.tc_ctas = tc_batched_ctas(shape, batch, producer);
-    batch.tc_partials = producer.fusion == GpuFusion::grid ? TcPartials::per_slot : TcPartials::per_workgroup;
+    batch.tc_partials = producer.fusion == GpuFusion::grid ? TcPartials::per_slot : TcPartials::per_group;
   }
   // One launch, then its error in words. Only the layer's first launch can be right behind the
   // state fetch (EntriesFrom): every launch after it reads its entries at once.

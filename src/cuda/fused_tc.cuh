@@ -12,10 +12,11 @@
 //    head-major plane's ragged tail is read in place (the pad copy was bit-exact, so the bits
 //    are those of pad + producer).
 //  * Reduce, "the last CTA to finish merges". Each CTA writes its warp-slot partial to its fixed
-//    slot and arrives on its workgroup's counter (arrive_last: barrier, one acq_rel atomic); the
-//    last of the nsg CTAs of a workgroup merges that workgroup's slots in slot order (the DAG's
-//    step 4) into slot 0 and arrives on the group's counter; the last workgroup merges the nwg workgroups in order
-//    (step 5) and divides once. Both merges are reduce.cu's rule with its operation order (max,
+//    slot and arrives on its fold group's counter (arrive_last: barrier, one acq_rel atomic;
+//    fold groups: schedule.hpp's tc_fold_groups, parts interleaved slots); the last of a group's
+//    parts CTAs folds the group's slots in part order (step 4) into the group's part 0 and
+//    arrives on the tile group's counter; the last fold group merges the groups in order (step 5)
+//    and divides once. Both merges are reduce.cu's rule with its operation order (max,
 //    rescale_factor, fmaf chains from 0 in index order), so the output bits do not depend on
 //    which CTA arrives last: the merger reads every partial from its fixed slot in index order.
 //    Counters advance with inc (limit n - 1), which wraps to 0 on the n-th arrival, so they are
@@ -31,9 +32,9 @@
 //
 // Shape at the boundary: q f32 [n_heads][128]; cur_k/cur_v f32 [n_kv_heads][128]; partials: the
 // reducer's n_heads x nwg x nsg x 130 floats, laid out as o [n_heads][nwg * nsg][128] then (m, s)
-// [n_heads][nwg * nsg][2] (slot 0 of a workgroup ends holding the workgroup's merge when nsg >
-// 1); arrivals u32 [groups][1 + kMaxWorkgroups] (group = KV head x tile: [0] counts workgroups,
-// [1 + w] counts workgroup w's slots); out f32 [n_heads][128].
+// [n_heads][nwg * nsg][2] (part 0 of fold group j, slot j, ends holding the group's fold when its parts >
+// 1); arrivals u32 [tile groups][1 + kMaxWorkgroups] (tile group = KV head x tile: [0] counts
+// fold groups, [1 + w] counts fold group w's slots); out f32 [n_heads][128].
 #pragma once
 
 #include "cuda/kernels.hpp"
@@ -79,7 +80,10 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   const Schedule sched = p.sched;
   const int flat = static_cast<int>(blockIdx.y);
   if (flat >= sched.slots()) return;
-  const int wg = flat / sched.nsg;
+  // The fold group this slot belongs to (tc_fold_groups: the reducer's steps 4 and 5 shape).
+  const FoldGroups fg = tc_fold_groups(sched);
+  const int grp = flat % fg.groups;  // FoldGroups::slot(grp, flat / groups) == flat
+  static_assert(kTcFoldSlots <= kMaxWarpsPerWorkgroup, "a group's slots fit the step-4 arrays below");
   const TcThread t = tc_thread(p.shape);
   const int lane = t.lane, pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
@@ -115,13 +119,13 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   float* merge = reinterpret_cast<float*>(smem);
 
   // The slot's partial: the pairs merged in pair order (producer_tc.cuh's rule), to its slot.
-  const int nwg = sched.nwg;
-  const int nsg = sched.nsg;
+  const int groups = fg.groups;
+  const int parts = fg.parts;
   // The fused kernel's layout of the partials scratch (the reducer's n_heads x slots x 130
   // floats, split): o rows [n_heads][slots][128], 16-byte aligned so that a warp reads one
   // coalesced 512-byte row, then (m, s) pairs [n_heads][slots][2]. Partial (head, flat slot) is
   // index head * slots + flat.
-  const std::int64_t slots = static_cast<std::int64_t>(nwg) * nsg;
+  const std::int64_t slots = static_cast<std::int64_t>(groups) * parts;
   float* const o_rows = p.partials;
   float* const ms_pairs = p.partials + static_cast<std::int64_t>(p.shape.n_heads) * slots * kHeadDim;
   tc_merge_pairs(t, st, o, merge, [&](int h, int, int d, float m_all, float s_all, float o_d, float o_d1) {
@@ -143,23 +147,23 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   unsigned* counters = tail.arrivals + static_cast<std::int64_t>(blockIdx.x) * kFusedArrivalsPerGroup;
   const auto head_of = [&](int h) { return kvh * hpk + tile * kTcHeads + h; };
   const auto has_head = [&](int h) { return tile * kTcHeads + h < hpk; };
-  if (nsg > 1) {
-    if (!arrive_last(counters + 1 + wg, static_cast<unsigned>(nsg), flag)) return;
-    // Step 4 for workgroup wg: its nsg slots folded in slot order, reduce.cuh's rule; the result
-    // goes to slot 0 once every thread has read its inputs.
+  if (parts > 1) {
+    if (!arrive_last(counters + 1 + grp, static_cast<unsigned>(parts), flag)) return;
+    // Step 4 for fold group grp: its parts slots folded in slot order, reduce.cuh's rule; the
+    // result goes to the group's slot 0 once every thread has read its inputs.
     float pm[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup], ps[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup];
     float4 v[kMergeHeadsPerWarp][kMaxWarpsPerWorkgroup];
 #pragma unroll
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
       const int h = warp + k * kWarps;
-      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + wg * nsg;
+      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + grp;
 #pragma unroll
       for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
-        const bool has = has_head(h) && g < nsg;
-        const float2 msg = has ? ld_l2_2(ms_pairs + 2 * (idx0 + g)) : make_float2(neg_inf_f32(), 0.0f);
+        const bool has = has_head(h) && g < parts;
+        const float2 msg = has ? ld_l2_2(ms_pairs + 2 * (idx0 + g * groups)) : make_float2(neg_inf_f32(), 0.0f);
         pm[k][g] = msg.x;
         ps[k][g] = msg.y;
-        v[k][g] = has ? ld_l2_4(o_rows + (idx0 + g) * kHeadDim + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[k][g] = has ? ld_l2_4(o_rows + (idx0 + g * groups) * kHeadDim + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
     }
     float my_m[kMergeHeadsPerWarp], my_s[kMergeHeadsPerWarp], o_w[kMergeHeadsPerWarp][kDimsPerLane];
@@ -170,7 +174,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
       float o4[kDimsPerLane] = {v[k][0].x, v[k][0].y, v[k][0].z, v[k][0].w};
 #pragma unroll
       for (int g = 1; g < kMaxWarpsPerWorkgroup; ++g) {
-        if (g >= nsg) break;
+        if (g >= parts) break;
         FoldFactors fc;
         all = fold_in(all, SoftmaxStats{pm[k][g], ps[k][g]}, fc);
         o4[0] = fold_add(o4[0], v[k][g].x, fc);
@@ -188,15 +192,15 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
       const int h = warp + k * kWarps;
       if (!has_head(h)) continue;
-      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + wg * nsg;
+      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + grp;
       if (lane == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx0) = make_float2(my_m[k], my_s[k]);
       *reinterpret_cast<float4*>(o_rows + idx0 * kHeadDim + c) = make_float4(o_w[k][0], o_w[k][1], o_w[k][2], o_w[k][3]);
     }
   }
-  if (!arrive_last(counters, static_cast<unsigned>(nwg), flag)) return;
+  if (!arrive_last(counters, static_cast<unsigned>(groups), flag)) return;
 
-  // Step 5: the nwg workgroups (slot 0 of each) in order, then one divide. Phase 1: every
-  // workgroup's (m, s) of every head into shared memory (the tiles' memory, free now).
+  // Step 5: the fold groups (slot 0 of each) in order, then one divide. Phase 1: every group's
+  // (m, s) of every head into shared memory (the tiles' memory, free now).
   float* sm_m = merge;                          // [kTcHeads][kMaxWorkgroups]
   float* sm_s = sm_m + kTcHeads * kMaxWorkgroups;  // [kTcHeads][kMaxWorkgroups]
   float* sm_c = sm_s + kTcHeads * kMaxWorkgroups;  // rescale factors c_w
@@ -209,9 +213,9 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
       const int i = static_cast<int>(threadIdx.x) + j * kTcThreads;
       const int h = i / kMaxWorkgroups;
       const int w = i % kMaxWorkgroups;
-      const bool has = has_head(h) && w < nwg;
+      const bool has = has_head(h) && w < groups;
       const float2 msw =
-          has ? ld_l2_2(ms_pairs + 2 * (static_cast<std::int64_t>(head_of(h)) * slots + w * nsg))
+          has ? ld_l2_2(ms_pairs + 2 * (static_cast<std::int64_t>(head_of(h)) * slots + w))
               : make_float2(neg_inf_f32(), 0.0f);
       mv[j] = msw.x;
       sv[j] = msw.y;
@@ -224,40 +228,40 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     }
   }
   __syncthreads();
-  // Phase 2: per head, lane w holds workgroup w: M = max (order-free), c_w = rescale_factor(m_w,
-  // M) (0 for lanes past nwg: -inf), S = fmaf chain over w in order (every lane the same chain).
+  // Phase 2: per head, lane w holds fold group w: M = max (order-free), c_w = rescale_factor(m_w,
+  // M) (0 for lanes past groups: -inf), S = fmaf chain over w in order (every lane the same chain).
   for (int h = warp; h < kTcHeads; h += kWarps) {
     const float m = sm_m[h * kMaxWorkgroups + lane];
     float m_all = m;
     for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = score_max(m_all, __shfl_xor_sync(kFullMask, m_all, off));
-    const float cw = lane < nwg ? rescale_factor(m, m_all) : 0.0f;
+    const float cw = lane < groups ? rescale_factor(m, m_all) : 0.0f;
     sm_c[h * kMaxWorkgroups + lane] = cw;
     __syncwarp();
     if (lane == 0) {
-      // The chain in workgroup order from shared memory (loads independent of the chain).
+      // The chain in group order from shared memory (loads independent of the chain).
       float s_all = 0.0f;
 #pragma unroll
       for (int w = 0; w < kMaxWorkgroups; ++w)
-        if (w < nwg) s_all = merge_add(s_all, sm_s[h * kMaxWorkgroups + w], sm_c[h * kMaxWorkgroups + w]);
+        if (w < groups) s_all = merge_add(s_all, sm_s[h * kMaxWorkgroups + w], sm_c[h * kMaxWorkgroups + w]);
       sm_sall[h] = s_all;
     }
   }
   __syncthreads();
-  // Phase 3: o, one head per round: all nwg loads in flight, then the fmaf chain in order.
+  // Phase 3: o, one head per round: all groups loads in flight, then the fmaf chain in order.
 #pragma unroll 1
   for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
     const int h = warp + k * kWarps;
     if (!has_head(h)) continue;
     const float* base = o_rows + static_cast<std::int64_t>(head_of(h)) * slots * kHeadDim + c;
-    const std::int64_t wstride = static_cast<std::int64_t>(nsg) * kHeadDim;
+    const std::int64_t wstride = kHeadDim;  // group w's fold sits in its part 0: slot w
     float4 v[kMaxWorkgroups];
 #pragma unroll
     for (int w = 0; w < kMaxWorkgroups; ++w)
-      v[w] = w < nwg ? ld_l2_4(base + w * wstride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      v[w] = w < groups ? ld_l2_4(base + w * wstride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float o_all[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int w = 0; w < kMaxWorkgroups; ++w) {
-      if (w >= nwg) continue;
+      if (w >= groups) continue;
       const float cw = sm_c[h * kMaxWorkgroups + w];
       o_all[0] = merge_add(o_all[0], v[w].x, cw);
       o_all[1] = merge_add(o_all[1], v[w].y, cw);

@@ -105,16 +105,16 @@ struct FusedTail {
 // producer then prefetches its plane rows while the previous layer finishes).
 enum class EntriesFrom { earlier_kernel, fetch_just_before };
 
-// What a batched tensor-core producer's walking CTA writes: each slot's partial (parts = nsg, the
-// reducer's step 4 folds them), or, where tc_folded_workgroups_per_cta (kernel_params.hpp) says
-// the entry folds, consecutive whole workgroups folded by the CTA itself, one partial each
-// (parts = 1): a batch-16 layer paid 4-7 % for the per-slot partials' traffic (docs/perf.md,
-// probe 49 and change 49).
-enum class TcPartials { per_slot, per_workgroup };
+// What a batched tensor-core producer's walking CTA writes: each slot's partial (the reducer's
+// step 4 folds a fold group's slots), or, where tc_folded_groups_per_cta (kernel_params.hpp)
+// says the entry folds, whole fold groups folded by the CTA itself, one partial each (parts 1):
+// a batch-16 layer paid 4-7 % for the per-slot partials' traffic at 8,192 and deeper (docs/perf.md,
+// probe 49 and change 49), and 10 % at 2,048 for one partial per workgroup (probe 50).
+enum class TcPartials { per_slot, per_group };
 
 // The indirect form over a batch: `count` parameter structs, the first at `dp` and each next one
 // `stride` bytes further (grid z = count). An entry with nothing to do exits at once: a store
-// with n_kv_heads 0, a copy with rows 0, a reduce with nwg 0, a producer struct of another
+// with n_kv_heads 0, a copy with rows 0, a reduce with groups 0, a producer struct of another
 // KernelFamily. The default is one struct.
 // max_visible bounds the producers' grids: the most rows any entry's layer can see (its schedule
 // at that length has the most workgroups and warps); 0 = the worst case of every schedule.
@@ -130,7 +130,7 @@ struct BatchSpan {
   EntriesFrom entries = EntriesFrom::earlier_kernel;
   // Batched tensor-core producers: CTAs per (entry, tile group) along y, set once per layer
   // (tc_batched_ctas) so that every family's launch of the layer and its reducer agree (0: the
-  // launch picks its own), and what their CTAs write. With TcPartials::per_workgroup the reducer
+  // launch picks its own), and what their CTAs write. With TcPartials::per_group the reducer
   // reads each entry's parts through reduce_parts_after_fold(entry, tc_ctas).
   unsigned tc_ctas = 0;
   TcPartials tc_partials = TcPartials::per_slot;

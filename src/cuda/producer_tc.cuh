@@ -34,11 +34,12 @@
 //    tile that is zero except that row, run through the same score and P.V mmas).
 //  * A warp slot's blocks are folded by kTcPairs pairs of warps (pair p takes the slot's blocks
 //    p, p + kTcPairs, ...), whose states merge in pair order by softmax.hpp's rule. Each warp
-//    slot then writes its [m, s, o] partial unmerged (parts = nsg); the reducer (reduce.cu,
-//    shared) does the DAG's step 4 — the warp slots folded left in slot order (softmax.hpp,
-//    fold_in) — before merging the workgroups. A walking CTA of a batched launch that holds
-//    whole workgroups folds them itself by the same fold and writes one partial per workgroup
-//    (TcPartials::per_workgroup; parts = 1): the same bits, less traffic.
+//    slot then writes its [m, s, o] partial unmerged; the reducer (reduce.cu, shared) does this
+//    path's step 4 — each fold group's warp slots (tc_fold_groups: kTcFoldSlots interleaved
+//    slots) folded left in part order (softmax.hpp, fold_in) — before merging
+//    the groups. A walking CTA of a batched launch that holds whole groups folds them itself by
+//    the same fold and writes one partial per group (TcPartials::per_group; parts = 1): the same
+//    bits, less traffic.
 //
 // Shape: one CTA per (KV head, tile of 16 sibling heads, DAG warp slot w*nsg + g): at batch 1
 // the pinned schedule has only n_kv_heads x nwg workgroups (64 for Muse Glimmer), and a CTA per
@@ -58,8 +59,8 @@
 // 2026-12-01). q is loaded once per CTA, the next slot's first blocks stream in while the
 // current slot's pairs merge, and each slot's partial is computed exactly as by a CTA of its
 // own: the walk is a launch shape, never an input to the arithmetic (P4 holds). Where its walk
-// holds whole workgroups at no cost to the longest walk (tc_folded_workgroups_per_cta), it walks
-// them consecutively and folds each in registers as the reducer would have.
+// holds whole fold groups at no cost to the longest walk (tc_folded_groups_per_cta), it walks
+// each group's slots consecutively and folds them in registers as the reducer would have.
 #pragma once
 
 #include <array>
@@ -434,32 +435,39 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
 }
 
 // The warp slots (the DAG's flat w * nsg + g) one CTA walks, below end and the schedule's
-// slots(): runs of `run` consecutive slots (first a multiple of run), each run starting `step`
-// after the previous one's start; run 1 is first, first + step, ... A CTA per slot is
-// {blockIdx.y, gridDim.y} with gridDim.y >= slots().
+// slots(): first, first + step, ... (run 1; a CTA per slot is {blockIdx.y, gridDim.y} with
+// gridDim.y >= slots()), or, folding fold groups (schedule.hpp's FoldGroups: run = parts,
+// run_stride = groups), runs of `run` slots run_stride apart, each the group whose first slot is
+// `step` after the previous run's, while that first slot is below run_stride.
 struct SlotWalk {
   int first = 0;
   int step = 1;
   int end = INT_MAX;
   int run = 1;
+  int run_stride = 1;
   __device__ __forceinline__ int next(int flat) const {
-    return (flat + 1) % run != 0 ? flat + 1 : flat + 1 + step - run;
+    if (run == 1) return flat + step;
+    const int g = flat / run_stride;
+    if (g + 1 < run) return flat + run_stride;
+    const int j = flat - g * run_stride + step;
+    return j < run_stride ? j : INT_MAX;
   }
 };
 
-// The walk of CTA `y` of `ctas` over schedule `sched`'s slots, and the most workgroups it folds
-// (0: none, a strided walk y, y + ctas, ...). A folding CTA walks workgroups y, y + ctas, ...,
-// each one's nsg slots in a row: at any moment the launch's CTAs read adjacent workgroups' blocks,
-// as the strided walk has them read adjacent slots' (consecutive workgroups per CTA put the
-// concurrent reads ctas workgroups apart: docs/perf.md, change 49's outcome).
+// The walk of CTA `y` of `ctas` over schedule `sched`'s slots, and whether it folds fold groups
+// (a strided walk y, y + ctas, ... where not). A folding CTA walks groups y, y + ctas, ..., each
+// one's slots in order: groups are interleaved (slots j, j + groups, ...), so at any moment the
+// launch's CTAs read adjacent slots' blocks, as the strided walk has them (consecutive slots per
+// CTA put the concurrent reads apart: docs/perf.md, change 49's outcome and change 50).
 struct TcWalkPlan {
   SlotWalk walk;
-  int fold_workgroups = 0;
+  bool folds = false;
 };
 __device__ __forceinline__ TcWalkPlan tc_walk_plan(const Schedule& sched, int y, int ctas, TcPartials partials) {
-  const int per = partials == TcPartials::per_workgroup ? tc_folded_workgroups_per_cta(sched.nwg, sched.nsg, ctas) : 0;
-  if (per == 0) return TcWalkPlan{SlotWalk{y, ctas}, 0};
-  return TcWalkPlan{SlotWalk{y * sched.nsg, ctas * sched.nsg, INT_MAX, sched.nsg}, per};
+  const FoldGroups fg = tc_fold_groups(sched);
+  const bool folds = partials == TcPartials::per_group && tc_folded_groups_per_cta(fg.groups, fg.parts, ctas) > 0;
+  if (!folds) return TcWalkPlan{SlotWalk{y, ctas}, false};
+  return TcWalkPlan{SlotWalk{y < fg.groups ? y : INT_MAX, ctas, INT_MAX, fg.parts, fg.groups}, true};
 }
 
 // Whether warp slot `flat` folds block b (the schedule deals blocks to slots round robin).
@@ -819,8 +827,8 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
                                                  const TcThread& t, const SoftmaxStats (&st)[2],
                                                  const float (&o)[kHeadDim / 16][4], float* merge) {
   const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
-  // The slot's partial, written unmerged with the other slots at partials[((head * nwg + w) * nsg
-  // + g) * 130] (the reducer folds the slots of a workgroup in slot order).
+  // The slot's partial, written unmerged with the other slots at partials[(head * slots + flat) *
+  // 130] (the reducer folds each fold group's slots in part order, tc_fold_groups).
   const int pstride = partial_stride(kHeadDim);
   tc_merge_pairs(t, st, o, merge, [&](int h, int, int d, float m_all, float s_all, float o_d, float o_d1) {
     const int head = kvh * hpk + tile * kTcHeads + h;
@@ -830,25 +838,25 @@ __device__ __forceinline__ void tc_write_partial(const ProducerParams& p, const 
   });
 }
 
-// A workgroup's state while a walking CTA folds its slots (TcPartials::per_workgroup): per
-// thread, the fragment row's (m, s) and the 16 dims tc_merge_pairs hands it, the same (head,
-// dims) for every slot.
-struct TcWorkgroupFold {
+// A fold group's state while a walking CTA folds its slots (TcPartials::per_group): per thread,
+// the fragment row's (m, s) and the 16 dims tc_merge_pairs hands it, the same (head, dims) for
+// every slot.
+struct TcGroupFold {
   SoftmaxStats st;
   float o[kHeadDim / 16][2];
 };
 
-// Slot g of workgroup w (flat = w nsg + g) folded into `acc` in slot order (softmax.hpp's
-// fold_in, as the reducer's step 4 folds them), and after the workgroup's last slot its one
-// partial written at partials[(head * nwg + w) * 130] (parts 1).
-__device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const Schedule& sched, int flat,
+// Part g of fold group w (flat = g groups + w, FoldGroups::slot) folded into `acc` in part order
+// (softmax.hpp's fold_in, as the reducer's step 4 folds them), and after the group's last part
+// its one partial written at partials[(head * groups + w) * 130] (parts 1).
+__device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const FoldGroups& fg, int flat,
                                                 const TcThread& t, const SoftmaxStats (&st)[2],
                                                 const float (&o)[kHeadDim / 16][4], float* merge,
-                                                TcWorkgroupFold& acc) {
+                                                TcGroupFold& acc) {
   const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
-  const int g = flat % sched.nsg;
-  const int w = flat / sched.nsg;
-  const bool last = g == sched.nsg - 1;
+  const int g = flat / fg.groups;
+  const int w = flat - g * fg.groups;
+  const bool last = g == fg.parts - 1;
   const int pstride = partial_stride(kHeadDim);
   // Every call below carries the slot's same (m, s), so the fold's statistics and factors are
   // computed once, at the first call (j is a constant there: tc_merge_pairs' loop unrolls), and
@@ -868,7 +876,7 @@ __device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const S
     acc.o[j][1] = g == 0 ? o_d1 : fold_add(acc.o[j][1], o_d1, c);
     if (!last) return;
     const int head = kvh * hpk + tile * kTcHeads + h;
-    float* dst = p.partials + (static_cast<std::int64_t>(head) * sched.nwg + w) * pstride;
+    float* dst = p.partials + (static_cast<std::int64_t>(head) * fg.groups + w) * pstride;
     if (d == 0) *reinterpret_cast<float2*>(dst) = make_float2(folded.m, folded.s);
     *reinterpret_cast<float2*>(dst + 2 + d) = make_float2(acc.o[j][0], acc.o[j][1]);
   });
@@ -881,12 +889,11 @@ __device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const S
 // change 33).
 enum class TcQOrder { after_wait, before_copies };
 
-// smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem). fold_workgroups > 0: the
-// walk covers whole workgroups (runs of nsg slots from a multiple of nsg), folded into one
-// partial each.
+// smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem). folds: the walk covers
+// whole fold groups (tc_walk_plan), folded into one partial each.
 template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait, TcL2 kL2 = TcL2::normal>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk,
-                                           int fold_workgroups = 0) {
+                                           bool folds = false) {
   constexpr KvDtype D = Family::kDtype;
   const Schedule sched = p.sched;
   const int end = walk.end < sched.slots() ? walk.end : sched.slots();
@@ -919,7 +926,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   if constexpr (kQOrder == TcQOrder::after_wait) tc_issue_q(p, t, q_loads);
   TcQ q;
   tc_stage_q<D, Tile>(t, smem, q_loads, q);
-  TcWorkgroupFold fold;
+  TcGroupFold fold;
+  const FoldGroups fold_groups = tc_fold_groups(sched);
   for (int flat = walk.first; flat < end; flat = walk.next(flat)) {
     timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
@@ -938,8 +946,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     timeline.mark(cuda::TimelineEvent::slot_issued, flat);
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.
-    if (fold_workgroups > 0)
-      tc_fold_partial(p, sched, flat, t, st, o, merge, fold);
+    if (folds)
+      tc_fold_partial(p, fold_groups, flat, t, st, o, merge, fold);
     else
       tc_write_partial(p, sched, flat, t, st, o, merge);
     timeline.mark(cuda::TimelineEvent::slot_written, flat);
@@ -960,7 +968,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel(P
 }
 
 // Grid z = batch entry; y walks the entry's warp slots y, y + gridDim.y, ..., or, where
-// kPartials lets the entry fold (tc_walk_plan), its workgroups y per, ..., y per + per - 1. A
+// kPartials lets the entry fold (tc_walk_plan), its fold groups y, y + gridDim.y, .... A
 // template parameter, not a launch argument: the per-slot kernel (every launch whose CTAs walk
 // one slot, the engine's batch-1 token among them) is main's machine code, without the fold's
 // 18 registers; with them in one kernel the batch-1 rows ran 1-2 % slower (docs/perf.md,
@@ -974,7 +982,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_i
   const TcWalkPlan plan =
       tc_walk_plan(p.sched, static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y), kPartials);
   produce_tc<Family, Tile, TcQOrder::after_wait, TcL2::evict_first>(p, tc_aligned_smem<Tile>(tc_smem), plan.walk,
-                                                                    plan.fold_workgroups);
+                                                                    plan.folds);
 }
 
 // The grid form (GpuFusion::grid): one kernel per layer. Every CTA walks its warp slots as
@@ -1095,14 +1103,14 @@ cudaError_t tc_opt_in(Kernels*... kernels) {
 }
 
 // Every kernel of family Family's producer with tiles in layout Tile opted in, once per process:
-// both Q orders of the direct form, the indirect form with per-slot and per-workgroup partials.
+// both Q orders of the direct form, the indirect form with per-slot and per-group partials.
 // Asked by the launch and by the occupancy query, which may come first (tc_batched_ctas asks it
 // once per layer ahead of the layer's launches) and must see the opted-in size.
 template <class Family, class Tile>
 cudaError_t tc_producer_opted_in() {
   static const cudaError_t opt_in = tc_opt_in<Tile>(
       producer_tc_kernel<Family, Tile, TcQOrder::after_wait>, producer_tc_kernel<Family, Tile, TcQOrder::before_copies>,
-      producer_tc_kernel_indirect<Family, Tile>, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>);
+      producer_tc_kernel_indirect<Family, Tile>, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_group>);
   return opt_in;
 }
 
@@ -1126,14 +1134,15 @@ template <class Family, TcKernel Which, class Tile = TcPaddedTile>
 long long tc_resident_ctas(int device) {
   static_assert(Which == TcKernel::walk || Tile::kLayout == TcTiles::padded, "the grid form's tiles are padded");
   static ResidentCache cache;
-  const void* kernel = Which == TcKernel::grid
-                           ? reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>)
-                           : reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family, Tile>);
+  const void* kernel = nullptr;
   cudaError_t opt_in = cudaSuccess;
-  if constexpr (Which == TcKernel::grid)
+  if constexpr (Which == TcKernel::grid) {
+    kernel = reinterpret_cast<const void*>(producer_tc_grid_kernel_indirect<Family>);
     opt_in = tc_grid_opted_in<Family>();
-  else
+  } else {
+    kernel = reinterpret_cast<const void*>(producer_tc_kernel_indirect<Family, Tile>);
     opt_in = tc_producer_opted_in<Family, Tile>();
+  }
   if (opt_in != cudaSuccess) return 0;
   return resident_ctas(kernel, kTcThreads, TcSmem<Tile>::kBytes, cache, device);
 }
@@ -1199,10 +1208,10 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
   // slots exit at once.
   const unsigned ys = batch.tc_ctas > 0 ? batch.tc_ctas : tc_walk_ctas<Family, Tile>(p.shape, batch, c);
   cfg.gridDim = dim3(x, ys, static_cast<unsigned>(batch.count));
-  // No entry folds where every CTA walks at most one slot (tc_folded_workgroups_per_cta needs a
+  // No entry folds where every CTA walks at most one slot (tc_folded_groups_per_cta needs a
   // walk of two or more): the per-slot kernel then.
-  const bool may_fold = batch.tc_partials == TcPartials::per_workgroup && ys < indirect_slots(batch);
-  return may_fold ? cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_workgroup>, dp,
+  const bool may_fold = batch.tc_partials == TcPartials::per_group && ys < indirect_slots(batch);
+  return may_fold ? cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile, TcPartials::per_group>, dp,
                                        batch.stride, batch.entries)
                   : cudaLaunchKernelEx(&cfg, producer_tc_kernel_indirect<Family, Tile>, dp, batch.stride, batch.entries);
 }

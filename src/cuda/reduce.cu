@@ -17,13 +17,14 @@ namespace {
 // (heuristics.hpp), plainly otherwise, where the wait is a no-op.
 // The direct kernel, one per parts count (the host dispatches on p.parts): each holds only its
 // own step 4, where one kernel with all three took the registers and schedule of the largest.
-template <int kParts>
+// kMaxGroups: the bound on p.groups of the launches it takes (reduce_head_passes).
+template <int kParts, int kMaxGroups = kMaxWorkgroups>
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(ReduceParams p) {
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   pdl_wait();  // the producer's grid and its partials (a no-op for a launch without PDL)
   timeline.mark(cuda::TimelineEvent::waited);
   pdl_allow_dependents();
-  reduce_head_passes<kParts, reduce_pass_loads(kParts, kMaxWorkgroups * kMaxWarpsPerWorkgroup)>(
+  reduce_head_passes<kParts, reduce_pass_loads(kParts, kMaxWorkgroups * kMaxWarpsPerWorkgroup), kMaxGroups>(
       p, static_cast<int>(blockIdx.x));
   timeline.mark(cuda::TimelineEvent::exit);
 }
@@ -35,7 +36,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel_indirect(const R
   pdl_allow_dependents();
   ReduceParams p = batch_entry(pp, stride);
   p.parts = reduce_parts_after_fold(p, static_cast<int>(fold_ctas));
-  if (p.nwg <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
+  if (p.groups <= 0) return;  // an entry without a reduce (a fused route, an empty batch slot)
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   reduce_head_exact(p, static_cast<int>(blockIdx.x));
   timeline.mark(cuda::TimelineEvent::exit);
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
   pdl_allow_dependents();
   ReduceParams p = batch_entry(pp, stride);
   p.parts = reduce_parts_after_fold(p, static_cast<int>(fold_ctas));
-  if (p.nwg <= 0) return;
+  if (p.groups <= 0) return;
   TimelineCta timeline(cuda::TimelineKernel::reducer, p.out);
   reduce_head_lean(p, static_cast<int>(blockIdx.x));
   timeline.mark(cuda::TimelineEvent::exit);
@@ -55,6 +56,18 @@ __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
 }  // namespace
 
 LADDER_TIMELINE_SINK(reduce)
+
+// A direct launch at parts 2 or 4 takes the kernel with the smallest group bound that holds its
+// groups (reduce.cuh, kReduceGroupBounds): the chain's empty steps past the last group are
+// shuffles and folds all the same.
+template <int kParts>
+cudaError_t launch_direct_reduce(const cudaLaunchConfig_t& cfg, const ReduceParams& p) {
+  static_assert(kReduceGroupBounds[0] * 4 == kMaxWorkgroups && kReduceGroupBounds[1] * 2 == kMaxWorkgroups,
+                "the bounds instantiated below");
+  if (p.groups <= kReduceGroupBounds[0]) return cudaLaunchKernelEx(&cfg, reduce_kernel<kParts, kReduceGroupBounds[0]>, p);
+  if (p.groups <= kReduceGroupBounds[1]) return cudaLaunchKernelEx(&cfg, reduce_kernel<kParts, kReduceGroupBounds[1]>, p);
+  return cudaLaunchKernelEx(&cfg, reduce_kernel<kParts>, p);
+}
 
 // A batched launch runs the lean form (two round trips at nsg 4, but 128 registers instead of
 // 168) when it has more CTAs than the one-pass kernel holds at once: 512 heads of 16 sequences
@@ -68,8 +81,8 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const P
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = pdl_launch_config(attr, programmatic, dim3(heads), dim3(kReduceThreads), stream);
     if (p.parts == 1) return cudaLaunchKernelEx(&cfg, reduce_kernel<1>, p);
-    if (p.parts == 2) return cudaLaunchKernelEx(&cfg, reduce_kernel<2>, p);
-    return cudaLaunchKernelEx(&cfg, reduce_kernel<kMaxWarpsPerWorkgroup>, p);
+    if (p.parts == 2) return launch_direct_reduce<2>(cfg, p);
+    return launch_direct_reduce<kMaxWarpsPerWorkgroup>(cfg, p);
   }
   bool lean = form == cuda::ReduceForm::lean;
   if (form == cuda::ReduceForm::automatic) {
@@ -82,7 +95,7 @@ cudaError_t launch_reduce(const ReduceParams& p, const ReduceParams* dp, const P
   const dim3 grid(heads, 1, static_cast<unsigned>(batch.count));
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = pdl_launch_config(attr, programmatic, grid, dim3(kReduceThreads), stream);
-  const unsigned fold_ctas = batch.tc_partials == TcPartials::per_workgroup ? batch.tc_ctas : 0u;
+  const unsigned fold_ctas = batch.tc_partials == TcPartials::per_group ? batch.tc_ctas : 0u;
   return lean ? cudaLaunchKernelEx(&cfg, reduce_kernel_indirect_lean, dp, batch.stride, fold_ctas)
               : cudaLaunchKernelEx(&cfg, reduce_kernel_indirect, dp, batch.stride, fold_ctas);
 }

@@ -6,7 +6,10 @@
 // in the grid form they were written by other CTAs of the same launch, and an L1 line left by an
 // earlier launch on this SM would be stale.
 //
-// Shape at the boundary: partials [n_heads][nwg][parts][130] (m, s, o[128]); out [n_heads][128].
+// Shape at the boundary: partials [n_heads][parts][groups][130] (m, s, o[128]); out [n_heads][128].
+// A group is a workgroup (exact-DAG producers, parts 1) or a tensor-core fold group
+// (schedule.hpp, tc_fold_groups: parts warp slots, or 1 where the producer folded them). Below,
+// "workgroup" w reads "group" w.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -25,9 +28,9 @@ inline constexpr int kReduceWarps = kHeadDim / kWarpSize;
 inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
 
 // In each warp, lane w owns workgroup w's statistics (m, s) and, for parts > 1, first folds
-// that workgroup's warp partials left in warp order (step 4: softmax.hpp's fold_in, part 0 then
+// that workgroup's partials left in index order (step 4: softmax.hpp's fold_in, part 0 then
 // each next one merged into the running state), exactly as a walking producer CTA that folds a
-// whole workgroup does (producer_tc.cuh, TcPartials::per_workgroup); the o chains below are the
+// whole group does (producer_tc.cuh, TcPartials::per_group); the o chains below are the
 // same fmaf chains in the same order, dim by dim, so which thread holds a dim never changes a
 // bit, and a workgroup folded by its producer (parts = 1) gives the bits of one folded here.
 //
@@ -43,39 +46,53 @@ inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
 // each predicated load's 64-bit address from the kernel parameters, ~10 instructions per load
 // for 128 loads: ncu on the H200 put that one-pass kernel at 1,516 instructions per warp, 2.6
 // cycles each, issue-bound (docs/perf.md, 2026-12-04).
-template <int kParts, int kLoads>
+//
+// kMaxGroups bounds p.groups (the caller checked it): the one-pass form's straight-line chain
+// runs kMaxGroups steps, each a predicated no-op past the last group. A batch-1 launch with few
+// fold groups (8 of 4 parts at 2,048) takes a bound of its own (reduce.cu): with the bound at 32
+// its chain ran 24 empty steps of shuffles and folds, +0.55 us on the reducer and +8 % on the
+// batch-1 layer; a branch out of the chain instead cost the deeper layers 3 % (docs/perf.md,
+// change 50).
+template <int kParts, int kLoads, int kMaxGroups = kMaxWorkgroups>
 __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int head) {
   static_assert(kParts >= 1 && kParts <= kMaxWarpsPerWorkgroup, "parts per workgroup");
-  constexpr int kWgPerPass = kLoads / kParts < kMaxWorkgroups ? kLoads / kParts : kMaxWorkgroups;
-  static_assert(kMaxWorkgroups % kWgPerPass == 0, "passes tile the workgroups");
-  if (head >= p.shape.n_heads || p.nwg <= 0) return;
+  static_assert(kMaxGroups >= 1 && kMaxGroups <= kMaxWorkgroups, "one lane per group");
+  constexpr int kWgPerPass = kLoads / kParts < kMaxGroups ? kLoads / kParts : kMaxGroups;
+  static_assert(kMaxGroups % kWgPerPass == 0, "passes tile the groups");
+  if (head >= p.shape.n_heads || p.groups <= 0) return;
   const int d = static_cast<int>(threadIdx.x);
   const int lane = d % kWarpSize;
   const int stride = partial_stride(kHeadDim);
   constexpr int parts = kParts;
-  const int nwg = p.nwg;
+  const int nwg = p.groups;
   const float* base = p.partials + static_cast<std::int64_t>(head) * nwg * parts * stride;
   static_assert(kMaxWorkgroups <= kWarpSize, "one lane per workgroup partial");
 
   // Lane w: workgroup w's (m, s) per part; thread d: dim d of the first pass's partials. Both
   // are issued before any value is used: with one pass, the kernel's only round trip.
   const bool has = lane < nwg;
-  const float* wg_base = base + static_cast<std::int64_t>(has ? lane : 0) * parts * stride;
+  // Part g of workgroup w at (g nwg + w) stride from the head's base (the parts interleaved,
+  // schedule.hpp's FoldGroups::slot): each part's rows start from a base of their own, so every
+  // load below is an immediate offset from one of kParts pointers.
+  const std::int64_t part_stride = static_cast<std::int64_t>(nwg) * stride;
+  const float* wg_base = base + static_cast<std::int64_t>(has ? lane : 0) * stride;
   float part_m[kParts], part_s[kParts];
 #pragma unroll
   for (int g = 0; g < kParts; ++g) {
     const bool live = has && g < parts;
-    part_m[g] = live ? __ldcg(wg_base + g * stride) : neg_inf_f32();
-    part_s[g] = live ? __ldcg(wg_base + g * stride + 1) : 0.0f;
+    part_m[g] = live ? __ldcg(wg_base + g * part_stride) : neg_inf_f32();
+    part_s[g] = live ? __ldcg(wg_base + g * part_stride + 1) : 0.0f;
   }
   float v[kWgPerPass][kParts];
-  const float* o_row = base + 2 + d;  // dim d of workgroup 0's first part
+  const float* o_part[kParts];  // dim d of part g of workgroup 0
+#pragma unroll
+  for (int g = 0; g < kParts; ++g) o_part[g] = base + 2 + d + g * part_stride;
   const auto load_pass = [&](int w0) {
 #pragma unroll
     for (int w = 0; w < kWgPerPass; ++w)
 #pragma unroll
       for (int g = 0; g < kParts; ++g)
-        v[w][g] = (w0 + w < nwg && g < parts) ? __ldcg(o_row + ((w0 + w) * parts + g) * stride) : 0.0f;
+        v[w][g] = (w0 + w < nwg && g < parts) ? __ldcg(o_part[g] + (w0 + w) * stride) : 0.0f;
   };
   load_pass(0);
 
@@ -99,7 +116,7 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
   // straight-line code (a loop on nwg there took 217 registers instead of ~170).
   float s_all = 0.0f;
   float o_all = 0.0f;
-  constexpr bool kOnePass = kWgPerPass == kMaxWorkgroups;
+  constexpr bool kOnePass = kWgPerPass == kMaxGroups;
   const int passes = kOnePass ? 1 : (nwg + kWgPerPass - 1) / kWgPerPass;
   for (int pass = 0; pass < passes; ++pass) {
     const int w0 = pass * kWgPerPass;
@@ -124,6 +141,14 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
   p.out[head * kHeadDim + d] = o_all / s_all;
 }
 
+// The direct (batch-1) reducer's bounds below kMaxWorkgroups, for schedules with few fold groups:
+// the tensor-core partition's 32 slots at 2,048 tokens make 8 groups of 4 parts and its 64
+// slots at 8,192 make 16 (schedule.hpp, tc_fold_groups). Parts 2 and 4 get a kernel
+// for each bound beside the one with kMaxWorkgroups; each runs as many chain steps as its bound.
+// With the bound at 32, 8 groups ran +8 % on the batch-1 layer at 2,048 and 16 groups +6 % at
+// 8,192 (docs/perf.md, changes 50 and 50b).
+inline constexpr int kReduceGroupBounds[] = {kMaxWorkgroups / 4, kMaxWorkgroups / 2};
+
 // Loads per pass of an exact-parts instantiation: every workgroup's parts in one pass, or
 // kMaxLoads where that is fewer.
 LADDER_HD constexpr int reduce_pass_loads(int parts, int max_loads) {
@@ -131,8 +156,8 @@ LADDER_HD constexpr int reduce_pass_loads(int parts, int max_loads) {
 }
 
 // reduce_head_passes for the entry's exact parts, an instantiation each, at most kMaxLoads loads
-// per pass; the same bits whatever the pass size. The parts count is one of 1, 2 and 4 (nsg is a
-// power of two up to kMaxWarpsPerWorkgroup, schedule.hpp), checked on the host where an entry
+// per pass; the same bits whatever the pass size. The parts count is one of 1, 2 and 4 (nsg and
+// tc_fold_groups' parts are powers of two up to kMaxWarpsPerWorkgroup, schedule.hpp), checked on the host where an entry
 // is planned and where a direct launch is made (reducer_takes_parts): a fourth, bounded form for
 // any other count was dead code that added ~2,300 instructions to each reducer kernel, where
 // instruction fetch was the largest stall left (ncu, docs/perf.md 2026-12-04).

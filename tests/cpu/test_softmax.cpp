@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <initializer_list>
 #include <random>
 #include <vector>
@@ -228,6 +229,19 @@ TEST(SoftmaxExp, MatchesLibmWithinTwoTenthsOfAMillionth) {
   EXPECT_EQ(softmax_exp(0.0f), 1.0f);
   EXPECT_EQ(softmax_exp(-INFINITY), 0.0f);
   EXPECT_EQ(softmax_exp(-1000.0f), 0.0f);
+}
+
+TEST(SoftmaxExp, SpecialCasesArePickedAfterThePolynomial) {
+  // The special cases are selects after a polynomial on a clamped argument (no early return,
+  // docs/perf.md change 50d): each must still come out as documented.
+  EXPECT_TRUE(std::isnan(softmax_exp(std::numeric_limits<float>::quiet_NaN())));  // N1
+  EXPECT_TRUE(std::isnan(softmax_exp(-std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(softmax_exp(0.5f), 1.0f);  // callers pass score - max <= 0; above it clamps to 0
+  EXPECT_EQ(softmax_exp(INFINITY), 1.0f);
+  EXPECT_GT(softmax_exp(-87.0f), 0.0f);  // the last argument with a normal result
+  EXPECT_NEAR(softmax_exp(-87.0f), std::exp(-87.0), 2e-7 * std::exp(-87.0));
+  EXPECT_EQ(softmax_exp(std::nextafter(-87.0f, -INFINITY)), 0.0f);
+  EXPECT_EQ(softmax_exp(-std::numeric_limits<float>::max()), 0.0f);
 }
 
 TEST(Scale, IsOneOverSqrtHeadDim) {

@@ -133,7 +133,7 @@ std::vector<float> head_major_wrapped_vec(const HeadShape& shape, KvDtype dt, co
     p.tail_first = pad.first;
   }
   w.reduce.shape = shape;
-  w.reduce.nwg = fast ? cpu::fast_schedule(visible).splits : p.sched.nwg;
+  w.reduce.groups = fast ? cpu::fast_schedule(visible).splits : p.sched.nwg;
   w.reduce.partials = ws.partials.data();
   w.reduce.out = out.data();
   EXPECT_TRUE(cpu::run_layers(std::span<const cpu::LayerWork>(&w, 1)).ok());

@@ -1,21 +1,23 @@
 // The tensor-core producer's slot walk (LaunchTuning::tc_slots_per_cta): in a batched launch
 // one CTA may walk several warp slots in turn, the next slot's first blocks streaming in while
-// the current slot's pairs merge, and where its walk holds whole workgroups it folds them itself
-// (one partial per workgroup, the reducer's step 4 done in the producer: kernel_params.hpp,
-// tc_folded_workgroups_per_cta). It is a launch shape, so it must never change a bit: a batch of
-// sequences at depths whose schedules have 1, 2 and 4 warps per workgroup (and a ring) gives
-// the same outputs with 1, 2, 3, 4 and 7 slots per CTA (4 folds nsg 2 and 4, 7 folds nsg 2,
-// 1 folds nothing), on the default routes (vec, whose store is fused in) and with vec switched
-// off (splitk on the ring, interleaved on the growing plane), and every output holds P3 against
-// the f64 reference.
+// the current slot's pairs merge, and where its walk holds whole fold groups it folds them
+// itself (one partial per group of kTcFoldSlots warp slots, the reducer's step 4 done in the
+// producer: schedule.hpp's tc_fold_groups, kernel_params.hpp's tc_folded_groups_per_cta). It is
+// a launch shape, so it must never change a bit: a batch of sequences at depths whose schedules
+// have 1, 2 and 4 warps per workgroup (and a ring) gives the same outputs with 1, 2, 3, 4, 7 and
+// 16 slots per CTA (16 folds nsg 1, 2 and 4, 7 folds nsg 2, 4 folds nsg 4, 1 folds nothing), on
+// the default routes (vec, whose store is fused in) and with vec switched off (splitk on the
+// ring, interleaved on the growing plane), and every output holds P3 against the f64 reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/batch_sweep.hpp"
@@ -48,7 +50,7 @@ Geometry walk_geometry() {
 struct WalkRun {
   std::vector<std::vector<std::vector<float>>> out;  // [call][sequence][n_layers * n_heads * head_dim]
   std::set<int> warps_per_workgroup;    // nsg of every NoPE layer's tensor-core partition the calls ran
-  std::set<int> folded_nsg;             // nsg of the NoPE partitions the producer folded itself
+  std::set<int> folded_nsg;             // nsg of the NoPE partitions whose fold groups the producer folded
   bool coarse = false;                    // a NoPE layer whose tensor-core partition has fewer slots than pinned
   std::set<Route> routes;                 // every route the calls ran
   double worst_error = 0.0;               // NaN if any output was left unwritten
@@ -118,8 +120,8 @@ WalkRun run_walk(const std::vector<int>& depths, int calls, int slots_per_cta, c
         // The trace records the partition the device's producer folds by (the tensor-core one).
         run.warps_per_workgroup.insert(t.schedule.nsg);
         if (t.schedule.slots() < pinned_schedule(t.visible).slots()) run.coarse = true;
-        if (tc_folded_workgroups_per_cta(t.schedule.nwg, t.schedule.nsg, ctas) > 0)
-          run.folded_nsg.insert(t.schedule.nsg);
+        const FoldGroups fg = tc_fold_groups(t.schedule);
+        if (tc_folded_groups_per_cta(fg.groups, fg.parts, ctas) > 0) run.folded_nsg.insert(t.schedule.nsg);
       }
       run.routes.insert(t.decision.route);
       const double err = test::batch_reference_error(g, static_cast<std::uint64_t>(t.sequence), t.position, t.layer,
@@ -151,20 +153,21 @@ std::string walk_label(int walk) { return std::to_string(walk) + " slots per CTA
 void expect_walks_keep_bits(const Switches& switches, Route family) {
   // Depths whose NoPE layers' tensor-core partitions (tc_schedule, 2 CTAs per slot) have 1, 2
   // and 4 warps per workgroup: 4,200 tokens has 64 slots of 2-3 blocks where the pinned schedule
-  // has 128, and 17,000 (532 blocks) keeps pinned's 128 slots of 4-5. The reduced sweep (the
+  // has 128, and 17,000 (532 blocks) keeps pinned's 128 slots of 4-5. 900 tokens has 29
+  // workgroups (fold groups of one slot), 1,100 has 32 of one warp (groups of 4 workgroups). The reduced sweep (the
   // sanitizers: racecheck took over 420 s on the full one) keeps nsg 1, a wrapped ring and a
   // 3-slot walk.
   const bool small = test::small_sweep();
   const std::vector<int> depths =
-      small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 2200, 4200, 3100, 17000};
-  const std::vector<int> walks = small ? std::vector<int>{3} : std::vector<int>{2, 3, 4, 7};
+      small ? std::vector<int>{40, 300, 1100} : std::vector<int>{40, 900, 1100, 2200, 4200, 3100, 17000};
+  const std::vector<int> walks = small ? std::vector<int>{3} : std::vector<int>{2, 3, 4, 7, 16};
   const int kCalls = small ? 2 : 3;
   const WalkRun one = run_walk(depths, kCalls, 1, switches);
   ASSERT_EQ(one.out.size(), static_cast<std::size_t>(kCalls));
   EXPECT_LE(one.worst_error, test::kBatchRelTol);
   EXPECT_TRUE(one.routes.count(family)) << "the calls must run " << route_name(family);
   EXPECT_TRUE(one.warps_per_workgroup.count(1)) << "the depths must reach nsg 1";
-  EXPECT_TRUE(one.folded_nsg.empty()) << "one slot per CTA folds no workgroup: the unfolded bits";
+  EXPECT_TRUE(one.folded_nsg.empty()) << "one slot per CTA folds no group: the unfolded bits";
   if (!small) {
     EXPECT_TRUE(one.warps_per_workgroup.count(2) && one.warps_per_workgroup.count(4)) << "and nsg 2 and 4";
     EXPECT_TRUE(one.coarse) << "and a partition coarser than the pinned one";
@@ -176,7 +179,8 @@ void expect_walks_keep_bits(const Switches& switches, Route family) {
     expect_same_bits(one, run, depths, walk_label(walk));
   }
   if (!small) {
-    EXPECT_TRUE(folded.count(2) && folded.count(4)) << "the walks must fold workgroups of 2 and 4 slots";
+    EXPECT_TRUE(folded.count(1) && folded.count(2) && folded.count(4))
+        << "the walks must fold the groups of partitions with 1, 2 and 4 warps per workgroup";
   }
 }
 
@@ -195,19 +199,22 @@ TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBitsWithoutVec) {
   expect_walks_keep_bits(no_vec, Route::interleaved);
 }
 
-// The folded workgroups alone, at a size the sanitizers run (the reduced sweep above reaches only
-// nsg 1): a sequence whose partition has 2 warps per workgroup, walked 4 slots per CTA (its
-// workgroups folded by the producer) against 1 (its slots merged by the reducer).
-TEST(GpuSlotWalk, FoldedWorkgroupsGiveTheReducerBits) {
+// The folded groups alone, at a size the sanitizers run (the reduced sweep above folds nothing):
+// sequences whose partitions have 10 workgroups of 1 warp (groups of 2 workgroups), 32 of 1
+// (groups of 4) and 32 of 2 (groups of 2), walked 16 slots per CTA (their groups folded by the
+// producer) against 1 (their slots folded by the reducer).
+TEST(GpuSlotWalk, FoldedGroupsGiveTheReducerBits) {
   LADDER_REQUIRE_GPU();
-  const std::vector<int> depths{300, 4200};
+  const std::vector<int> depths{300, 1100, 4200};
   const int kCalls = 1;
   const WalkRun one = run_walk(depths, kCalls, 1, Switches{});
   ASSERT_EQ(one.out.size(), static_cast<std::size_t>(kCalls));
   EXPECT_LE(one.worst_error, test::kBatchRelTol);
-  const WalkRun four = run_walk(depths, kCalls, 4, Switches{});
-  EXPECT_TRUE(four.folded_nsg.count(2)) << "the walk must fold workgroups of 2 slots";
-  expect_same_bits(one, four, depths, walk_label(4));
+  constexpr int kWalk = 16;
+  const WalkRun walked = run_walk(depths, kCalls, kWalk, Switches{});
+  EXPECT_TRUE(walked.folded_nsg.count(1) && walked.folded_nsg.count(2))
+      << "the walk must fold the groups of nsg 1 and nsg 2 partitions";
+  expect_same_bits(one, walked, depths, walk_label(kWalk));
 }
 
 // The grid form (GpuFusion::grid: store, producer and merge in one kernel, the CTAs meeting at a
@@ -272,19 +279,47 @@ TEST(GpuSlotWalk, FirstBatchedLaunchWalksInAFreshProcess) {
       << "the first batched launch of a process must walk as later ones do";
 }
 
-// Where a walking CTA folds whole workgroups: only where that costs no CTA a longer walk than
+// The fold groups of a schedule (schedule.hpp): kTcFoldSlots interleaved warp slots, fewer where
+// they would not divide the slots; every slot is one part of one group.
+TEST(GpuSlotWalk, FoldGroupsCoverEverySlotOnce) {
+  static_assert(kTcFoldSlots == 4, "the expectations below are for groups of 4 slots");
+  const auto groups_of = [](int nwg, int nsg) {
+    Schedule s;
+    s.nwg = nwg;
+    s.nsg = nsg;
+    s.blocks = nwg * nsg;
+    const FoldGroups fg = tc_fold_groups(s);
+    EXPECT_EQ(fg.groups * fg.parts, s.slots()) << nwg << " x " << nsg << ": every slot in one group";
+    std::vector<int> seen(static_cast<std::size_t>(s.slots()), 0);
+    for (int j = 0; j < fg.groups; ++j)
+      for (int g = 0; g < fg.parts; ++g) ++seen.at(static_cast<std::size_t>(fg.slot(j, g)));
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), s.slots()) << nwg << " x " << nsg;
+    return std::pair{fg.groups, fg.parts};
+  };
+  EXPECT_EQ(groups_of(32, 1), std::pair(8, 4));
+  EXPECT_EQ(groups_of(32, 2), std::pair(16, 4));
+  EXPECT_EQ(groups_of(32, 4), std::pair(32, 4));
+  EXPECT_EQ(groups_of(10, 1), std::pair(5, 2)) << "10 slots: groups of 2";
+  EXPECT_EQ(groups_of(29, 1), std::pair(29, 1)) << "29 slots: no larger group divides them";
+  EXPECT_EQ(groups_of(3, 2), std::pair(3, 2)) << "6 slots: groups of 2";
+  EXPECT_EQ(groups_of(2, 1), std::pair(1, 2));
+}
+
+// Where a walking CTA folds whole fold groups: only where that costs no CTA a longer walk than
 // single slots (kernel_params.hpp).
-TEST(GpuSlotWalk, FoldsWholeWorkgroupsOnlyWhereNoWalkGrows) {
-  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 32), 1) << "4 slots per CTA either way";
-  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 2, 32), 1);
-  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 8), 4) << "16 slots per CTA either way";
-  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 19), 0) << "2 workgroups (8 slots) against 7 slots";
-  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 2, 19), 2) << "2 workgroups (4 slots) against 4 slots";
-  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 64), 0) << "one slot per CTA: no CTA holds a workgroup";
-  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 1, 8), 0) << "one slot per workgroup: nothing to fold";
-  EXPECT_EQ(tc_folded_workgroups_per_cta(32, 4, 0), 0) << "no walk given";
+TEST(GpuSlotWalk, FoldsWholeGroupsOnlyWhereNoWalkGrows) {
+  EXPECT_EQ(tc_folded_groups_per_cta(32, 4, 32), 1) << "4 slots per CTA either way";
+  EXPECT_EQ(tc_folded_groups_per_cta(32, 2, 32), 1);
+  EXPECT_EQ(tc_folded_groups_per_cta(32, 4, 8), 4) << "16 slots per CTA either way";
+  EXPECT_EQ(tc_folded_groups_per_cta(32, 4, 19), 0) << "2 groups (8 slots) against 7 slots";
+  EXPECT_EQ(tc_folded_groups_per_cta(32, 2, 19), 2) << "2 groups (4 slots) against 4 slots";
+  EXPECT_EQ(tc_folded_groups_per_cta(32, 4, 64), 0) << "one slot per CTA: no CTA holds a group";
+  EXPECT_EQ(tc_folded_groups_per_cta(8, 4, 4), 2) << "batch 16 at 2,048: 8 slots per CTA either way";
+  EXPECT_EQ(tc_folded_groups_per_cta(16, 4, 32), 0) << "1 group (4 slots) against 2 slots";
+  EXPECT_EQ(tc_folded_groups_per_cta(32, 1, 8), 0) << "one slot per group: nothing to fold";
+  EXPECT_EQ(tc_folded_groups_per_cta(32, 4, 0), 0) << "no walk given";
   ReduceParams r;
-  r.nwg = 32;
+  r.groups = 32;
   r.parts = 4;
   EXPECT_EQ(reduce_parts_after_fold(r, 32), 1);
   EXPECT_EQ(reduce_parts_after_fold(r, 19), 4);
