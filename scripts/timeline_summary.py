@@ -208,7 +208,11 @@ def prefix_summary(replays: list[list[tuple]]) -> list[str]:
         rows["producer first entry"].append(ls[PRODUCER].first(ENTRY) - t0)
         if ls[PRODUCER].by_event.get(WAITED):
             rows["producer first wait passed"].append(ls[PRODUCER].first(WAITED) - t0)
+        rows["producer last exit"].append(ls[PRODUCER].last(EXIT) - t0)
         if REDUCER in ls:
+            # A batched reducer marks its entry after its PDL wait (reduce.cu): the gap from the
+            # producer's last exit to it is time with no kernel of the call running.
+            rows["reducer first entry"].append(ls[REDUCER].first(ENTRY) - t0)
             rows["reducer last exit"].append(ls[REDUCER].last(EXIT) - t0)
     if not rows:
         return []
