@@ -101,7 +101,7 @@ def test_an_engine_calls_prefix_is_timed_from_the_state_fetch(tmp_path):
     text = "\n".join(ts.summarize(write(tmp_path, "engine", records)))
     assert "replays 3: span median 16.00 us" in text
     assert ("from the state fetch's first entry (us, medians over replays): state fetch exit 2.00, input count entry "
-            "3.00, input count exit 4.00, producer first entry 5.00, producer first wait passed 6.00, reducer last "
-            "exit 16.00") in text
+            "3.00, input count exit 4.00, producer first entry 5.00, producer first wait passed 6.00, producer last "
+            "exit 14.00, reducer first entry 15.00, reducer last exit 16.00") in text
     assert "slot end (folded -> next slot begin: partial write, next prologue): median 3.00 us" in text
     assert "of a slot end: the next slot's copies issued 1.00 us, then the partial written 2.00 us" in text
