@@ -153,8 +153,8 @@ std::string walk_label(int walk) { return std::to_string(walk) + " slots per CTA
 void expect_walks_keep_bits(const Switches& switches, Route family) {
   // Depths whose NoPE layers' tensor-core partitions (tc_schedule, 2 CTAs per slot) have 1, 2
   // and 4 warps per workgroup: 4,200 tokens has 64 slots of 2-3 blocks where the pinned schedule
-  // has 128, and 17,000 (532 blocks) keeps pinned's 128 slots of 4-5. 900 tokens has 29
-  // workgroups (fold groups of one slot), 1,100 has 32 of one warp (groups of 4 workgroups). The reduced sweep (the
+  // has 128, and 17,000 (532 blocks) keeps pinned's 128 slots of 4-5. 900 tokens has 29 slots
+  // (fold groups of one slot), 1,100 has 32 (groups of 4 slots). The reduced sweep (the
   // sanitizers: racecheck took over 420 s on the full one) keeps nsg 1, a wrapped ring and a
   // 3-slot walk.
   const bool small = test::small_sweep();
@@ -200,9 +200,9 @@ TEST(GpuSlotWalk, SlotsPerCtaNeverChangeBitsWithoutVec) {
 }
 
 // The folded groups alone, at a size the sanitizers run (the reduced sweep above folds nothing):
-// sequences whose partitions have 10 workgroups of 1 warp (groups of 2 workgroups), 32 of 1
-// (groups of 4) and 32 of 2 (groups of 2), walked 16 slots per CTA (their groups folded by the
-// producer) against 1 (their slots folded by the reducer).
+// sequences whose partitions have 10 warp slots (10 workgroups of 1 warp: fold groups of 2
+// slots), 32 (32 of 1: groups of 4) and 64 (32 of 2: groups of 4), walked 16 slots per CTA
+// (their groups folded by the producer) against 1 (their slots folded by the reducer).
 TEST(GpuSlotWalk, FoldedGroupsGiveTheReducerBits) {
   LADDER_REQUIRE_GPU();
   const std::vector<int> depths{300, 1100, 4200};
