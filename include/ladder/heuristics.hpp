@@ -38,8 +38,11 @@ inline constexpr int kTcMinLayerCtas = 128;
 // batched launch that holds whole groups folds them itself and writes one partial per group.
 // Measured on an H100 (docs/perf.md 2026-12-06, probe 50: a timing-only build writing one
 // partial per 4 workgroups): a batch-16 layer -2.7 us at 2,048 (-10 %, 8 partials per head
-// instead of 32), -4 % at 8,192, -1 to -1.5 % at 32,768. 4 keeps the reducer's parts per run at
-// the counts it is instantiated for (1, 2, 4).
+// instead of 32), -4 % at 8,192, -1 to -1.5 % at 32,768; as landed (change 50 with 50b-50d)
+// batch 16 -10 to -11 % at 2,048 and -5 to -9 % at 8,192. The deficit: batch 1, whose bits must
+// be batch 16's (P4), folds the same groups in its reducer, +0.2 us (+3 %) per layer at 2,048
+// and +2 to +3 % on the 52-layer step there. 4 keeps the reducer's parts per run at the counts
+// it is instantiated for (1, 2, 4).
 inline constexpr int kTcFoldSlots = 4;
 
 // GPU tensor-core producer (src/cuda/producer_tc.cuh): blocks each pair of warps keeps in
