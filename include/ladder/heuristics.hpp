@@ -45,6 +45,16 @@ inline constexpr int kTcMinLayerCtas = 128;
 // it is instantiated for (1, 2, 4).
 inline constexpr int kTcFoldSlots = 4;
 
+// GPU direct (batch-1) reducer (src/cuda/reduce.cu, launch_direct_reduce): besides the kernel
+// bounded by kMaxWorkgroups groups, kernels bounded by these counts, ascending, each launch taking
+// the smallest that holds its groups; a one-pass chain runs as many steps as its bound, each past
+// the last group a predicated no-op of shuffles and folds. kTcFoldSlots' groups of 4 parts make
+// 8 groups at 2,048 tokens (32 slots) and 16 at 8,192 (64 slots). Measured on an H100
+// (docs/perf.md, changes 50 and 50b): with the bound at 32, 8 groups ran +8 % on the batch-1
+// layer at 2,048 and 16 groups +6 % at 8,192; a branch out of the chain instead cost the deeper
+// layers 3 %.
+inline constexpr int kReduceGroupBounds[] = {kMaxWorkgroups / 4, kMaxWorkgroups / 2};
+
 // GPU tensor-core producer (src/cuda/producer_tc.cuh): blocks each pair of warps keeps in
 // shared memory, one computing while kTcStages - 1 stream in (16-byte cp.async). Measured on
 // the H200 (docs/perf.md, change 5b): 3, 5 and 7 stages gave 57.5, 59.1 and 101.5 us for

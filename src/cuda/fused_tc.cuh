@@ -82,7 +82,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
   if (flat >= sched.slots()) return;
   // The fold group this slot belongs to (tc_fold_groups: the reducer's steps 4 and 5 shape).
   const FoldGroups fg = tc_fold_groups(sched);
-  const int grp = flat % fg.groups;  // FoldGroups::slot(grp, flat / groups) == flat
+  const int grp = fg.group_of(flat);
   static_assert(kTcFoldSlots <= kMaxWarpsPerWorkgroup, "a group's slots fit the step-4 arrays below");
   const TcThread t = tc_thread(p.shape);
   const int lane = t.lane, pair = t.pair, half = t.half, hpk = t.hpk, kvh = t.kvh, tile = t.tile;
@@ -156,14 +156,15 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
 #pragma unroll
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
       const int h = warp + k * kWarps;
-      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + grp;
+      const std::int64_t head_idx = static_cast<std::int64_t>(head_of(h)) * slots;
 #pragma unroll
       for (int g = 0; g < kMaxWarpsPerWorkgroup; ++g) {
         const bool has = has_head(h) && g < parts;
-        const float2 msg = has ? ld_l2_2(ms_pairs + 2 * (idx0 + g * groups)) : make_float2(neg_inf_f32(), 0.0f);
+        const std::int64_t idx = head_idx + fg.slot(grp, g);
+        const float2 msg = has ? ld_l2_2(ms_pairs + 2 * idx) : make_float2(neg_inf_f32(), 0.0f);
         pm[k][g] = msg.x;
         ps[k][g] = msg.y;
-        v[k][g] = has ? ld_l2_4(o_rows + (idx0 + g * groups) * kHeadDim + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[k][g] = has ? ld_l2_4(o_rows + idx * kHeadDim + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
     }
     float my_m[kMergeHeadsPerWarp], my_s[kMergeHeadsPerWarp], o_w[kMergeHeadsPerWarp][kDimsPerLane];
@@ -192,7 +193,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
     for (int k = 0; k < kMergeHeadsPerWarp; ++k) {
       const int h = warp + k * kWarps;
       if (!has_head(h)) continue;
-      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + grp;
+      const std::int64_t idx0 = static_cast<std::int64_t>(head_of(h)) * slots + fg.slot(grp, 0);
       if (lane == 0) *reinterpret_cast<float2*>(ms_pairs + 2 * idx0) = make_float2(my_m[k], my_s[k]);
       *reinterpret_cast<float4*>(o_rows + idx0 * kHeadDim + c) = make_float4(o_w[k][0], o_w[k][1], o_w[k][2], o_w[k][3]);
     }
@@ -215,7 +216,7 @@ __device__ void produce_fused(const ProducerParams& p, const FusedTail& tail, Kv
       const int w = i % kMaxWorkgroups;
       const bool has = has_head(h) && w < groups;
       const float2 msw =
-          has ? ld_l2_2(ms_pairs + 2 * (static_cast<std::int64_t>(head_of(h)) * slots + w))
+          has ? ld_l2_2(ms_pairs + 2 * (static_cast<std::int64_t>(head_of(h)) * slots + fg.slot(w, 0)))
               : make_float2(neg_inf_f32(), 0.0f);
       mv[j] = msw.x;
       sv[j] = msw.y;

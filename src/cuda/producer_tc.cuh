@@ -435,22 +435,20 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
 }
 
 // The warp slots (the DAG's flat w * nsg + g) one CTA walks, below end and the schedule's
-// slots(): first, first + step, ... (run 1; a CTA per slot is {blockIdx.y, gridDim.y} with
-// gridDim.y >= slots()), or, folding fold groups (schedule.hpp's FoldGroups: run = parts,
-// run_stride = groups), runs of `run` slots run_stride apart, each the group whose first slot is
-// `step` after the previous run's, while that first slot is below run_stride.
+// slots(): first, first + step, ... (runs of one slot; a CTA per slot is {blockIdx.y, gridDim.y}
+// with gridDim.y >= slots()), or, folding fold groups (runs: the schedule's FoldGroups), each
+// group's slots in part order, the next group `step` groups after the previous one, while there is one.
 struct SlotWalk {
   int first = 0;
   int step = 1;
   int end = INT_MAX;
-  int run = 1;
-  int run_stride = 1;
+  FoldGroups runs{1, 1};
   __device__ __forceinline__ int next(int flat) const {
-    if (run == 1) return flat + step;
-    const int g = flat / run_stride;
-    if (g + 1 < run) return flat + run_stride;
-    const int j = flat - g * run_stride + step;
-    return j < run_stride ? j : INT_MAX;
+    if (runs.parts == 1) return flat + step;
+    const int g = runs.part_of(flat);
+    const int j = runs.group_of(flat);
+    if (g + 1 < runs.parts) return runs.slot(j, g + 1);
+    return j + step < runs.groups ? runs.slot(j + step, 0) : INT_MAX;
   }
 };
 
@@ -467,7 +465,7 @@ __device__ __forceinline__ TcWalkPlan tc_walk_plan(const Schedule& sched, int y,
   const FoldGroups fg = tc_fold_groups(sched);
   const bool folds = partials == TcPartials::per_group && tc_folded_groups_per_cta(fg.groups, fg.parts, ctas) > 0;
   if (!folds) return TcWalkPlan{SlotWalk{y, ctas}, false};
-  return TcWalkPlan{SlotWalk{y < fg.groups ? y : INT_MAX, ctas, INT_MAX, fg.parts, fg.groups}, true};
+  return TcWalkPlan{SlotWalk{y < fg.groups ? fg.slot(y, 0) : INT_MAX, ctas, INT_MAX, fg}, true};
 }
 
 // Whether warp slot `flat` folds block b (the schedule deals blocks to slots round robin).
@@ -846,7 +844,7 @@ struct TcGroupFold {
   float o[kHeadDim / 16][2];
 };
 
-// Part g of fold group w (flat = g groups + w, FoldGroups::slot) folded into `acc` in part order
+// Part g of fold group w (flat = FoldGroups::slot(w, g)) folded into `acc` in part order
 // (softmax.hpp's fold_in, as the reducer's step 4 folds them), and after the group's last part
 // its one partial written at partials[(head * groups + w) * 130] (parts 1).
 __device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const FoldGroups& fg, int flat,
@@ -854,8 +852,8 @@ __device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const F
                                                 const float (&o)[kHeadDim / 16][4], float* merge,
                                                 TcGroupFold& acc) {
   const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
-  const int g = flat / fg.groups;
-  const int w = flat - g * fg.groups;
+  const int g = fg.part_of(flat);
+  const int w = fg.group_of(flat);
   const bool last = g == fg.parts - 1;
   const int pstride = partial_stride(kHeadDim);
   // Every call below carries the slot's same (m, s), so the fold's statistics and factors are
@@ -890,7 +888,7 @@ __device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const F
 enum class TcQOrder { after_wait, before_copies };
 
 // smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem). folds: the walk covers
-// whole fold groups (tc_walk_plan), folded into one partial each.
+// whole fold groups (tc_walk_plan: walk.runs), folded into one partial each.
 template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait, TcL2 kL2 = TcL2::normal>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk,
                                            bool folds = false) {
@@ -927,7 +925,6 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   TcQ q;
   tc_stage_q<D, Tile>(t, smem, q_loads, q);
   TcGroupFold fold;
-  const FoldGroups fold_groups = tc_fold_groups(sched);
   for (int flat = walk.first; flat < end; flat = walk.next(flat)) {
     timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
@@ -947,7 +944,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.
     if (folds)
-      tc_fold_partial(p, fold_groups, flat, t, st, o, merge, fold);
+      tc_fold_partial(p, walk.runs, flat, t, st, o, merge, fold);
     else
       tc_write_partial(p, sched, flat, t, st, o, merge);
     timeline.mark(cuda::TimelineEvent::slot_written, flat);

@@ -4,6 +4,8 @@
 // partials are folded first, in warp order. Behind a store-fused producer a direct launch uses PDL
 // and waits for the producer grid (griddepcontrol.wait) before it loads a partial; the producer
 // allows it once each CTA's last slot is folded (docs/perf.md, changes 10 and 26).
+#include <iterator>
+
 #include "cuda/kernels.hpp"
 #include "cuda/reduce.cuh"
 
@@ -58,12 +60,13 @@ __global__ void __launch_bounds__(kReduceThreads, kLeanReduceCtasPerSm)
 LADDER_TIMELINE_SINK(reduce)
 
 // A direct launch at parts 2 or 4 takes the kernel with the smallest group bound that holds its
-// groups (reduce.cuh, kReduceGroupBounds): the chain's empty steps past the last group are
+// groups (heuristics.hpp, kReduceGroupBounds): the chain's empty steps past the last group are
 // shuffles and folds all the same.
 template <int kParts>
 cudaError_t launch_direct_reduce(const cudaLaunchConfig_t& cfg, const ReduceParams& p) {
-  static_assert(kReduceGroupBounds[0] * 4 == kMaxWorkgroups && kReduceGroupBounds[1] * 2 == kMaxWorkgroups,
-                "the bounds instantiated below");
+  static_assert(std::size(kReduceGroupBounds) == 2, "the bounds instantiated below");
+  static_assert(kReduceGroupBounds[0] < kReduceGroupBounds[1] && kReduceGroupBounds[1] < kMaxWorkgroups,
+                "ascending, each below the unbounded kernel's kMaxWorkgroups");
   if (p.groups <= kReduceGroupBounds[0]) return cudaLaunchKernelEx(&cfg, reduce_kernel<kParts, kReduceGroupBounds[0]>, p);
   if (p.groups <= kReduceGroupBounds[1]) return cudaLaunchKernelEx(&cfg, reduce_kernel<kParts, kReduceGroupBounds[1]>, p);
   return cudaLaunchKernelEx(&cfg, reduce_kernel<kParts>, p);

@@ -8,13 +8,13 @@
 //
 // Shape at the boundary: partials [n_heads][parts][groups][130] (m, s, o[128]); out [n_heads][128].
 // A group is a workgroup (exact-DAG producers, parts 1) or a tensor-core fold group
-// (schedule.hpp, tc_fold_groups: parts warp slots, or 1 where the producer folded them). Below,
-// "workgroup" w reads "group" w.
+// (schedule.hpp, tc_fold_groups: parts warp slots, or 1 where the producer folded them).
 #pragma once
 
 #include "cuda/common.cuh"
 #include "ladder/heuristics.hpp"
 #include "ladder/kernel_params.hpp"
+#include "ladder/schedule.hpp"
 #include "ladder/softmax.hpp"
 
 namespace ladder::cuda_detail {
@@ -22,20 +22,20 @@ namespace ladder::cuda_detail {
 // 128 threads per query head, kReduceWarps warps: thread d owns output dim d (warp r: dims
 // 32r..32r+31). Every o load is a coalesced 128-byte row segment, and every load of the kernel
 // (statistics and o, up to kMaxWorkgroups x kMaxWarpsPerWorkgroup each) is issued before any
-// value is used: one L2 round trip. Batches of 8 workgroups, each waiting for its loads, cost
+// value is used: one L2 round trip. Batches of 8 groups, each waiting for its loads, cost
 // ~4 round trips at nsg 4 (docs/perf.md, change 11).
 inline constexpr int kReduceWarps = kHeadDim / kWarpSize;
 inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
 
-// In each warp, lane w owns workgroup w's statistics (m, s) and, for parts > 1, first folds
-// that workgroup's partials left in index order (step 4: softmax.hpp's fold_in, part 0 then
+// In each warp, lane w owns group w's statistics (m, s) and, for parts > 1, first folds
+// that group's partials left in index order (step 4: softmax.hpp's fold_in, part 0 then
 // each next one merged into the running state), exactly as a walking producer CTA that folds a
 // whole group does (producer_tc.cuh, TcPartials::per_group); the o chains below are the
 // same fmaf chains in the same order, dim by dim, so which thread holds a dim never changes a
-// bit, and a workgroup folded by its producer (parts = 1) gives the bits of one folded here.
+// bit, and a group folded by its producer (parts = 1) gives the bits of one folded here.
 //
-// The o loads come in passes of kLoads values per thread (kLoads / kParts workgroups each), every
-// load of a pass issued before any is used; the chains run on across passes in workgroup order,
+// The o loads come in passes of kLoads values per thread (kLoads / kParts groups each), every
+// load of a pass issued before any is used; the chains run on across passes in group order,
 // so the pass size never changes a bit either. kLoads = kParts x 32 is one round trip
 // (reduce_head_exact); fewer loads per pass hold fewer registers, so more CTAs fit an SM
 // (reduce_head_lean).
@@ -55,84 +55,85 @@ inline constexpr int kReduceThreads = kReduceWarps * kWarpSize;
 // change 50).
 template <int kParts, int kLoads, int kMaxGroups = kMaxWorkgroups>
 __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int head) {
-  static_assert(kParts >= 1 && kParts <= kMaxWarpsPerWorkgroup, "parts per workgroup");
+  static_assert(kParts >= 1 && kParts <= kMaxWarpsPerWorkgroup, "parts per group");
   static_assert(kMaxGroups >= 1 && kMaxGroups <= kMaxWorkgroups, "one lane per group");
-  constexpr int kWgPerPass = kLoads / kParts < kMaxGroups ? kLoads / kParts : kMaxGroups;
-  static_assert(kMaxGroups % kWgPerPass == 0, "passes tile the groups");
+  constexpr int kGroupsPerPass = kLoads / kParts < kMaxGroups ? kLoads / kParts : kMaxGroups;
+  static_assert(kMaxGroups % kGroupsPerPass == 0, "passes tile the groups");
   if (head >= p.shape.n_heads || p.groups <= 0) return;
   const int d = static_cast<int>(threadIdx.x);
   const int lane = d % kWarpSize;
   const int stride = partial_stride(kHeadDim);
   constexpr int parts = kParts;
-  const int nwg = p.groups;
-  const float* base = p.partials + static_cast<std::int64_t>(head) * nwg * parts * stride;
-  static_assert(kMaxWorkgroups <= kWarpSize, "one lane per workgroup partial");
+  const int groups = p.groups;
+  const float* base = p.partials + static_cast<std::int64_t>(head) * groups * parts * stride;
+  static_assert(kMaxWorkgroups <= kWarpSize, "one lane per group partial");
 
-  // Lane w: workgroup w's (m, s) per part; thread d: dim d of the first pass's partials. Both
+  // Lane w: group w's (m, s) per part; thread d: dim d of the first pass's partials. Both
   // are issued before any value is used: with one pass, the kernel's only round trip.
-  const bool has = lane < nwg;
-  // Part g of workgroup w at (g nwg + w) stride from the head's base (the parts interleaved,
-  // schedule.hpp's FoldGroups::slot): each part's rows start from a base of their own, so every
+  const bool has = lane < groups;
+  // Part g of group w is warp slot FoldGroups::slot(w, g) from the head's base (the parts
+  // interleaved, schedule.hpp): part g's rows sit g x slot(0, 1) rows after part 0's, so every
   // load below is an immediate offset from one of kParts pointers.
-  const std::int64_t part_stride = static_cast<std::int64_t>(nwg) * stride;
-  const float* wg_base = base + static_cast<std::int64_t>(has ? lane : 0) * stride;
+  const FoldGroups fg{groups, parts};
+  const std::int64_t part_stride = static_cast<std::int64_t>(fg.slot(0, 1)) * stride;
+  const float* group_base = base + static_cast<std::int64_t>(fg.slot(has ? lane : 0, 0)) * stride;
   float part_m[kParts], part_s[kParts];
 #pragma unroll
   for (int g = 0; g < kParts; ++g) {
     const bool live = has && g < parts;
-    part_m[g] = live ? __ldcg(wg_base + g * part_stride) : neg_inf_f32();
-    part_s[g] = live ? __ldcg(wg_base + g * part_stride + 1) : 0.0f;
+    part_m[g] = live ? __ldcg(group_base + g * part_stride) : neg_inf_f32();
+    part_s[g] = live ? __ldcg(group_base + g * part_stride + 1) : 0.0f;
   }
-  float v[kWgPerPass][kParts];
-  const float* o_part[kParts];  // dim d of part g of workgroup 0
+  float v[kGroupsPerPass][kParts];
+  const float* o_part[kParts];  // dim d of part g of group 0
 #pragma unroll
   for (int g = 0; g < kParts; ++g) o_part[g] = base + 2 + d + g * part_stride;
   const auto load_pass = [&](int w0) {
 #pragma unroll
-    for (int w = 0; w < kWgPerPass; ++w)
+    for (int w = 0; w < kGroupsPerPass; ++w)
 #pragma unroll
       for (int g = 0; g < kParts; ++g)
-        v[w][g] = (w0 + w < nwg && g < parts) ? __ldcg(o_part[g] + (w0 + w) * stride) : 0.0f;
+        v[w][g] = (w0 + w < groups && g < parts) ? __ldcg(o_part[g] + (w0 + w) * stride) : 0.0f;
   };
   load_pass(0);
 
-  // Step 4 per workgroup (lane w): its parts folded left in slot order (softmax.hpp, fold_in),
-  // the factors of step g in fold_c[g]; then the workgroups' maximum.
+  // Step 4 per group (lane w): its parts folded left in slot order (softmax.hpp, fold_in),
+  // the factors of step g in fold_c[g]; then the groups' maximum.
   FoldFactors fold_c[kParts];
-  SoftmaxStats wg_st;
+  SoftmaxStats group_st;
   if (has) {
-    wg_st = SoftmaxStats{part_m[0], part_s[0]};
+    group_st = SoftmaxStats{part_m[0], part_s[0]};
 #pragma unroll
-    for (int g = 1; g < kParts; ++g) wg_st = fold_in(wg_st, SoftmaxStats{part_m[g], part_s[g]}, fold_c[g]);
+    for (int g = 1; g < kParts; ++g) group_st = fold_in(group_st, SoftmaxStats{part_m[g], part_s[g]}, fold_c[g]);
   }
-  const float my_m = wg_st.m;
-  const float my_s = wg_st.s;
+  const float my_m = group_st.m;
+  const float my_s = group_st.s;
   float m_all = my_m;
   for (int off = kWarpSize / 2; off > 0; off /= 2) m_all = score_max(m_all, __shfl_xor_sync(kFullMask, m_all, off));
   const float my_c = rescale_factor(my_m, m_all);
 
-  // Step 5: the workgroups in order, one fmaf chain for s and one per dim for o. One pass covers
-  // every workgroup when kWgPerPass is the cap: a constant trip count, so that form compiles to
-  // straight-line code (a loop on nwg there took 217 registers instead of ~170).
+  // Step 5: the groups in order, one fmaf chain for s and one per dim for o. One pass covers
+  // every group when kGroupsPerPass is the cap: a constant trip count, so that form compiles to
+  // straight-line code (a loop on groups there took 217 registers instead of ~170).
   float s_all = 0.0f;
   float o_all = 0.0f;
-  constexpr bool kOnePass = kWgPerPass == kMaxGroups;
-  const int passes = kOnePass ? 1 : (nwg + kWgPerPass - 1) / kWgPerPass;
+  constexpr bool kOnePass = kGroupsPerPass == kMaxGroups;
+  const int passes = kOnePass ? 1 : (groups + kGroupsPerPass - 1) / kGroupsPerPass;
   for (int pass = 0; pass < passes; ++pass) {
-    const int w0 = pass * kWgPerPass;
+    const int w0 = pass * kGroupsPerPass;
     if (pass > 0) load_pass(w0);
 #pragma unroll
-    for (int w = 0; w < kWgPerPass; ++w) {
-      const int wg = w0 + w;
-      const float cw = __shfl_sync(kFullMask, my_c, wg);
-      const float sw = __shfl_sync(kFullMask, my_s, wg);
+    for (int w = 0; w < kGroupsPerPass; ++w) {
+      const int grp = w0 + w;
+      const float cw = __shfl_sync(kFullMask, my_c, grp);
+      const float sw = __shfl_sync(kFullMask, my_s, grp);
       float o_w = v[w][0];
 #pragma unroll
       for (int g = 1; g < kParts; ++g) {
-        const FoldFactors cg{__shfl_sync(kFullMask, fold_c[g].run, wg), __shfl_sync(kFullMask, fold_c[g].next, wg)};
+        const FoldFactors cg{__shfl_sync(kFullMask, fold_c[g].run, grp), __shfl_sync(kFullMask, fold_c[g].next, grp)};
         o_w = fold_add(o_w, v[w][g], cg);
       }
-      if (wg < nwg) {
+      if (grp < groups) {
         s_all = merge_add(s_all, sw, cw);
         o_all = merge_add(o_all, o_w, cw);
       }
@@ -141,15 +142,7 @@ __device__ __forceinline__ void reduce_head_passes(const ReduceParams& p, int he
   p.out[head * kHeadDim + d] = o_all / s_all;
 }
 
-// The direct (batch-1) reducer's bounds below kMaxWorkgroups, for schedules with few fold groups:
-// the tensor-core partition's 32 slots at 2,048 tokens make 8 groups of 4 parts and its 64
-// slots at 8,192 make 16 (schedule.hpp, tc_fold_groups). Parts 2 and 4 get a kernel
-// for each bound beside the one with kMaxWorkgroups; each runs as many chain steps as its bound.
-// With the bound at 32, 8 groups ran +8 % on the batch-1 layer at 2,048 and 16 groups +6 % at
-// 8,192 (docs/perf.md, changes 50 and 50b).
-inline constexpr int kReduceGroupBounds[] = {kMaxWorkgroups / 4, kMaxWorkgroups / 2};
-
-// Loads per pass of an exact-parts instantiation: every workgroup's parts in one pass, or
+// Loads per pass of an exact-parts instantiation: every group's parts in one pass, or
 // kMaxLoads where that is fewer.
 LADDER_HD constexpr int reduce_pass_loads(int parts, int max_loads) {
   return parts * kMaxWorkgroups < max_loads ? parts * kMaxWorkgroups : max_loads;

@@ -292,7 +292,11 @@ TEST(GpuSlotWalk, FoldGroupsCoverEverySlotOnce) {
     EXPECT_EQ(fg.groups * fg.parts, s.slots()) << nwg << " x " << nsg << ": every slot in one group";
     std::vector<int> seen(static_cast<std::size_t>(s.slots()), 0);
     for (int j = 0; j < fg.groups; ++j)
-      for (int g = 0; g < fg.parts; ++g) ++seen.at(static_cast<std::size_t>(fg.slot(j, g)));
+      for (int g = 0; g < fg.parts; ++g) {
+        ++seen.at(static_cast<std::size_t>(fg.slot(j, g)));
+        EXPECT_EQ(fg.group_of(fg.slot(j, g)), j) << nwg << " x " << nsg << ": slot's group";
+        EXPECT_EQ(fg.part_of(fg.slot(j, g)), g) << nwg << " x " << nsg << ": slot's part";
+      }
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), s.slots()) << nwg << " x " << nsg;
     return std::pair{fg.groups, fg.parts};
   };
