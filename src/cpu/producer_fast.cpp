@@ -16,10 +16,11 @@
 // run with heads in lanes (producer_fast_avx512.hpp): scores, weights and o stay token- or
 // dim-major with one register per token's or dim's 16 heads, and the fold is one vector
 // operation for all heads; the same operations per head, so the same bits. There, on AMD's
-// cores, the rows are widened inside the FMA kernel that runs before the one reading them
-// (run_chunk_lanes), the V pass covers the whole chunk, and a task's last V pass asks for its
-// partials' lines; elsewhere (the Xeon, where that was slower) each sub-block's rows are widened
-// before its kernel and the V pass goes sub-block by sub-block (run_chunk;
+// cores, the K rows are widened inside the FMA kernel that runs before the one reading them
+// (run_chunk_lanes), the V pass covers the whole chunk with o heads-major and converts the V
+// rows in its FMA loop (none widened), and a task's last V pass asks for its partials' lines;
+// elsewhere (the Xeon, where the widening inside the kernels was slower) each sub-block's rows
+// are widened before its kernel and the V pass goes sub-block by sub-block (run_chunk;
 // detail::cpu_widen_in_kernels, LADDER_CPU_WIDEN).
 //
 // Determinism: the chunk and split boundaries depend on the visible length only, every sum has
@@ -112,14 +113,16 @@ struct Tiles {
   AlignedFloats kt;      // [hd][kSubTokens]: K of one sub-block, transposed (a vector = 8 tokens)
   AlignedFloats rows;    // [kSubTokens][hd8]: widened V rows (and K rows on the generic path)
   AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
-  AlignedFloats o;       // [hpk][hd8]; with heads in lanes o transposed, [hd8][hpk]
+  AlignedFloats o;       // [hpk][hd8]; with heads in lanes widened before the kernels, transposed: [hd8][hpk]
   AlignedFloats wt;      // heads in lanes: [kFastChunkTokens][hpk], scores then weights
   AlignedFloats fold;    // heads in lanes: per KV head of the task, m[hpk] then s[hpk]
-  // Heads in lanes: a chunk's K rows widened ([kFastChunkTokens][hd8]), then its V rows, in one
-  // block so that the rows written sit a whole number of 8 KiB from the rows read: at other
-  // distances the widening stores slowed the kernel reading beside them by up to 8 % (score)
-  // and 17 % (V pass) on the 2-vCPU EPYC (docs/perf.md, 2026-12-04).
-  AlignedFloats lane_tiles;
+  // Heads in lanes with rows widened inside the kernels: a chunk's K rows widened
+  // ([kFastChunkTokens][hd8]; the V pass reads the plane's rows). A score kernel widens the next
+  // sub-block's rows, kSubTokens rows (8 KiB) past the ones it reads: at distances other than a
+  // whole number of 8 KiB the widening stores slowed the kernel reading beside them by up to 8 %
+  // on the 2-vCPU EPYC (docs/perf.md, 2026-12-04).
+  AlignedFloats k_tile;
+  AlignedFloats cur_v;  // [hd8]: the current token's V row widened, for the V pass on plane rows
   std::vector<SoftmaxStats> stats;          // [hpk]
   std::vector<KvWord> zero_row;             // [hd] +0 words (either dtype): a padding token's K row
   std::vector<const char*> partial_lines;   // heads in lanes: the lines of the task's partials
@@ -217,9 +220,6 @@ void score_rows8(int heads, const float* qt, int hd, const float* krows, float s
 #endif
 }
 
-// Heads in lanes: a K tile and a V tile of a chunk each (Tiles::lane_tiles).
-constexpr int kLaneTiles = 2;
-
 // The chunk that a task runs after the current one (the next KV head of its group, else the first
 // of the next chunk), whose first K rows the current one's last kernel widens.
 struct FollowingChunk {
@@ -235,7 +235,7 @@ struct FollowingChunk {
 struct HeadState {
   float* q;             // [hpk][hd] (the transposed-K kernels of 8 lanes only)
   const float* qt;      // [hd][hpk] (the 16-lane kernels and the row scores)
-  float* o;             // [hpk][hd8], or [hd8][hpk] with heads in lanes
+  float* o;             // [hpk][hd8], or [hd8][hpk] with heads in lanes widened before the kernels
   SoftmaxStats* stats;  // [hpk] (not with heads in lanes)
   float* m;             // [hpk] with heads in lanes: the running maxima, then
   float* s;             //   the running sums
@@ -288,7 +288,8 @@ class FastProducer final : public ProducerTasks {
     tl.o.fit(group * hpk * hd8);
     if (heads_in_lanes_) tl.wt.fit(kFastChunkTokens * hpk);
     if (heads_in_lanes_) tl.fold.fit(group * 2 * hpk);
-    if (widen_in_kernels_) tl.lane_tiles.fit(kLaneTiles * kFastChunkTokens * hd8);
+    if (widen_in_kernels_) tl.k_tile.fit(kFastChunkTokens * hd8);
+    if (widen_in_kernels_) tl.cur_v.fit(hd8);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
     std::fill(tl.zero_row.begin(), tl.zero_row.begin() + hd_, KvWord{0});
@@ -327,7 +328,7 @@ class FastProducer final : public ProducerTasks {
       // no FMA beside it). Its first V rows are asked for here, as a V pass asks for the next
       // chunk's.
       detail::WidenQueue first;
-      queue_widen(rows[0][0].k, std::min(kSubTokens, chunk_count(first_chunk)), true, kv0, tl.lane_tiles.data(), first);
+      queue_widen(rows[0][0].k, std::min(kSubTokens, chunk_count(first_chunk)), true, kv0, tl.k_tile.data(), first);
       detail::widen_queue_now(first);
       prefetch_rows(rows[0][0].v, std::min(kSubTokens, chunk_count(first_chunk)));
     }
@@ -353,7 +354,7 @@ class FastProducer final : public ProducerTasks {
           following.write_lines = tl.partial_lines.data();
           following.write_count = static_cast<int>(tl.partial_lines.size());
         }
-        run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following, c == first_chunk && j == 0);
+        run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following);
       }
     }
     for (int j = 0; j < group_; ++j) write_partials(state[j], kv0 + j, split);
@@ -558,7 +559,7 @@ class FastProducer final : public ProducerTasks {
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
     if (heads_in_lanes_)
-      detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_);
+      detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_, detail::LaneO::dims_major);
     else
       for (int h = 0; h < hpk_; ++h) {
         float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
@@ -618,51 +619,55 @@ class FastProducer final : public ProducerTasks {
     if (key) std::fill(dst + static_cast<std::size_t>(n) * hd8, dst + static_cast<std::size_t>(round_up(n, kSubTokens)) * hd8, 0.0f);
   }
 
-  // run_chunk with heads in lanes (producer_fast_avx512.hpp). Rows are widened one phase ahead,
-  // inside the kernel before the one that reads them: the scores of sub-block i widen its V rows
-  // (and ask for sub-block i + 1's V lines, the last for the following call's first K lines),
-  // and the V pass, one call over the whole chunk, widens the following call's K rows (the
-  // group's next KV head, or the next chunk) and asks for the rest of its K lines and its first
-  // V lines. A V pass over 64 tokens instead of four over 16 loads and stores its accumulators a
-  // quarter as often (an L1-resident loop: 57 against 55 GFMA/s on the 2-vCPU EPYC). A task's
-  // first call (`first`) finds only its first sub-block's K rows widened: its score kernels widen
-  // the next sub-block's K rows beside their own V rows.
+  // run_chunk with heads in lanes (producer_fast_avx512.hpp), o heads-major. K rows are widened
+  // one phase ahead, inside the kernel before the one that reads them: the scores of sub-block i
+  // widen sub-block i + 1's K rows (and ask for its V lines, the last for the following call's
+  // first K lines), and the V pass, one call over the whole chunk on the plane's V rows (no V
+  // row is widened: docs/perf.md, 2026-12-06 evening, change 56), widens the following call's
+  // first sub-block (the group's next KV head, or the next chunk) and asks for the rest of its K
+  // lines and its first V lines. A V pass over 64 tokens instead of four over 16 loads and
+  // stores its accumulators a quarter as often. Every call finds only its first sub-block's K
+  // rows widened.
   void run_chunk_lanes(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
-                       const FollowingChunk& following, bool first) const {
+                       const FollowingChunk& following) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const int count = chunk_count(chunk);
     const float scale = p_.shape.scale;
-    float* ktile = tl.lane_tiles.data();  // this chunk's K rows, widened by the call before
-    float* vtile = ktile + kFastChunkTokens * hd8;
+    float* ktile = tl.k_tile.data();  // this chunk's K rows: the first sub-block's widened by the call before
     float* wt = tl.wt.data();
     const int next_count = following.rows == nullptr ? 0 : chunk_count(following.chunk);
     detail::LineQueue lines;
     detail::WidenQueue widen;
     for (int b = 0; b < count; b += kSubTokens) {
-      const int n = std::min(kSubTokens, count - b);
       lines.count = 0;
       if (b + kSubTokens < count)
         queue_lines(cur.v + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), lines);
       else if (next_count > 0)
         queue_lines(following.rows->k, std::min(kSubTokens, next_count), lines);
       widen.vectors = 0;
-      if (first && b + kSubTokens < count)
+      if (b + kSubTokens < count)
         queue_widen(cur.k + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), true, kv_head,
                     ktile + (b + kSubTokens) * hd8, widen);
-      queue_widen(cur.v + b, n, false, kv_head, vtile + b * hd8, widen);
       detail::score_rows_heads_in_lanes(hs.qt, hd_, ktile + b * hd8, scale, wt + b * hpk_, lines, widen);
     }
-    detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_);
+    detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_, detail::LaneO::heads_major);
     lines.count = 0;
     widen.vectors = 0;
     if (next_count > kSubTokens) queue_lines(following.rows->k + kSubTokens, next_count - kSubTokens, lines);
     if (next_count > 0) {
       queue_lines(following.rows->v, std::min(kSubTokens, next_count), lines);
-      queue_widen(following.rows->k, next_count, true, following.kv_head, ktile, widen);
+      queue_widen(following.rows->k, std::min(kSubTokens, next_count), true, following.kv_head, ktile, widen);
     }
     lines.write_lines = following.write_lines;
     lines.write_count = following.write_count;
-    detail::accumulate_heads_in_lanes(hs.o, hd_, wt, vtile, hd8_, count, lines, widen);
+    // The current token (a null row, always its chunk's last) from its f32 row, widened with the
+    // range rule (N1) as the store keeps it.
+    const float* last = nullptr;
+    if (cur.v[count - 1] == nullptr) {
+      widen_row(nullptr, false, kv_head, tl.cur_v.data());
+      last = tl.cur_v.data();
+    }
+    detail::accumulate_rows_heads_in_lanes(hs.o, hd_, wt, cur.v, count, last, D, lines, widen);
   }
 
   // The cache lines of the partials of the task's KV heads (kv0 and the rest of its group) for
@@ -692,7 +697,8 @@ class FastProducer final : public ProducerTasks {
     const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
     if (heads_in_lanes_) {
       detail::write_partials_heads_in_lanes(hs.o, hd_, hs.m, hs.s, partial_at(kv_head * hpk_, split),
-                                            static_cast<long>(sched_.splits * stride));
+                                            static_cast<long>(sched_.splits * stride),
+                                            widen_in_kernels_ ? detail::LaneO::heads_major : detail::LaneO::dims_major);
       return;
     }
     for (int h = 0; h < hpk_; ++h) {

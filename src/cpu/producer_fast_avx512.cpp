@@ -250,8 +250,8 @@ __attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* q
   for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, acc[t]);
 }
 
-__attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot,
-                                                           int hd) {
+__attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* o,
+                                                           int hd, LaneO layout) {
   // The chunk's maximum per head, in chunk_max's order: kRunningLanes running maxima over whole
   // groups of kRunningLanes tokens, folded 0..7, then the tail token by token.
   __m512 bm;
@@ -281,8 +281,18 @@ __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count
   _mm512_storeu_ps(m, next);
   // o *= corr where a head's maximum moved (x * 1 is x, so the heads whose factor is 1 keep
   // their bits whether or not they are multiplied).
-  if (_mm512_cmp_ps_mask(corr, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) != 0)
-    for (int d = 0; d < hd; ++d) _mm512_storeu_ps(ot + d * kHeadLanes, _mm512_mul_ps(_mm512_loadu_ps(ot + d * kHeadLanes), corr));
+  const __mmask16 moved = _mm512_cmp_ps_mask(corr, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
+  if (moved != 0 && layout == LaneO::dims_major)
+    for (int d = 0; d < hd; ++d) _mm512_storeu_ps(o + d * kHeadLanes, _mm512_mul_ps(_mm512_loadu_ps(o + d * kHeadLanes), corr));
+  if (moved != 0 && layout == LaneO::heads_major) {
+    alignas(64) float factor[kHeadLanes];
+    _mm512_store_ps(factor, corr);
+    for (int h = 0; h < kHeadLanes; ++h) {
+      if ((moved >> h & 1u) == 0) continue;
+      const __m512 f = _mm512_set1_ps(factor[h]);
+      for (int d = 0; d < hd; d += kLanes16) _mm512_storeu_ps(o + h * hd + d, _mm512_mul_ps(_mm512_loadu_ps(o + h * hd + d), f));
+    }
+  }
 
   // The weights in place, zero for count <= t < padded; their sum in weights_in_place's order
   // (running lane sums over t = l, l + 8, ..., then lanes 0..7 added to 0 in order).
@@ -304,9 +314,9 @@ __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count
   _mm512_storeu_ps(s, _mm512_add_ps(sum, total));
 }
 
-// The V pass's pieces, shared by its two forms (accumulate_heads_in_lanes and
-// accumulate_sub_block_heads_in_lanes): one dim block of o (kHeadLaneDims dims x 16 heads) held in
-// registers, and one token's step into it, acc[j] += w[t] * v[t][d0 + j] in token order.
+// The dims-major V pass's pieces (accumulate_sub_block_heads_in_lanes): one dim block of o
+// (kHeadLaneDims dims x 16 heads) held in registers, and one token's step into it, acc[j] += w[t]
+// * v[t][d0 + j] in token order.
 using DimBlock = __m512[kHeadLaneDims];
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) void load_dim_block(DimBlock& acc, const float* ot,
                                                                                    int d0) {
@@ -325,25 +335,50 @@ using DimBlock = __m512[kHeadLaneDims];
   for (int j = 0; j < kHeadLaneDims; ++j) acc[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(vt[j]), acc[j]);
 }
 
-__attribute__((target("avx512f,prfchw"))) void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v,
-                                                                 int v_stride, int n, const LineQueue& lines,
-                                                                 const WidenQueue& widen) {
+namespace {
+
+// The V pass on plane rows (accumulate_rows_heads_in_lanes): acc[h] lane j = o[h][d0 + j] for one
+// block of kHeadLaneDims dims, and one token's step into it, acc[h] += w[t][h] * v[t][d0 + j].
+using HeadBlock = __m512[kHeadLanes];
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void v_row_step(HeadBlock& acc, const float* wt_t,
+                                                                               __m512 vv) {
+#pragma GCC unroll 16
+  for (int h = 0; h < kHeadLanes; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(wt_t[h]), vv, acc[h]);
+}
+
+template <KvDtype D>
+__attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd, const float* wt, const KvWord* const* v,
+                                                               int n, const float* last, const LineQueue& lines,
+                                                               const WidenQueue& widen) {
+  static_assert(kHeadLaneDims == kLanes16, "a dim block is one register of a row");
+  const int plane_rows = last == nullptr ? n : n - 1;
   int asked = 0;
-  int widened = 0;  // one vector per token step: all 512 of a chunk's rows at 128 dims
+  int widened = 0;
   int step = 0;
   for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
-    DimBlock acc;
-    load_dim_block(acc, ot, d0);
+    HeadBlock acc;
+#pragma GCC unroll 16
+    for (int h = 0; h < kHeadLanes; ++h) acc[h] = _mm512_loadu_ps(o + h * hd + d0);
 #pragma GCC unroll 2
-    for (int t = 0; t < n; ++t, ++step) {
+    for (int t = 0; t < plane_rows; ++t, ++step) {
       if (step % kStepsPerLine == 0 && asked < lines.total()) ask(lines, asked++);
       if (widened < widen.vectors) widen_vector(widen, widened++);
-      v_step(acc, wt + t * kHeadLanes, v + t * v_stride + d0);
+      v_row_step(acc, wt + t * kHeadLanes, widen16(v[t] + d0, D));
     }
-    store_dim_block(acc, ot, d0);
+    if (last != nullptr) v_row_step(acc, wt + plane_rows * kHeadLanes, _mm512_loadu_ps(last + d0));
+#pragma GCC unroll 16
+    for (int h = 0; h < kHeadLanes; ++h) _mm512_storeu_ps(o + h * hd + d0, acc[h]);
   }
   while (asked < lines.total()) ask(lines, asked++);  // a short chunk: fewer steps than lines
   while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise
+}
+
+}  // namespace
+
+void accumulate_rows_heads_in_lanes(float* o, int hd, const float* wt, const KvWord* const* v, int n, const float* last,
+                                    KvDtype dtype, const LineQueue& lines, const WidenQueue& widen) {
+  if (dtype == KvDtype::bf16) return accumulate_rows<KvDtype::bf16>(o, hd, wt, v, n, last, lines, widen);
+  accumulate_rows<KvDtype::f16>(o, hd, wt, v, n, last, lines, widen);
 }
 
 __attribute__((target("avx512f"))) void accumulate_sub_block_heads_in_lanes(float* ot, int hd, const float* wt,
@@ -365,12 +400,19 @@ __attribute__((target("avx512f"))) void accumulate_sub_block_heads_in_lanes(floa
   }
 }
 
-__attribute__((target("avx512f"))) void write_partials_heads_in_lanes(const float* ot, int hd, const float* m,
-                                                                     const float* s, float* part0, long head_stride) {
+__attribute__((target("avx512f"))) void write_partials_heads_in_lanes(const float* o, int hd, const float* m,
+                                                                     const float* s, float* part0, long head_stride,
+                                                                     LaneO layout) {
   for (int h = 0; h < kHeadLanes; ++h) {
     part0[h * head_stride] = m[h];
     part0[h * head_stride + 1] = s[h];
   }
+  if (layout == LaneO::heads_major) {
+    for (int h = 0; h < kHeadLanes; ++h)
+      for (int d = 0; d < hd; d += kLanes16) _mm512_storeu_ps(part0 + h * head_stride + 2 + d, _mm512_loadu_ps(o + h * hd + d));
+    return;
+  }
+  const float* ot = o;
   for (int d0 = 0; d0 < hd; d0 += kLanes16) {
     __m512 r[kLanes16];
 #pragma GCC unroll 16
@@ -534,10 +576,11 @@ void widen_queue_now(const WidenQueue&) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
 void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&, const WidenQueue&) {}
 void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&) {}
-void fold_heads_in_lanes(float*, int, float*, float*, float*, int) {}
+void fold_heads_in_lanes(float*, int, float*, float*, float*, int, LaneO) {}
 void accumulate_sub_block_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&) {}
-void accumulate_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&, const WidenQueue&) {}
-void write_partials_heads_in_lanes(const float*, int, const float*, const float*, float*, long) {}
+void accumulate_rows_heads_in_lanes(float*, int, const float*, const KvWord* const*, int, const float*, KvDtype,
+                                    const LineQueue&, const WidenQueue&) {}
+void write_partials_heads_in_lanes(const float*, int, const float*, const float*, float*, long, LaneO) {}
 
 #endif
 

@@ -104,11 +104,12 @@ struct LineQueue {
 // choice, to measure it again there.
 bool cpu_prefetch_into_l1();
 
-// Whether the heads-in-lanes kernels widen the rows that the next kernel reads (WidenQueue,
-// score_rows_heads_in_lanes and accumulate_heads_in_lanes with a widen queue, a V pass per chunk)
-// or the producer widens each sub-block's rows in a loop of its own before the kernel that reads
-// them (the kernels without a widen queue, a V pass per sub-block: the path as it was before the
-// widening moved into the kernels): on AMD's cores the first, elsewhere the second. On the
+// Whether the heads-in-lanes kernels widen the K rows that the next kernel reads (WidenQueue,
+// score_rows_heads_in_lanes and accumulate_rows_heads_in_lanes with a widen queue, the V pass per
+// chunk on the plane's rows) or the producer widens each sub-block's K and V rows in a loop of its
+// own before the kernel that reads them (the kernels without a widen queue, a V pass per
+// sub-block on widened rows: the path as it was before the widening moved into the kernels): on
+// AMD's cores the first, elsewhere the second. On the
 // 2-vCPU EPYC (Zen 4) the kernels' widening made the step and the layers 7-18 % faster
 // (docs/perf.md, 2026-12-04); on the 16-CPU Xeon it made them slower, the widening alone +6.7 %
 // on the step at 32,768 (0 of 6 pairs faster) and +12 % on splitk/ring at 8,192, with the V pass
@@ -123,8 +124,8 @@ bool cpu_widen_in_kernels();
 void force_widen_in_kernels(std::optional<bool> in_kernels);
 
 // Plane rows that a heads-in-lanes kernel widens between its FMAs, one 16-dim vector per step of
-// its loop (a step is 16 FMAs), for a kernel that runs after it: a sub-block's V rows while its
-// scores are computed, the next chunk's K rows during the V pass. Widened by themselves, as a loop of
+// its loop (a step is 16 FMAs), for a kernel that runs after it: the next sub-block's K rows while
+// a sub-block's scores are computed, the next call's first sub-block during the V pass. Widened by themselves, as a loop of
 // conversions and stores with no FMA beside them, they were ~17 % of a worker's samples (the
 // 2-vCPU EPYC, docs/perf.md 2026-12-04): the stores and the loads' wait from L2 then hid behind
 // nothing. Row r: kWideRowDims elements of `dtype` at src[r] into dst[r] (exact, as
@@ -153,30 +154,42 @@ void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, floa
 void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt,
                                const LineQueue& lines);
 
+// Where the heads-in-lanes kernels keep o's kHeadLanes heads x hd dims: dims-major, ot[d *
+// kHeadLanes + h] (a register holds one dim's heads: the V pass on widened rows,
+// accumulate_sub_block_heads_in_lanes), or heads-major, o[h * hd + d] (a register holds 16 dims of
+// one head: the V pass on plane rows, accumulate_rows_heads_in_lanes).
+enum class LaneO { dims_major, heads_major };
+
 // One chunk's fold for every head at once, wt's first `count` tokens (1..kFastChunkTokens):
-// chunk_max's maximum per head, fold_block_max against (m, s) with ot rescaled by the factor,
-// then wt's weights in place (zero for count <= t < round_up(count, 8)) and s += their sum in
-// weights_in_place's order.
-void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* ot, int hd);
+// chunk_max's maximum per head, fold_block_max against (m, s) with o (laid out as `layout` says)
+// rescaled by the factor, then wt's weights in place (zero for count <= t < round_up(count, 8))
+// and s += their sum in weights_in_place's order.
+void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* o, int hd, LaneO layout);
 
-// ot[d * kHeadLanes + h] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t * v_stride + d]
-// for d < hd (a multiple of 16), n up to a chunk (kFastChunkTokens); asks for `lines` and widens
-// `widen` on the way (its destinations must not overlap ot, wt or v).
-void accumulate_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
-                               const LineQueue& lines, const WidenQueue& widen);
+// o[h * hd + d] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t][d] for d < hd (a
+// multiple of 16), n up to a chunk (kFastChunkTokens), reading the V rows where they are: 16 dims
+// of row t converted from `dtype` inside the FMA loop (one conversion per 16 FMAs, each FMA a
+// broadcast of one head's weight), not widened into a tile first. Row n - 1 may be null: its f32
+// values are then at `last` (the current token's row, widened with the range rule), else `last`
+// is null. Asks for `lines` and widens `widen` on the way (its destinations must not overlap o or
+// wt). Why: on a 2-vCPU Zen 5 the widening threaded between the FMAs cost the kernels a quarter
+// of their rate, while a V pass converting in its loop ran as fast as one on widened rows
+// (docs/perf.md, 2026-12-06 evening, change 56).
+void accumulate_rows_heads_in_lanes(float* o, int hd, const float* wt, const KvWord* const* v, int n, const float* last,
+                                    KvDtype dtype, const LineQueue& lines, const WidenQueue& widen);
 
-// The same sum over one sub-block (n <= kSubTokens) with rows widened before the call
-// (!cpu_widen_in_kernels): the V pass as it was before accumulate_heads_in_lanes took a whole
-// chunk and a widen queue, kept for the CPUs where that change was slower (the Xeon,
-// cpu_widen_in_kernels). Asks for `lines`' row lines spread over the dim blocks (count / (hd / 16)
+// ot[d * kHeadLanes + h] (dims-major) += sum over t < n, in order, of wt[t * kHeadLanes + h] *
+// v[t * v_stride + d], over one sub-block (n <= kSubTokens) with rows widened before the call
+// (!cpu_widen_in_kernels): the V pass as it was before the V pass took a whole chunk and a widen
+// queue, kept for the CPUs where that change was slower (the Xeon, cpu_widen_in_kernels). Asks for `lines`' row lines spread over the dim blocks (count / (hd / 16)
 // in each, in its first steps), not one every other step of the whole call.
 void accumulate_sub_block_heads_in_lanes(float* ot, int hd, const float* wt, const float* v, int v_stride, int n,
                                          const LineQueue& lines);
 
-// The 16 heads' partials [m, s, o[hd]] at part0 + h * head_stride from m, s and ot (hd a multiple
-// of 16): ot's 16 x 16 blocks transposed in registers (a strided scalar copy was ~2 % of a
-// worker's samples).
-void write_partials_heads_in_lanes(const float* ot, int hd, const float* m, const float* s, float* part0,
-                                   long head_stride);
+// The 16 heads' partials [m, s, o[hd]] at part0 + h * head_stride from m, s and o laid out as
+// `layout` says (hd a multiple of 16): dims-major o's 16 x 16 blocks transposed in registers (a
+// strided scalar copy was ~2 % of a worker's samples), heads-major o's rows copied.
+void write_partials_heads_in_lanes(const float* o, int hd, const float* m, const float* s, float* part0,
+                                   long head_stride, LaneO layout);
 
 }  // namespace ladder::cpu::detail

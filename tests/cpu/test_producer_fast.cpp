@@ -22,6 +22,7 @@
 #include "cpu/producer_fast_kernels.hpp"
 #include "cpu_twin_helpers.hpp"
 #include "ladder/heuristics.hpp"
+#include "ladder/nonfinite.hpp"
 
 namespace ladder {
 namespace {
@@ -250,7 +251,10 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
       for (int i = 0; i < kHd; ++i) o[h * kHd + i] = ot[i * kH + h] = h % 3 == 0 ? 0.0f : value(rng);
     }
     const std::vector<float> before_fold = wt;
-    d::fold_heads_in_lanes(wt.data(), count, m.data(), sum.data(), ot.data(), kHd);
+    // Both layouts of o: ot dims-major, oh heads-major (the same values as the reference's o).
+    std::vector<float> oh = o, wt_heads = wt, m_heads = m, sum_heads = sum;
+    d::fold_heads_in_lanes(wt.data(), count, m.data(), sum.data(), ot.data(), kHd, d::LaneO::dims_major);
+    d::fold_heads_in_lanes(wt_heads.data(), count, m_heads.data(), sum_heads.data(), oh.data(), kHd, d::LaneO::heads_major);
     const int padded = (count + 7) / 8 * 8;
     for (int h = 0; h < kH; ++h) {
       float* sh = s.data() + h * kChunk;
@@ -264,16 +268,59 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
       for (int t = 0; t < padded; ++t) ASSERT_EQ(bits(wt[t * kH + h]), bits(s[h * kChunk + t])) << "weight, head " << h << ", token " << t;
     }
     for (int t = padded * kH; t < kChunk * kH; ++t) EXPECT_EQ(bits(wt[t]), bits(before_fold[t])) << "past padded: untouched";
-    // The V pass: heads in lanes over the whole chunk in one call (widening a chunk's rows on
-    // the way, more vectors than its steps when count < 64), the head-major kernel sub-block by
-    // sub-block.
-    const d::WidenQueue widen = queue_rows(kChunk);
-    d::accumulate_heads_in_lanes(ot.data(), kHd, wt.data(), vrows.data(), kHd, count, lines, widen);
-    check_rows(kChunk);
-    for (int b = 0; b < count; b += kSub)
-      d::accumulate_heads_avx512(kH, kHd, o.data(), kHd, s.data() + b, vrows.data() + b * kHd, kHd, std::min(kSub, count - b));
+    for (int h = 0; h < kH; ++h) {
+      EXPECT_EQ(bits(m_heads[h]), bits(m[h])) << "heads-major fold: max, head " << h;
+      EXPECT_EQ(bits(sum_heads[h]), bits(sum[h])) << "heads-major fold: sum, head " << h;
+      for (int i = 0; i < kHd; ++i) {
+        ASSERT_EQ(bits(ot[i * kH + h]), bits(o[h * kHd + i])) << "rescaled o, dims-major, head " << h << ", dim " << i;
+        ASSERT_EQ(bits(oh[h * kHd + i]), bits(o[h * kHd + i])) << "rescaled o, heads-major, head " << h << ", dim " << i;
+      }
+    }
+    for (int i = 0; i < kChunk * kH; ++i) ASSERT_EQ(bits(wt_heads[i]), bits(wt[i])) << "weights of either layout, " << i;
+    // The V pass over the chunk's V rows as plane words of `dtype` (finite values); for even
+    // counts the last is the current token's row, null in the row list, its f32 values (which no
+    // plane word holds) given apart. Heads-major on the plane rows in one call, widening a
+    // sub-block's rows on the way (more vectors than the chunk's steps when count < 8); the
+    // dims-major pass and the head-major kernel sub-block by sub-block on the rows widened first,
+    // the reference.
+    std::vector<KvWord> vplane(kChunk * kHd);
+    for (KvWord& w : vplane) w = kv_encode(value(rng), dtype);
+    std::vector<const KvWord*> vptr(kChunk);
+    for (int r = 0; r < kChunk; ++r) vptr[r] = vplane.data() + r * kHd;
+    d::widen_rows_avx512(vptr.data(), kChunk, vrows.data(), kHd, dtype);
+    const bool current = count % 2 == 0;
+    std::vector<float> cur(kHd);
+    for (int i = 0; i < kHd; ++i) cur[i] = value(rng) + 0x1p-20f;
+    if (current) {
+      vptr[last] = nullptr;
+      std::copy(cur.begin(), cur.end(), vrows.begin() + last * kHd);
+    }
+    const d::WidenQueue widen = queue_rows(kSub);
+    d::accumulate_rows_heads_in_lanes(oh.data(), kHd, wt.data(), vptr.data(), count, current ? cur.data() : nullptr, dtype,
+                                      lines, widen);
+    check_rows(kSub);
+    for (int b = 0; b < count; b += kSub) {
+      const int n = std::min(kSub, count - b);
+      d::accumulate_sub_block_heads_in_lanes(ot.data(), kHd, wt.data() + b * kH, vrows.data() + b * kHd, kHd, n, lines);
+      d::accumulate_heads_avx512(kH, kHd, o.data(), kHd, s.data() + b, vrows.data() + b * kHd, kHd, n);
+    }
     for (int h = 0; h < kH; ++h)
-      for (int i = 0; i < kHd; ++i) ASSERT_EQ(bits(ot[i * kH + h]), bits(o[h * kHd + i])) << "o, head " << h << ", dim " << i;
+      for (int i = 0; i < kHd; ++i) {
+        ASSERT_EQ(bits(ot[i * kH + h]), bits(o[h * kHd + i])) << "o, dims-major, head " << h << ", dim " << i;
+        ASSERT_EQ(bits(oh[h * kHd + i]), bits(o[h * kHd + i])) << "o, heads-major, head " << h << ", dim " << i;
+      }
+    // The partials of either layout: the same rows.
+    constexpr long kStride = 2 + kHd + 6;
+    std::vector<float> part_dims(kH * kStride, nan), part_heads(kH * kStride, nan);
+    d::write_partials_heads_in_lanes(ot.data(), kHd, m.data(), sum.data(), part_dims.data(), kStride, d::LaneO::dims_major);
+    d::write_partials_heads_in_lanes(oh.data(), kHd, m.data(), sum.data(), part_heads.data(), kStride, d::LaneO::heads_major);
+    for (int h = 0; h < kH; ++h) {
+      ASSERT_EQ(bits(part_heads[h * kStride]), bits(m[h])) << "partial m, head " << h;
+      ASSERT_EQ(bits(part_heads[h * kStride + 1]), bits(sum[h])) << "partial s, head " << h;
+      for (int i = 0; i < kHd; ++i)
+        ASSERT_EQ(bits(part_heads[h * kStride + 2 + i]), bits(o[h * kHd + i])) << "partial o, head " << h << ", dim " << i;
+      for (long i = 0; i < kStride; ++i) ASSERT_EQ(bits(part_heads[h * kStride + i]), bits(part_dims[h * kStride + i]));
+    }
   }
 }
 
