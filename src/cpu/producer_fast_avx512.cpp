@@ -36,8 +36,6 @@ constexpr int kHalfLanes = 8;          // a row's last dims may be one 8-dim hal
 constexpr __mmask16 kAllLanes = 0xFFFF;
 constexpr int kRunningLanes = 8;       // chunk_max's and weights_in_place's running lanes (the 8-lane path's order)
 constexpr int kHeadLaneDims = 16;      // o dims per accumulate pass with heads in lanes: 16 accumulators
-constexpr int kDimsPerLine = 2;        // the row scores ask for one line every 2 of 128 dims: 64 lines
-constexpr int kStepsPerLine = 2;       // the V pass, one every 2 of its 8 x 64 steps: a chunk's 256 lines
 constexpr LineQueue kNoLines{};
 constexpr WidenQueue kNoWiden{};
 constexpr __mmask16 kLowHalf = 0x00FF;
@@ -122,19 +120,90 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
                                 : _mm512_cvtph_ps(words);
 }
 
-// Vector i of `q` widened: row i / kVectorsPerRow, its (i % kVectorsPerRow)-th 16 dims.
-[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void widen_vector(const WidenQueue& q, int i) {
-  using W = WidenQueue;
-  const unsigned row = static_cast<unsigned>(i) / W::kVectorsPerRow;
-  const unsigned at = static_cast<unsigned>(i) % W::kVectorsPerRow * W::kVectorDims;
-  _mm512_storeu_ps(q.dst[row] + at, widen16(q.src[row] + at, q.dtype));
-}
-
 constexpr int kIntoL2 = 2, kIntoL1 = 3;  // __builtin_prefetch's locality
 constexpr int kRead = 0, kWrite = 1;     // and its intent
 
-// A read prefetch of row line i < lines.count: into L2 (locality 2, as producer_fast.cpp's
-// prefetch_rows), or into L1 as well (locality 3) where the queue asks for it.
+// The side work the heads-in-lanes kernels thread between their FMAs, a row at a time: the
+// kernel's steps (a dim of the scores, a token of the V pass; 16 FMAs each) go in groups of
+// kGroupSteps, and group g widens row g of the widen queue, one vector per step at fixed offsets
+// from two pointers read once, and asks for line group g of the line queue (kLinesPerRow lines:
+// row g's, or past the rows, lines to be written), one every kStepsPerAsk steps. Per vector and
+// per line, a queue indexed by a running count (a division, a remainder, two pointer loads and
+// two bounds tests) cost the score kernel ~15 % of its rate (docs/perf.md, 2026-12-06, change 58).
+struct GroupWork {
+  static constexpr int kGroupSteps = WidenQueue::kVectorsPerRow;
+  static constexpr int kStepsPerAsk = kGroupSteps / LineQueue::kLinesPerRow;
+  static_assert(kStepsPerAsk * LineQueue::kLinesPerRow == kGroupSteps, "a row's lines spread evenly over its group");
+  const KvWord* src = nullptr;  // the row to widen (none: null)
+  float* dst = nullptr;
+  const char* line_row = nullptr;         // the row whose lines to ask for (none: null)
+  const char* const* write = nullptr;     // else up to kLinesPerRow lines to be written
+  int writes = 0;
+};
+
+// Groups the queues need: one per widened row, one per row of lines and per kLinesPerRow lines
+// to be written.
+[[gnu::always_inline]] inline int work_groups(const LineQueue& lines, const WidenQueue& widen) {
+  const int line_groups = (lines.total() + LineQueue::kLinesPerRow - 1) / LineQueue::kLinesPerRow;
+  const int widen_rows = widen.vectors / WidenQueue::kVectorsPerRow;
+  return line_groups > widen_rows ? line_groups : widen_rows;
+}
+
+[[gnu::always_inline]] inline GroupWork group_work(const LineQueue& lines, const WidenQueue& widen, int g) {
+  using L = LineQueue;
+  GroupWork w;
+  if (g < widen.vectors / WidenQueue::kVectorsPerRow) {
+    w.src = widen.src[g];
+    w.dst = widen.dst[g];
+  }
+  const int rows = lines.count / L::kLinesPerRow;
+  if (g < rows) {
+    w.line_row = reinterpret_cast<const char*>(lines.rows[g]);
+    return w;
+  }
+  const int first = (g - rows) * L::kLinesPerRow;
+  if (first < lines.write_count) {
+    w.write = lines.write_lines + first;
+    w.writes = lines.write_count - first < L::kLinesPerRow ? lines.write_count - first : L::kLinesPerRow;
+  }
+  return w;
+}
+
+// Step j (< kGroupSteps; a constant once unrolled) of a group's work: vector j of its row widened
+// (exact, as widen_rows_avx512), and at every kStepsPerAsk-th step one line asked for: a read
+// prefetch into L2 (locality 2, as producer_fast.cpp's prefetch_rows) or into L1 as well (locality
+// 3) where the queue asks for it; a line to be written with the intent to write (`prefetchw`).
+[[gnu::always_inline]] inline __attribute__((target("avx512f,prfchw"))) void group_step(const GroupWork& w, int j,
+                                                                                      KvDtype dtype, bool into_l1) {
+  constexpr int kDims = WidenQueue::kVectorDims;
+  if (w.src != nullptr) _mm512_storeu_ps(w.dst + j * kDims, widen16(w.src + j * kDims, dtype));
+  if (j % GroupWork::kStepsPerAsk != 0) return;
+  const int k = j / GroupWork::kStepsPerAsk;
+  if (w.line_row != nullptr) {
+    const char* line = w.line_row + k * LineQueue::kLineBytes;
+    if (into_l1)
+      __builtin_prefetch(line, kRead, kIntoL1);
+    else
+      __builtin_prefetch(line, kRead, kIntoL2);
+  } else if (k < w.writes) {
+    __builtin_prefetch(w.write[k], kWrite, kIntoL1);
+  }
+}
+
+// Every group from `from` on, at once: what a short sub-block or chunk left undone.
+[[gnu::always_inline]] inline __attribute__((target("avx512f,prfchw"))) void finish_groups(const LineQueue& lines,
+                                                                                        const WidenQueue& widen,
+                                                                                        int from) {
+  const int groups = work_groups(lines, widen);
+  for (int g = from; g < groups; ++g) {
+    const GroupWork w = group_work(lines, widen, g);
+#pragma GCC unroll 8
+    for (int j = 0; j < GroupWork::kGroupSteps; ++j) group_step(w, j, widen.dtype, lines.into_l1);
+  }
+}
+
+// A read prefetch of row line i < lines.count, as group_step asks (the dims-major V pass, which
+// spreads its lines over its dim blocks).
 [[gnu::always_inline]] inline void ask_row_line(const LineQueue& lines, int i) {
   using L = LineQueue;
   const unsigned u = static_cast<unsigned>(i);
@@ -145,47 +214,45 @@ constexpr int kRead = 0, kWrite = 1;     // and its intent
     __builtin_prefetch(line, kRead, kIntoL2);
 }
 
-// Line i of `lines.total()`: a row line, then the lines to be written (`prefetchw`).
-[[gnu::always_inline]] inline void ask(const LineQueue& lines, int i) {
-  if (i >= lines.count) {
-    __builtin_prefetch(lines.write_lines[i - lines.count], kWrite, kIntoL1);
-    return;
-  }
-  ask_row_line(lines, i);
+// One dim's step of the row scores: acc[t] += q (the dim's heads) * K row t's element d.
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void score_dim_step(
+    __mmask16 heads_mask, const float* qt, int qt_stride, const float* krows, int d, __m512 (&acc)[kSubTokens16]) {
+  const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
+  const float* kd = krows + d;
+#pragma GCC unroll 16
+  for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kWideRowDims]), acc[t]);
 }
 
 // acc[t] = scale * (lanes `heads_mask` of qt's dim rows . K row t), t < 16, each lane one fmaf
 // chain over d from 0: the row scores of both layouts (score_rows16 transposes them,
-// score_rows_heads_in_lanes keeps them token-major); asks for `lines`, one every kDimsPerLine dims,
-// and widens one vector of `widen` per dim, two while more are left than dims (a task's first
-// chunk, whose K rows are widened beside its V rows).
-[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void row_score_tile(
+// score_rows_heads_in_lanes keeps them token-major); the dims in groups of GroupWork's, each
+// widening a row of `widen` and asking for a row's lines of `lines` on the way (at 128 dims, 16
+// groups: a sub-block's rows).
+[[gnu::always_inline]] inline __attribute__((target("avx512f,prfchw"))) void row_score_tile(
     __mmask16 heads_mask, const float* qt, int qt_stride, int hd, const float* krows, float scale,
     const LineQueue& lines, const WidenQueue& widen, __m512 (&acc)[kSubTokens16]) {
-  int asked = 0;
-  int widened = 0;
+  constexpr int kGroup = GroupWork::kGroupSteps;
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (int d = 0; d < hd; ++d) {
-    if (d % kDimsPerLine == 0 && asked < lines.total()) ask(lines, asked++);
-    if (widened < widen.vectors) widen_vector(widen, widened++);
-    if (widen.vectors - widened > hd - 1 - d) widen_vector(widen, widened++);
-    const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
-    const float* kd = krows + d;
-#pragma GCC unroll 16
-    for (int t = 0; t < kSubTokens16; ++t)
-      acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kWideRowDims]), acc[t]);
+  int g = 0;
+  int d = 0;
+  for (; d + kGroup <= hd; d += kGroup, ++g) {
+    const GroupWork w = group_work(lines, widen, g);
+#pragma GCC unroll 8
+    for (int j = 0; j < kGroup; ++j) {
+      group_step(w, j, widen.dtype, lines.into_l1);
+      score_dim_step(heads_mask, qt, qt_stride, krows, d + j, acc);
+    }
   }
+  for (; d < hd; ++d) score_dim_step(heads_mask, qt, qt_stride, krows, d, acc);  // a ragged head_dim's last dims
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_mul_ps(acc[t], sc);
-  while (asked < lines.total()) ask(lines, asked++);  // any the dims did not reach (none at 128 dims)
-  while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise (none at 128 dims)
+  finish_groups(lines, widen, g);
 }
 
 // Up to 16 heads (lanes `heads_mask` of qt's rows) x 16 tokens from K rows.
-__attribute__((target("avx512f"))) void score_rows16(__mmask16 heads_mask, int heads, const float* qt, int qt_stride,
+__attribute__((target("avx512f,prfchw"))) void score_rows16(__mmask16 heads_mask, int heads, const float* qt, int qt_stride,
                                                     int hd, const float* krows, float scale, float* s) {
   __m512 acc[kSubTokens16];
   row_score_tile(heads_mask, qt, qt_stride, hd, krows, scale, kNoLines, kNoWiden, acc);
@@ -242,7 +309,7 @@ __attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const f
   for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, acc[t]);
 }
 
-__attribute__((target("avx512f"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
+__attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
                                                                  float scale, float* wt, const LineQueue& lines) {
   __m512 acc[kSubTokens16];
   row_score_tile(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, kNoWiden, acc);
@@ -351,26 +418,28 @@ __attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd,
                                                                int n, const float* last, const LineQueue& lines,
                                                                const WidenQueue& widen) {
   static_assert(kHeadLaneDims == kLanes16, "a dim block is one register of a row");
+  constexpr int kGroup = GroupWork::kGroupSteps;
   const int plane_rows = last == nullptr ? n : n - 1;
-  int asked = 0;
-  int widened = 0;
-  int step = 0;
+  int g = 0;  // the side work's groups, counted over the whole pass
   for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
     HeadBlock acc;
 #pragma GCC unroll 16
     for (int h = 0; h < kHeadLanes; ++h) acc[h] = _mm512_loadu_ps(o + h * hd + d0);
-#pragma GCC unroll 2
-    for (int t = 0; t < plane_rows; ++t, ++step) {
-      if (step % kStepsPerLine == 0 && asked < lines.total()) ask(lines, asked++);
-      if (widened < widen.vectors) widen_vector(widen, widened++);
-      v_row_step(acc, wt + t * kHeadLanes, widen16(v[t] + d0, D));
+    int t = 0;
+    for (; t + kGroup <= plane_rows; t += kGroup, ++g) {
+      const GroupWork w = group_work(lines, widen, g);
+#pragma GCC unroll 8
+      for (int j = 0; j < kGroup; ++j) {
+        group_step(w, j, widen.dtype, lines.into_l1);
+        v_row_step(acc, wt + (t + j) * kHeadLanes, widen16(v[t + j] + d0, D));
+      }
     }
+    for (; t < plane_rows; ++t) v_row_step(acc, wt + t * kHeadLanes, widen16(v[t] + d0, D));
     if (last != nullptr) v_row_step(acc, wt + plane_rows * kHeadLanes, _mm512_loadu_ps(last + d0));
 #pragma GCC unroll 16
     for (int h = 0; h < kHeadLanes; ++h) _mm512_storeu_ps(o + h * hd + d0, acc[h]);
   }
-  while (asked < lines.total()) ask(lines, asked++);  // a short chunk: fewer steps than lines
-  while (widened < widen.vectors) widen_vector(widen, widened++);  // likewise
+  finish_groups(lines, widen, g);  // a short chunk: fewer groups than rows
 }
 
 }  // namespace
@@ -538,9 +607,7 @@ __attribute__((target("avx512f"))) void widen_rows_avx512(const KvWord* const* r
   }
 }
 
-__attribute__((target("avx512f"))) void widen_queue_now(const WidenQueue& q) {
-  for (int i = 0; i < q.vectors; ++i) widen_vector(q, i);
-}
+__attribute__((target("avx512f,prfchw"))) void widen_queue_now(const WidenQueue& q) { finish_groups(kNoLines, q, 0); }
 
 void accumulate_heads_avx512(int heads, int dims, float* o, int o_stride, const float* w, const float* v, int v_stride,
                              int n) {

@@ -145,7 +145,8 @@ void widen_queue_now(const WidenQueue& q);
 
 // wt[t * kHeadLanes + h] = scale * sum_d qt[d * kHeadLanes + h] * krows[t * kWideRowDims + d] for
 // t < 16 (score_rows_avx512's chains, left token-major); asks for `lines` and widens `widen` on
-// the way, up to two vectors per dim (its destinations must not overlap krows, qt or wt).
+// the way, a row's lines and a widened row per 8 dims (16 rows at 128 dims), any more after the
+// dims (its destinations must not overlap krows, qt or wt).
 void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, float scale, float* wt,
                                const LineQueue& lines, const WidenQueue& widen);
 
