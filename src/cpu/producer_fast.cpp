@@ -226,9 +226,12 @@ struct FollowingChunk {
   const ChunkRows* rows = nullptr;  // none: the task's last
   int kv_head = 0;
   int chunk = 0;
-  // The task's last call: the lines of the partials the task writes next (detail::LineQueue).
+  // The task's last call: the lines of the partials the task writes next (detail::LineQueue),
+  // and the first rows of the task its worker probably claims next (none: null).
   const char* const* write_lines = nullptr;
   int write_count = 0;
+  const ChunkRows* next_task = nullptr;
+  int next_task_count = 0;  // tokens of that task's first chunk
 };
 
 // One KV head's running state inside a task: its query rows, accumulators and softmax stats.
@@ -300,6 +303,7 @@ class FastProducer final : public ProducerTasks {
     const int end_chunk = sched_.first_chunk(split + 1);
     HeadState state[kFastKvHeadsPerTask];
     ChunkRows rows[kFastKvHeadsPerTask][2];
+    ChunkRows next_task_rows;  // likely_next_task_rows()
     for (int j = 0; j < group_; ++j) {
       const int kv_head = kv0 + j;
       if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
@@ -353,6 +357,8 @@ class FastProducer final : public ProducerTasks {
           partial_lines(kv0, split, tl.partial_lines);
           following.write_lines = tl.partial_lines.data();
           following.write_count = static_cast<int>(tl.partial_lines.size());
+          following.next_task_count = likely_next_task_rows(task, next_task_rows);
+          following.next_task = following.next_task_count > 0 ? &next_task_rows : nullptr;
         }
         run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following);
       }
@@ -654,6 +660,13 @@ class FastProducer final : public ProducerTasks {
     lines.count = 0;
     widen.vectors = 0;
     if (next_count > kSubTokens) queue_lines(following.rows->k + kSubTokens, next_count - kSubTokens, lines);
+    if (following.next_task != nullptr) {
+      // Its first 48 K rows (its start widens the first 16 with no FMA beside them, and asks for
+      // the chunk's K rows again, then hits) and its first sub-block's V rows: one line queue's worth.
+      const int n = following.next_task_count;
+      queue_lines(following.next_task->k, std::min(kFastChunkTokens - kSubTokens, n), lines);
+      queue_lines(following.next_task->v, std::min(kSubTokens, n), lines);
+    }
     if (next_count > 0) {
       queue_lines(following.rows->v, std::min(kSubTokens, next_count), lines);
       queue_widen(following.rows->k, std::min(kSubTokens, next_count), true, following.kv_head, ktile, widen);
@@ -668,6 +681,19 @@ class FastProducer final : public ProducerTasks {
       last = tl.cur_v.data();
     }
     detail::accumulate_rows_heads_in_lanes(hs.o, hd_, wt, cur.v, count, last, D, lines, widen);
+  }
+
+  // The first chunk's rows of the task that the worker running `task` most likely claims next
+  // (the pool hands tasks out in index order, so about task + workers), for its first KV head,
+  // into out; returns that chunk's token count, 0 where there is no such task. A hint for the
+  // line queue only: a wrong guess asks for rows another worker is about to read.
+  int likely_next_task_rows(int task, ChunkRows& out) const {
+    const int next = task + threads();
+    if (next >= tasks()) return 0;
+    const int groups = p_.shape.n_kv_heads / group_;
+    const int first = sched_.first_chunk(next / groups);
+    chunk_rows(next % groups * group_, first, out);
+    return chunk_count(first);
   }
 
   // The cache lines of the partials of the task's KV heads (kv0 and the rest of its group) for
