@@ -202,6 +202,19 @@ struct GroupWork {
   }
 }
 
+// Group g of a kernel's steps: step(j) for j < kGroupSteps (a constant once unrolled), the group's
+// side work beside each.
+template <class Step>
+[[gnu::always_inline]] inline __attribute__((target("avx512f,prfchw"))) void steps_with_group_work(
+    const LineQueue& lines, const WidenQueue& widen, int g, Step&& step) {
+  const GroupWork w = group_work(lines, widen, g);
+#pragma GCC unroll 8
+  for (int j = 0; j < GroupWork::kGroupSteps; ++j) {
+    group_step(w, j, widen.dtype, lines.into_l1);
+    step(j);
+  }
+}
+
 // A read prefetch of row line i < lines.count, as group_step asks (the dims-major V pass, which
 // spreads its lines over its dim blocks).
 [[gnu::always_inline]] inline void ask_row_line(const LineQueue& lines, int i) {
@@ -236,14 +249,10 @@ struct GroupWork {
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_setzero_ps();
   int g = 0;
   int d = 0;
-  for (; d + kGroup <= hd; d += kGroup, ++g) {
-    const GroupWork w = group_work(lines, widen, g);
-#pragma GCC unroll 8
-    for (int j = 0; j < kGroup; ++j) {
-      group_step(w, j, widen.dtype, lines.into_l1);
+  for (; d + kGroup <= hd; d += kGroup, ++g)
+    steps_with_group_work(lines, widen, g, [&](int j) __attribute__((always_inline, target("avx512f"))) {
       score_dim_step(heads_mask, qt, qt_stride, krows, d + j, acc);
-    }
-  }
+    });
   for (; d < hd; ++d) score_dim_step(heads_mask, qt, qt_stride, krows, d, acc);  // a ragged head_dim's last dims
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
@@ -426,14 +435,10 @@ __attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd,
 #pragma GCC unroll 16
     for (int h = 0; h < kHeadLanes; ++h) acc[h] = _mm512_loadu_ps(o + h * hd + d0);
     int t = 0;
-    for (; t + kGroup <= plane_rows; t += kGroup, ++g) {
-      const GroupWork w = group_work(lines, widen, g);
-#pragma GCC unroll 8
-      for (int j = 0; j < kGroup; ++j) {
-        group_step(w, j, widen.dtype, lines.into_l1);
+    for (; t + kGroup <= plane_rows; t += kGroup, ++g)
+      steps_with_group_work(lines, widen, g, [&](int j) __attribute__((always_inline, target("avx512f"))) {
         v_row_step(acc, wt + (t + j) * kHeadLanes, widen16(v[t + j] + d0, D));
-      }
-    }
+      });
     for (; t < plane_rows; ++t) v_row_step(acc, wt + t * kHeadLanes, widen16(v[t] + d0, D));
     if (last != nullptr) v_row_step(acc, wt + plane_rows * kHeadLanes, _mm512_loadu_ps(last + d0));
 #pragma GCC unroll 16
