@@ -113,7 +113,7 @@ struct Tiles {
   AlignedFloats kt;      // [hd][kSubTokens]: K of one sub-block, transposed (a vector = 8 tokens)
   AlignedFloats rows;    // [kSubTokens][hd8]: widened V rows (and K rows on the generic path)
   AlignedFloats scores;  // [hpk][kFastChunkTokens], scores then weights
-  AlignedFloats o;       // [hpk][hd8]; with heads in lanes widened before the kernels, transposed: [hd8][hpk]
+  AlignedFloats o;       // [hpk][hd8]; with heads in lanes and rows widened before the kernels, transposed: [hd8][hpk]
   AlignedFloats wt;      // heads in lanes: [kFastChunkTokens][hpk], scores then weights
   AlignedFloats fold;    // heads in lanes: per KV head of the task, m[hpk] then s[hpk]
   // Heads in lanes with rows widened inside the kernels: a chunk's K rows widened
@@ -238,7 +238,7 @@ struct FollowingChunk {
 struct HeadState {
   float* q;             // [hpk][hd] (the transposed-K kernels of 8 lanes only)
   const float* qt;      // [hd][hpk] (the 16-lane kernels and the row scores)
-  float* o;             // [hpk][hd8], or [hd8][hpk] with heads in lanes widened before the kernels
+  float* o;             // [hpk][hd8], or [hd8][hpk] with heads in lanes and rows widened before the kernels
   SoftmaxStats* stats;  // [hpk] (not with heads in lanes)
   float* m;             // [hpk] with heads in lanes: the running maxima, then
   float* s;             //   the running sums
