@@ -254,7 +254,8 @@ class FastProducer final : public ProducerTasks {
         hd_(p.shape.head_dim),
         hd8_(round_up(p.shape.head_dim, kLanes)),
         hpk_(p.shape.heads_per_kv()),
-        group_(kv_heads_per_task(p)),
+        workers_(threads()),
+        group_(kv_heads_per_task(p, workers_)),
         sched_(fast_schedule(p.visible)),
         row_scores_(row_scores(wide_, hd_, hpk_)),
         heads_in_lanes_(heads_in_lanes(wide_, hd_, hpk_)),
@@ -267,6 +268,8 @@ class FastProducer final : public ProducerTasks {
   int tasks() const override { return p_.shape.n_kv_heads / group_ * sched_.splits; }
   int kv_heads_per_task() const override { return group_; }
   int first_kv_head(int task) const override { return task % (p_.shape.n_kv_heads / group_) * group_; }
+  // Split-major numbering (run_task): the split that task `task` runs.
+  int split_of(int task) const { return task / (p_.shape.n_kv_heads / group_); }
   int splits() const override { return sched_.splits; }
   void run(int task) const override { run_task(task); }
 
@@ -274,9 +277,8 @@ class FastProducer final : public ProducerTasks {
   // the other, so on a token-major ring the tasks reading the two halves of the same rows run
   // at about the same time and the second finds them in the shared cache.
   void run_task(int task) const {
-    const int groups = p_.shape.n_kv_heads / group_;
-    const int kv0 = task % groups * group_;
-    const int split = task / groups;
+    const int kv0 = first_kv_head(task);
+    const int split = split_of(task);
     thread_local Tiles tl;
     const std::size_t hd = static_cast<std::size_t>(hd_);
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
@@ -372,11 +374,11 @@ class FastProducer final : public ProducerTasks {
   // 256-byte run) and the fewer, larger tasks still give every worker kFastMinTasksPerWorker;
   // else 1. Only the time order changes, each head's arithmetic is the same, so the bits do
   // not depend on this choice (nor, through it, on the worker count).
-  static int kv_heads_per_task(const ProducerParams& p) {
+  static int kv_heads_per_task(const ProducerParams& p, int workers) {
     const bool token_major = p.rows.strides.head_stride < p.rows.strides.row_stride;
     if (!token_major || p.shape.n_kv_heads % kFastKvHeadsPerTask != 0) return 1;
     const int grouped_tasks = p.shape.n_kv_heads / kFastKvHeadsPerTask * fast_schedule(p.visible).splits;
-    return grouped_tasks >= kFastMinTasksPerWorker * threads() ? kFastKvHeadsPerTask : 1;
+    return grouped_tasks >= kFastMinTasksPerWorker * workers ? kFastKvHeadsPerTask : 1;
   }
 
   // Scores from K rows as widened, with no K transpose, where a widened row (head_dim rounded
@@ -688,11 +690,10 @@ class FastProducer final : public ProducerTasks {
   // into out; returns that chunk's token count, 0 where there is no such task. A hint for the
   // line queue only: a wrong guess asks for rows another worker is about to read.
   int likely_next_task_rows(int task, ChunkRows& out) const {
-    const int next = task + threads();
+    const int next = task + workers_;
     if (next >= tasks()) return 0;
-    const int groups = p_.shape.n_kv_heads / group_;
-    const int first = sched_.first_chunk(next / groups);
-    chunk_rows(next % groups * group_, first, out);
+    const int first = sched_.first_chunk(split_of(next));
+    chunk_rows(first_kv_head(next), first, out);
     return chunk_count(first);
   }
 
@@ -756,6 +757,9 @@ class FastProducer final : public ProducerTasks {
   int hd_;
   int hd8_;
   int hpk_;
+  // The pool's worker count, read once per call (threads() takes the pool's lock): how many
+  // tasks run side by side, for kv_heads_per_task and likely_next_task_rows.
+  int workers_;
   int group_;
   FastSchedule sched_;
   bool row_scores_;        // row_scores()

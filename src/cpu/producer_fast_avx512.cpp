@@ -123,6 +123,15 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
 constexpr int kIntoL2 = 2, kIntoL1 = 3;  // __builtin_prefetch's locality
 constexpr int kRead = 0, kWrite = 1;     // and its intent
 
+// A read prefetch of one line: into L2 (locality 2, as producer_fast.cpp's prefetch_rows), or into
+// L1 as well (locality 3) where the line queue asks for it (cpu_prefetch_into_l1).
+[[gnu::always_inline]] inline void ask_read_line(const char* line, bool into_l1) {
+  if (into_l1)
+    __builtin_prefetch(line, kRead, kIntoL1);
+  else
+    __builtin_prefetch(line, kRead, kIntoL2);
+}
+
 // The side work the heads-in-lanes kernels thread between their FMAs, a row at a time: the
 // kernel's steps (a dim of the scores, a token of the V pass; 16 FMAs each) go in groups of
 // kGroupSteps, and group g widens row g of the widen queue, one vector per step at fixed offsets
@@ -170,9 +179,8 @@ struct GroupWork {
 }
 
 // Step j (< kGroupSteps; a constant once unrolled) of a group's work: vector j of its row widened
-// (exact, as widen_rows_avx512), and at every kStepsPerAsk-th step one line asked for: a read
-// prefetch into L2 (locality 2, as producer_fast.cpp's prefetch_rows) or into L1 as well (locality
-// 3) where the queue asks for it; a line to be written with the intent to write (`prefetchw`).
+// (exact, as widen_rows_avx512), and at every kStepsPerAsk-th step one line asked for: a row's
+// line read (ask_read_line), a line to be written with the intent to write (`prefetchw`).
 [[gnu::always_inline]] inline __attribute__((target("avx512f,prfchw"))) void group_step(const GroupWork& w, int j,
                                                                                       KvDtype dtype, bool into_l1) {
   constexpr int kDims = WidenQueue::kVectorDims;
@@ -180,11 +188,7 @@ struct GroupWork {
   if (j % GroupWork::kStepsPerAsk != 0) return;
   const int k = j / GroupWork::kStepsPerAsk;
   if (w.line_row != nullptr) {
-    const char* line = w.line_row + k * LineQueue::kLineBytes;
-    if (into_l1)
-      __builtin_prefetch(line, kRead, kIntoL1);
-    else
-      __builtin_prefetch(line, kRead, kIntoL2);
+    ask_read_line(w.line_row + k * LineQueue::kLineBytes, into_l1);
   } else if (k < w.writes) {
     __builtin_prefetch(w.write[k], kWrite, kIntoL1);
   }
@@ -215,16 +219,13 @@ template <class Step>
   }
 }
 
-// A read prefetch of row line i < lines.count, as group_step asks (the dims-major V pass, which
-// spreads its lines over its dim blocks).
+// Row line i < lines.count read (the dims-major V pass, which spreads its lines over its dim
+// blocks, not in groups).
 [[gnu::always_inline]] inline void ask_row_line(const LineQueue& lines, int i) {
   using L = LineQueue;
   const unsigned u = static_cast<unsigned>(i);
-  const char* line = reinterpret_cast<const char*>(lines.rows[u / L::kLinesPerRow]) + u % L::kLinesPerRow * L::kLineBytes;
-  if (lines.into_l1)
-    __builtin_prefetch(line, kRead, kIntoL1);
-  else
-    __builtin_prefetch(line, kRead, kIntoL2);
+  ask_read_line(reinterpret_cast<const char*>(lines.rows[u / L::kLinesPerRow]) + u % L::kLinesPerRow * L::kLineBytes,
+                lines.into_l1);
 }
 
 // One dim's step of the row scores: acc[t] += q (the dim's heads) * K row t's element d.
@@ -486,11 +487,10 @@ __attribute__((target("avx512f"))) void write_partials_heads_in_lanes(const floa
       for (int d = 0; d < hd; d += kLanes16) _mm512_storeu_ps(part0 + h * head_stride + 2 + d, _mm512_loadu_ps(o + h * hd + d));
     return;
   }
-  const float* ot = o;
   for (int d0 = 0; d0 < hd; d0 += kLanes16) {
     __m512 r[kLanes16];
 #pragma GCC unroll 16
-    for (int j = 0; j < kLanes16; ++j) r[j] = _mm512_loadu_ps(ot + (d0 + j) * kHeadLanes);
+    for (int j = 0; j < kLanes16; ++j) r[j] = _mm512_loadu_ps(o + (d0 + j) * kHeadLanes);
     transpose16(r);  // r[h] = dims d0 .. d0 + 15 of head h
 #pragma GCC unroll 16
     for (int h = 0; h < kHeadLanes; ++h) _mm512_storeu_ps(part0 + h * head_stride + 2 + d0, r[h]);
