@@ -1,5 +1,8 @@
-// Change 56's run_chunk_lanes pattern for one KV head on a growing plane: K widened inside the
-// kernels, the V pass on the plane rows (o heads-major).
+// run_chunk_lanes' pattern for one KV head on a growing plane, widening and asks inside the kernels.
+// Built as it is: change 56's (K widened inside the kernels, the V pass on the plane rows, o
+// heads-major), against a library of change 56 or later. With -DLADDER_BEFORE_CHANGE56: main's at
+// cde8184 (the scores widen their V rows, the V pass the next chunk's K rows from a V tile), against
+// that commit's library. Arguments: tokens [ask 0|1] [widen 0|1] [pad floats between K sub-blocks].
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +37,7 @@ int main(int argc, char** argv) {
       LineQueue lines; lines.into_l1 = true; WidenQueue widen;
       const KvWord* vrow[64];
       for (int i = 0; i < 64; ++i) vrow[i] = vc + i * 128;
+      (void)vrow, (void)vtile;
       for (int b = 0; b < T; b += 16) {
         lines.count = 0;
         if (askmode) {
@@ -42,24 +46,44 @@ int main(int argc, char** argv) {
           lines.count = 16 * LineQueue::kLinesPerRow;
         }
         widen.vectors = 0;
+#if defined(LADDER_BEFORE_CHANGE56)
+        if (widenmode) {
+          for (int i = 0; i < 16; ++i) { widen.src[i] = vc + (b + i) * 128; widen.dst[i] = vtile + (b + i) * 128; }
+          widen.vectors = 16 * WidenQueue::kVectorsPerRow;
+        }
+#else
         if (widenmode && b + 16 < T) {
           for (int i = 0; i < 16; ++i) { widen.src[i] = kc + (b + 16 + i) * 128; widen.dst[i] = ktile + (b + 16 + i) * 128 + (b / 16 + 1) * pad; }
           widen.vectors = 16 * WidenQueue::kVectorsPerRow;
         }
+#endif
         score_rows_heads_in_lanes(qt, hd, ktile + b * 128 + b / 16 * pad, 0.088f, wt + b * 16, lines, widen);
       }
+#if defined(LADDER_BEFORE_CHANGE56)
+      fold_heads_in_lanes(wt, T, m, s, ot, hd);
+#else
       fold_heads_in_lanes(wt, T, m, s, ot, hd, LaneO::heads_major);
+#endif
       lines.count = 0; widen.vectors = 0;
       if (askmode) {
         for (int i = 0; i < 48; ++i) lines.rows[i] = kn + (16 + i) * 128;
         for (int i = 0; i < 16; ++i) lines.rows[48 + i] = vn + i * 128;
         lines.count = 64 * LineQueue::kLinesPerRow;
       }
+#if defined(LADDER_BEFORE_CHANGE56)
+      constexpr int kNextRows = 64;  // the whole next chunk's K rows
+#else
+      constexpr int kNextRows = 16;  // its first sub-block's
+#endif
       if (widenmode) {
-        for (int i = 0; i < 16; ++i) { widen.src[i] = kn + i * 128; widen.dst[i] = ktile + i * 128; }
-        widen.vectors = 16 * WidenQueue::kVectorsPerRow;
+        for (int i = 0; i < kNextRows; ++i) { widen.src[i] = kn + i * 128; widen.dst[i] = ktile + i * 128; }
+        widen.vectors = kNextRows * WidenQueue::kVectorsPerRow;
       }
+#if defined(LADDER_BEFORE_CHANGE56)
+      accumulate_heads_in_lanes(ot, hd, wt, vtile, 128, T, lines, widen);
+#else
       accumulate_rows_heads_in_lanes(ot, hd, wt, vrow, T, nullptr, ladder::KvDtype::f16, lines, widen);
+#endif
     }
     auto t1 = std::chrono::steady_clock::now();
     double f = 2.0 * 16 * 128 * T * total_chunks;
