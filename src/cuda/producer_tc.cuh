@@ -436,19 +436,27 @@ __device__ __forceinline__ void tc_issue_block(const ProducerParams& p, int b, i
 
 // The warp slots (the DAG's flat w * nsg + g) one CTA walks, below end and the schedule's
 // slots(): first, first + step, ... (runs of one slot; a CTA per slot is {blockIdx.y, gridDim.y}
-// with gridDim.y >= slots()), or, folding fold groups (runs: the schedule's FoldGroups), each
-// group's slots in part order, the next group `step` groups after the previous one, while there is one.
+// with gridDim.y >= slots()), or, folding fold groups (runs: the schedule's FoldGroups; first is
+// part 0 of group `first`), each group's slots in part order, the next group `step` groups after
+// the previous one, while there is one. A position carries its group and part along, so no step
+// divides by the group count (two integer divisions by a run-time divisor per slot, ~40
+// instructions per warp and slot: docs/perf.md, change 54b's ncu).
 struct SlotWalk {
   int first = 0;
   int step = 1;
   int end = INT_MAX;
   FoldGroups runs{1, 1};
-  __device__ __forceinline__ int next(int flat) const {
-    if (runs.parts == 1) return flat + step;
-    const int g = runs.part_of(flat);
-    const int j = runs.group_of(flat);
-    if (g + 1 < runs.parts) return runs.slot(j, g + 1);
-    return j + step < runs.groups ? runs.slot(j + step, 0) : INT_MAX;
+  struct At {
+    int flat;
+    int group;  // folding walks: the fold group and the part of `flat`
+    int part;
+  };
+  __device__ __forceinline__ At begin() const { return At{first, first, 0}; }
+  __device__ __forceinline__ At next(const At& a) const {
+    if (runs.parts == 1) return At{a.flat + step, a.group + step, 0};
+    if (a.part + 1 < runs.parts) return At{runs.slot(a.group, a.part + 1), a.group, a.part + 1};
+    const int j = a.group + step;
+    return j < runs.groups ? At{runs.slot(j, 0), j, 0} : At{INT_MAX, INT_MAX, 0};
   }
 };
 
@@ -474,14 +482,16 @@ __device__ __forceinline__ bool tc_owns_block(const Schedule& sched, int flat, i
 }
 
 // This pair's blocks of warp slot `flat` (the slot's blocks pair, pair + kTcPairs, ...) into
-// stages 0 .. kTcStages-2: one commit group per stage, empty where the pair has no block.
-template <class Family, class Tile, TcL2 kL2 = TcL2::normal>
+// stages kFrom .. kTo - 1 (a prologue split around q's loads issues it in two calls; whole:
+// stages 0 .. kTcStages-2): one commit group per stage, empty where the pair has no block.
+template <class Family, class Tile, TcL2 kL2 = TcL2::normal, int kFrom = 0, int kTo = kTcStages - 1>
 __device__ __forceinline__ void tc_prologue(const ProducerParams& p, const Schedule& sched, int flat, int pair,
                                             int kvh, int half, int lane, KvWord* wsm) {
+  static_assert(0 <= kFrom && kFrom <= kTo && kTo <= kTcStages - 1, "a range of the prologue's stages");
   const int pair_b0 = flat + pair * sched.block_stride();
   const int pair_stride = kTcPairs * sched.block_stride();
 #pragma unroll
-  for (int s = 0; s < kTcStages - 1; ++s) {
+  for (int s = kFrom; s < kTo; ++s) {
     const int b = pair_b0 + s * pair_stride;
     if (b < sched.blocks) tc_issue_block<Family, Tile, kL2>(p, b, kvh, half, lane, wsm + s * TcSmem<Tile>::kStageHalfs);
     cp_async_commit();
@@ -844,16 +854,14 @@ struct TcGroupFold {
   float o[kHeadDim / 16][2];
 };
 
-// Part g of fold group w (flat = FoldGroups::slot(w, g)) folded into `acc` in part order
+// Part g of fold group w (warp slot FoldGroups::slot(w, g)) folded into `acc` in part order
 // (softmax.hpp's fold_in, as the reducer's step 4 folds them), and after the group's last part
 // its one partial written at partials[(head * groups + w) * 130] (parts 1).
-__device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const FoldGroups& fg, int flat,
+__device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const FoldGroups& fg, int w, int g,
                                                 const TcThread& t, const SoftmaxStats (&st)[2],
                                                 const float (&o)[kHeadDim / 16][4], float* merge,
                                                 TcGroupFold& acc) {
   const int hpk = t.hpk, kvh = t.kvh, tile = t.tile;
-  const int g = fg.part_of(flat);
-  const int w = fg.group_of(flat);
   const bool last = g == fg.parts - 1;
   const int pstride = partial_stride(kHeadDim);
   // Every call below carries the slot's same (m, s), so the fold's statistics and factors are
@@ -887,9 +895,19 @@ __device__ __forceinline__ void tc_fold_partial(const ProducerParams& p, const F
 // change 33).
 enum class TcQOrder { after_wait, before_copies };
 
+// Which of a walking CTA's first prologue copies go before the PDL wait: all its stages, or the
+// first only, the rest after q's loads (issued after the wait). A template parameter: the
+// direct kernels keep their code. With every stage's copies before it, q's round trip waited
+// behind them (ncu on the batch-16 walking kernel, change 54b: +60 % stall samples on q's first
+// use with one more block ahead of it); the first stage only made batch 16 at 8,192 3 % faster
+// on an H100, and 2,048 (one block per pair: the second stage is empty) unchanged (change 54c's
+// c54n).
+enum class TcCopiesBeforeWait { whole_prologue, first_stage };
+
 // smem: the kernel's tiles in layout Tile, aligned (tc_aligned_smem). folds: the walk covers
 // whole fold groups (tc_walk_plan: walk.runs), folded into one partial each.
-template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait, TcL2 kL2 = TcL2::normal>
+template <class Family, class Tile, TcQOrder kQOrder = TcQOrder::after_wait, TcL2 kL2 = TcL2::normal,
+          TcCopiesBeforeWait kBeforeWait = TcCopiesBeforeWait::whole_prologue>
 __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem, SlotWalk walk,
                                            bool folds = false) {
   constexpr KvDtype D = Family::kDtype;
@@ -911,7 +929,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   float* merge = reinterpret_cast<float*>(smem + TcSmem<Tile>::kMergeOffsetHalfs);
   TcQLoads q_loads;
   if constexpr (kQOrder == TcQOrder::before_copies) tc_issue_q(p, t, q_loads);
-  tc_prologue<Family, Tile, kL2>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
+  constexpr int kStagesBeforeWait = kBeforeWait == TcCopiesBeforeWait::whole_prologue ? kTcStages - 1 : 1;
+  tc_prologue<Family, Tile, kL2, 0, kStagesBeforeWait>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   pdl_wait();
   timeline.mark(cuda::TimelineEvent::waited);
 
@@ -922,10 +941,12 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     if (tile == 0 && walk.first == 0 && threadIdx.x < kWarpSize) store_current_row<D>(p, kvh, lane);
   }
   if constexpr (kQOrder == TcQOrder::after_wait) tc_issue_q(p, t, q_loads);
+  tc_prologue<Family, Tile, kL2, kStagesBeforeWait>(p, sched, walk.first, t.pair, kvh, t.half, lane, wsm);
   TcQ q;
   tc_stage_q<D, Tile>(t, smem, q_loads, q);
   TcGroupFold fold;
-  for (int flat = walk.first; flat < end; flat = walk.next(flat)) {
+  for (SlotWalk::At at = walk.begin(); at.flat < end; at = walk.next(at)) {
+    const int flat = at.flat;
     timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
     float o[kHeadDim / 16][4];
@@ -936,7 +957,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     tc_fold_slot<Family, Tile, kL2>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
     timeline.mark(cuda::TimelineEvent::slot_folded, flat);
-    const int next = walk.next(flat);
+    const int next = walk.next(at).flat;
     if (p.early_dependents && next >= end) pdl_allow_dependents();
     if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
     if (next < end) tc_prologue<Family, Tile, kL2>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
@@ -944,7 +965,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     // The next slot's first iteration waits at a CTA barrier before it issues into the merge
     // area's stage, so the partial's reads of the merge area finish first.
     if (folds)
-      tc_fold_partial(p, walk.runs, flat, t, st, o, merge, fold);
+      tc_fold_partial(p, walk.runs, at.group, at.part, t, st, o, merge, fold);
     else
       tc_write_partial(p, sched, flat, t, st, o, merge);
     timeline.mark(cuda::TimelineEvent::slot_written, flat);
@@ -978,8 +999,8 @@ __global__ void __launch_bounds__(kTcThreads, kTcCtasPerSm) producer_tc_kernel_i
   if (p.family != Family::kFamily) return;  // another family's entry of a batch
   const TcWalkPlan plan =
       tc_walk_plan(p.sched, static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y), kPartials);
-  produce_tc<Family, Tile, TcQOrder::after_wait, TcL2::evict_first>(p, tc_aligned_smem<Tile>(tc_smem), plan.walk,
-                                                                    plan.folds);
+  produce_tc<Family, Tile, TcQOrder::after_wait, TcL2::evict_first, TcCopiesBeforeWait::first_stage>(
+      p, tc_aligned_smem<Tile>(tc_smem), plan.walk, plan.folds);
 }
 
 // The grid form (GpuFusion::grid): one kernel per layer. Every CTA walks its warp slots as
