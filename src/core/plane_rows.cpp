@@ -11,7 +11,7 @@
 namespace ladder::detail {
 
 void* plane_allocate(std::size_t bytes) {
-  if (bytes < kHugePageBytes) {
+  if (bytes < kHugePageMinBytes) {
     void* p = std::malloc(bytes == 0 ? 1 : bytes);
     if (p == nullptr) throw std::bad_alloc();
     return p;

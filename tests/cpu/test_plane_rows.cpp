@@ -16,9 +16,11 @@ namespace {
 
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 constexpr std::size_t kWordsPerHugePage = detail::kHugePageBytes / sizeof(KvWord);
+constexpr std::size_t kWordsAtThreshold = detail::kHugePageMinBytes / sizeof(KvWord);
 
 TEST(PlaneRows, LargeRowsStartOnAHugePageBoundary) {
-  for (const std::size_t words : {kWordsPerHugePage, kWordsPerHugePage + 1, 5 * kWordsPerHugePage + 123}) {
+  for (const std::size_t words : {kWordsAtThreshold, kWordsAtThreshold + 1, kWordsPerHugePage, kWordsPerHugePage + 1,
+                                  5 * kWordsPerHugePage + 123}) {
     PlaneRows rows(words, KvWord{0x1234});
     EXPECT_EQ(address(rows.data()) % detail::kHugePageBytes, 0u) << words << " words";
     EXPECT_EQ(rows.front(), KvWord{0x1234});
@@ -61,6 +63,23 @@ TEST(PlaneRows, AHostPlaneOfADeepRingIsOnHugePageBoundaries) {
   cfg.max_context = 1 << 20;
   Result<HostPlane> plane = HostPlane::create(cfg);
   ASSERT_TRUE(plane.ok()) << plane.status().to_string();
+  EXPECT_EQ(address(plane->k()) % detail::kHugePageBytes, 0u);
+  EXPECT_EQ(address(plane->v()) % detail::kHugePageBytes, 0u);
+}
+
+// Muse Glimmer's sliding-window plane (window 2,048, 2 KV heads x 128 dims): 1 MiB of K and 1 MiB
+// of V, each at the threshold, each on a huge-page boundary (change 62).
+TEST(PlaneRows, AHostPlaneOfAWindow2048RingIsOnHugePageBoundaries) {
+  PlaneConfig cfg;
+  cfg.kind = PlaneKind::ring;
+  cfg.n_kv_heads = 2;
+  cfg.head_dim = 128;
+  cfg.window = 2048;
+  cfg.capacity = 2048;
+  cfg.max_context = 1 << 20;
+  Result<HostPlane> plane = HostPlane::create(cfg);
+  ASSERT_TRUE(plane.ok()) << plane.status().to_string();
+  ASSERT_EQ(plane->elements() * sizeof(KvWord), detail::kHugePageMinBytes) << "the plane this test is about";
   EXPECT_EQ(address(plane->k()) % detail::kHugePageBytes, 0u);
   EXPECT_EQ(address(plane->v()) % detail::kHugePageBytes, 0u);
 }
