@@ -53,35 +53,29 @@ TEST(PlaneRows, ACountWhoseBytesOverflowIsBadAlloc) {
   EXPECT_THROW((void)alloc.allocate(std::numeric_limits<std::size_t>::max() / sizeof(KvWord)), std::bad_alloc);
 }
 
-TEST(PlaneRows, AHostPlaneOfADeepRingIsOnHugePageBoundaries) {
+// A ring plane of `window` = capacity rows, 2 KV heads x 128 dims: its K and V rows, `bytes` each,
+// start on huge-page boundaries.
+void expect_ring_on_huge_pages(int window, std::size_t bytes) {
   PlaneConfig cfg;
   cfg.kind = PlaneKind::ring;
   cfg.n_kv_heads = 2;
   cfg.head_dim = 128;
-  cfg.window = 32768;
-  cfg.capacity = 32768;
+  cfg.window = window;
+  cfg.capacity = window;
   cfg.max_context = 1 << 20;
   Result<HostPlane> plane = HostPlane::create(cfg);
   ASSERT_TRUE(plane.ok()) << plane.status().to_string();
+  ASSERT_EQ(plane->elements() * sizeof(KvWord), bytes) << "the plane this test is about";
   EXPECT_EQ(address(plane->k()) % detail::kHugePageBytes, 0u);
   EXPECT_EQ(address(plane->v()) % detail::kHugePageBytes, 0u);
 }
 
-// Muse Glimmer's sliding-window plane (window 2,048, 2 KV heads x 128 dims): 1 MiB of K and 1 MiB
-// of V, each at the threshold, each on a huge-page boundary (change 62).
+TEST(PlaneRows, AHostPlaneOfADeepRingIsOnHugePageBoundaries) { expect_ring_on_huge_pages(32768, 8 * detail::kHugePageBytes); }
+
+// Muse Glimmer's sliding-window plane (window 2,048): 1 MiB of K and 1 MiB of V, each at the
+// threshold (change 62).
 TEST(PlaneRows, AHostPlaneOfAWindow2048RingIsOnHugePageBoundaries) {
-  PlaneConfig cfg;
-  cfg.kind = PlaneKind::ring;
-  cfg.n_kv_heads = 2;
-  cfg.head_dim = 128;
-  cfg.window = 2048;
-  cfg.capacity = 2048;
-  cfg.max_context = 1 << 20;
-  Result<HostPlane> plane = HostPlane::create(cfg);
-  ASSERT_TRUE(plane.ok()) << plane.status().to_string();
-  ASSERT_EQ(plane->elements() * sizeof(KvWord), detail::kHugePageMinBytes) << "the plane this test is about";
-  EXPECT_EQ(address(plane->k()) % detail::kHugePageBytes, 0u);
-  EXPECT_EQ(address(plane->v()) % detail::kHugePageBytes, 0u);
+  expect_ring_on_huge_pages(2048, detail::kHugePageMinBytes);
 }
 
 }  // namespace
