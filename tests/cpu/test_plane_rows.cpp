@@ -70,7 +70,9 @@ void expect_ring_on_huge_pages(int window, std::size_t bytes) {
   EXPECT_EQ(address(plane->v()) % detail::kHugePageBytes, 0u);
 }
 
-TEST(PlaneRows, AHostPlaneOfADeepRingIsOnHugePageBoundaries) { expect_ring_on_huge_pages(32768, 8 * detail::kHugePageBytes); }
+TEST(PlaneRows, AHostPlaneOfADeepRingIsOnHugePageBoundaries) {
+  expect_ring_on_huge_pages(32768, 8 * detail::kHugePageBytes);
+}
 
 // Muse Glimmer's sliding-window plane (window 2,048): 1 MiB of K and 1 MiB of V, each at the
 // threshold (change 62).
