@@ -133,7 +133,7 @@ enum class GpuFusion {
 // 2,048 and 67.2 at 131,072, against 10.1 and 50.0 separate). grid (change 17) is slower too:
 // splitk/ring 8.3 / 12.0 / 19.6 / 46.0 us store_fused -> 8.4 / 14.9 / 22.3 / 48.3 grid, although
 // the reduce launch it replaces costs 2.8-3.8 us per layer (the cooperative launch ~1.9 us, the
-// merge inside the launch ~1 us). Batch 16 on an H100 (docs/perf.md, change 61 and probe 61z):
+// merge inside the launch ~1 us). Batch 16 on an H100 (docs/perf.md, change 61 and its probe c61z):
 // the reducer launch costs 8-11 % of the layer at 2,048 (2-5 us from 2,048 to 32,768), but a
 // fused form that keeps the store-fused walk and fold ran +17-20 % there with the merge in the
 // last CTA of each tile (one CTA latency-bound for ~6 us) and +44-62 % with the merge spread
