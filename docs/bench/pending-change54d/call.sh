@@ -1,3 +1,4 @@
+# Landed in 525185e (docs/perf.md, "Change 54d on the device"); kept as the record of the call.
 # Change 54d (docs/perf.md: "Change 54d: the walking kernels' second prologue stage after q's
 # loads, and a walk that does not divide") in one device call, carry [".carry/c55m", ".carry/c54d"]:
 # three interleaved rounds against main (c55m: the mends), then the GPU suite of c54d (~200 s).

@@ -1,7 +1,7 @@
 # Changes 54d and 61 (docs/perf.md) in one device call, carry [".carry/c55m", ".carry/c54d",
 # ".carry/c61"]: three interleaved rounds of main (c55m), change 54d (c54d) and change 61's
 # one-kernel form (c61 under LADDER_GPU_FUSED=1; c61's default form is c54d's code), then the GPU
-# suite of c61 (~200 s). The sanitizers go in a second call (sanitizers.sh).
+# suite of c61 (~200 s). The sanitizers ran in the next calls (call2.sh: change 54d; call3.sh: 61c).
 #   git apply docs/bench/pending-change54d/change54d.patch   (change 61 is built on it)
 #   scripts/pack_carry.sh build-cuda .carry/c61 ladder=ladder ladder_gpu_tests=gpu_tests
 set -u
