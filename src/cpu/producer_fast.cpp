@@ -257,6 +257,7 @@ class FastProducer final : public ProducerTasks {
         workers_(threads()),
         group_(kv_heads_per_task(p, workers_)),
         sched_(fast_schedule(p.visible)),
+        ranges_(split_ranges(p.shape.n_kv_heads / group_, sched_.splits, workers_)),
         row_scores_(row_scores(wide_, hd_, hpk_)),
         heads_in_lanes_(heads_in_lanes(wide_, hd_, hpk_)),
         qt_form_(wide_ || row_scores_),
@@ -265,20 +266,26 @@ class FastProducer final : public ProducerTasks {
     if (qt_form_) transpose_q();
   }
 
-  int tasks() const override { return p_.shape.n_kv_heads / group_ * sched_.splits; }
+  int tasks() const override { return p_.shape.n_kv_heads / group_ * ranges_; }
   int kv_heads_per_task() const override { return group_; }
   int first_kv_head(int task) const override { return task % (p_.shape.n_kv_heads / group_) * group_; }
-  // Split-major numbering (run_task): the split that task `task` runs.
-  int split_of(int task) const { return task / (p_.shape.n_kv_heads / group_); }
+  // Range-major numbering (run_task): the range of splits that task `task` walks, and the first
+  // split of range r (first_split(ranges_) == splits).
+  int range_of(int task) const { return task / (p_.shape.n_kv_heads / group_); }
+  int first_split(int range) const { return static_cast<int>(static_cast<long long>(range) * sched_.splits / ranges_); }
   int splits() const override { return sched_.splits; }
   void run(int task) const override { run_task(task); }
 
-  // Split-major numbering: the tasks of one split (every KV head group) are claimed one after
+  // Range-major numbering: the tasks of one range (every KV head group) are claimed one after
   // the other, so on a token-major ring the tasks reading the two halves of the same rows run
-  // at about the same time and the second finds them in the shared cache.
+  // at about the same time and the second finds them in the shared cache. The task walks its
+  // range's chunks in order as one stream (each call widens and asks for the next one's rows,
+  // across split boundaries too); at each split's last chunk it writes that split's partials and
+  // starts the next split's state afresh, so every split's arithmetic is what a task of one split
+  // does.
   void run_task(int task) const {
     const int kv0 = first_kv_head(task);
-    const int split = split_of(task);
+    const int range = range_of(task);
     thread_local Tiles tl;
     const std::size_t hd = static_cast<std::size_t>(hd_);
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
@@ -301,14 +308,15 @@ class FastProducer final : public ProducerTasks {
     // Padding dims of the widened rows stay zero for the whole task.
     std::fill(tl.rows.data(), tl.rows.data() + kSubTokens * hd8, 0.0f);
 
-    const int first_chunk = sched_.first_chunk(split);
-    const int end_chunk = sched_.first_chunk(split + 1);
+    const int split_first = first_split(range);
+    const int first_chunk = sched_.first_chunk(split_first);
+    const int end_chunk = sched_.first_chunk(first_split(range + 1));
     HeadState state[kFastKvHeadsPerTask];
     ChunkRows rows[kFastKvHeadsPerTask][2];
     ChunkRows next_task_rows;  // likely_next_task_rows()
     for (int j = 0; j < group_; ++j) {
       const int kv_head = kv0 + j;
-      if (p_.cur_k != nullptr && split == 0) detail::store_current_row(p_, kv_head);
+      if (p_.cur_k != nullptr && split_first == 0) detail::store_current_row(p_, kv_head);
       HeadState& st = state[j];
       st.q = qt_form_ ? nullptr : tl.q.data() + j * hpk * hd;
       st.qt = qt_form_ ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
@@ -316,12 +324,9 @@ class FastProducer final : public ProducerTasks {
       st.stats = tl.stats.data() + j * hpk;
       st.m = heads_in_lanes_ ? tl.fold.data() + j * 2 * hpk : nullptr;
       st.s = heads_in_lanes_ ? st.m + hpk : nullptr;
-      if (heads_in_lanes_) std::fill(st.m, st.m + hpk, SoftmaxStats{}.m);
-      if (heads_in_lanes_) std::fill(st.s, st.s + hpk, SoftmaxStats{}.s);
       if (!qt_form_)
         range_row(p_.q + static_cast<std::size_t>(kv_head) * hpk * hd, st.q, hpk_ * hd_, KvTraits<D>::kRangeMax);  // N1
-      std::fill(st.o, st.o + hpk * hd8, 0.0f);
-      std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
+      start_split(st);
       chunk_rows(kv_head, first_chunk, rows[j][0]);
       // The first chunk's K rows have no earlier phase to be prefetched in: ask for them now,
       // so only the first sub-block waits for memory (a task at L = 2,048 is a single chunk).
@@ -338,8 +343,11 @@ class FastProducer final : public ProducerTasks {
       detail::widen_queue_now(first);
       prefetch_rows(rows[0][0].v, std::min(kSubTokens, chunk_count(first_chunk)));
     }
+    int split = split_first;
+    int split_end = sched_.first_chunk(split + 1);  // the chunk after the split's last
     for (int c = first_chunk; c < end_chunk; ++c) {
       const bool has_next = c + 1 < end_chunk;
+      const bool split_ends = c + 1 == split_end;
       for (int j = 0; j < group_; ++j) {
         const ChunkRows& cur = rows[j][(c - first_chunk) % 2];
         ChunkRows& next = rows[j][(c - first_chunk + 1) % 2];
@@ -356,19 +364,47 @@ class FastProducer final : public ProducerTasks {
         } else if (has_next) {
           following = {&rows[0][(c - first_chunk + 1) % 2], kv0, c + 1};
         } else {
-          partial_lines(kv0, split, tl.partial_lines);
-          following.write_lines = tl.partial_lines.data();
-          following.write_count = static_cast<int>(tl.partial_lines.size());
           following.next_task_count = likely_next_task_rows(task, next_task_rows);
           following.next_task = following.next_task_count > 0 ? &next_task_rows : nullptr;
         }
+        if (j + 1 == group_ && split_ends) {
+          partial_lines(kv0, split, tl.partial_lines);
+          following.write_lines = tl.partial_lines.data();
+          following.write_count = static_cast<int>(tl.partial_lines.size());
+        }
         run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following);
       }
+      if (!split_ends) continue;
+      for (int j = 0; j < group_; ++j) {
+        write_partials(state[j], kv0 + j, split);
+        start_split(state[j]);
+      }
+      ++split;
+      split_end = sched_.first_chunk(split + 1);
     }
-    for (int j = 0; j < group_; ++j) write_partials(state[j], kv0 + j, split);
   }
 
  private:
+  // Ranges of consecutive splits per KV-head group (the tasks of each group): on one worker a
+  // single range (one task walks every split: nothing to balance, and each task's setup and its
+  // first rows arriving cold are paid once; docs/perf.md, change 65), else as many as give every
+  // worker kFastMinTasksPerWorker tasks, at most one per split. Only the time order changes:
+  // each split's arithmetic and partials are the same, so the bits do not depend on it.
+  static int split_ranges(int groups, int splits, int workers) {
+    if (workers <= 1) return 1;
+    const int wanted = (kFastMinTasksPerWorker * workers + groups - 1) / groups;
+    return std::min(splits, wanted);
+  }
+
+  // A split's state, fresh: no token seen (softmax_stats' identity) and o zero.
+  void start_split(const HeadState& st) const {
+    const std::size_t hpk = static_cast<std::size_t>(hpk_);
+    if (heads_in_lanes_) std::fill(st.m, st.m + hpk, SoftmaxStats{}.m);
+    if (heads_in_lanes_) std::fill(st.s, st.s + hpk, SoftmaxStats{}.s);
+    std::fill(st.o, st.o + hpk * static_cast<std::size_t>(hd8_), 0.0f);
+    std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
+  }
+
   // KV heads one task walks side by side: kFastKvHeadsPerTask when the plane is token-major
   // (a ring: the KV heads of a token share one row, so a task reads whole rows, not every other
   // 256-byte run) and the fewer, larger tasks still give every worker kFastMinTasksPerWorker;
@@ -692,7 +728,7 @@ class FastProducer final : public ProducerTasks {
   int likely_next_task_rows(int task, ChunkRows& out) const {
     const int next = task + workers_;
     if (next >= tasks()) return 0;
-    const int first = sched_.first_chunk(split_of(next));
+    const int first = sched_.first_chunk(first_split(range_of(next)));
     chunk_rows(first_kv_head(next), first, out);
     return chunk_count(first);
   }
@@ -762,6 +798,7 @@ class FastProducer final : public ProducerTasks {
   int workers_;
   int group_;
   FastSchedule sched_;
+  int ranges_;  // split_ranges(): tasks per KV-head group
   bool row_scores_;        // row_scores()
   bool heads_in_lanes_;    // heads_in_lanes()
   // The 16-lane kernels and the row scores read q from qt_ (transpose_q: the range rule applied
