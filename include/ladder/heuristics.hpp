@@ -191,7 +191,11 @@ inline constexpr int kFastKvHeadsPerTask = 2;
 // 16-CPU Xeon (docs/bench/cpu-xeon16-2026-11-30-roof) the grouped ring, 32 tasks for 16 workers
 // (2 each), was 23-25 % slower than the growing plane's 64 tasks at L >= 8,192, while at 8
 // workers (4 grouped tasks each) it was 3-6 % faster. Ungrouped at 16 workers, with split-major
-// task order, the ring was within 3 % of growing at 8,192 (docs/bench/...-roof-v2).
+// task order, the ring was within 3 % of growing at 8,192 (docs/bench/...-roof-v2). The same
+// count bounds how far a layer's splits are gathered into ranges walked by one task each (one
+// range on one worker): tasks stay at least this many per worker, so many workers keep one split
+// per task. Measured on the 2-vCPU Zen 5 (docs/perf.md, change 65): the step at 8,192 -3 to -4 %
+// on one and two workers.
 inline constexpr int kFastMinTasksPerWorker = 4;
 
 // How long an idle CPU worker spins for the next job before it sleeps on the pool's epoch word
