@@ -359,10 +359,30 @@ std::unique_ptr<ProducerTasks> exact_producer_tasks(Route r, const ProducerParam
   return std::make_unique<Producer>(p, f);
 }
 
+namespace {
+
+// Asks for every cache line of `head`'s partials ([groups][stride] floats) into L1. The reducer
+// reads a head's partials as a chain (each one's m, then its factor, then its o); by the time it
+// runs, the layer's K and V rows have pushed them out of L2, and waiting for them a few lines at
+// a time was most of reduce_head's samples (docs/perf.md, change 66).
+void ask_for_partials(const ReduceParams& p, int head, std::size_t stride) {
+  constexpr std::size_t kLineFloats = 64 / sizeof(float);
+  constexpr int kRead = 0, kIntoL1 = 3;  // __builtin_prefetch's intent and locality
+  const float* first = p.partials + static_cast<std::size_t>(head) * p.groups * stride;
+  const std::size_t floats = static_cast<std::size_t>(p.groups) * stride;
+  for (std::size_t at = 0; at < floats; at += kLineFloats) __builtin_prefetch(first + at, kRead, kIntoL1);
+  __builtin_prefetch(first + floats - 1, kRead, kIntoL1);
+}
+
+}  // namespace
+
 void reduce_head(const ReduceParams& p, int head) {
   const int hd = p.shape.head_dim;
   const std::size_t stride = static_cast<std::size_t>(partial_stride(hd));
   const float* parts = p.partials + static_cast<std::size_t>(head) * p.groups * stride;
+  // This head's lines, and the next head's: a one-task reduce walks the heads in order.
+  ask_for_partials(p, head, stride);
+  if (head + 1 < p.shape.n_heads) ask_for_partials(p, head + 1, stride);
   thread_local std::vector<float> acc;
   fit(acc, static_cast<std::size_t>(hd));
   std::fill(acc.begin(), acc.begin() + hd, 0.0f);
