@@ -42,7 +42,8 @@ FastSchedule fast_schedule(int visible);
 // A producer's work as pool tasks, so that the layers of several sequences (and each layer's
 // reduce) share one pool job (run_layers): task t writes the partials of the KV heads
 // [first_kv_head(t), first_kv_head(t) + kv_heads_per_task()) for its splits (one, or a range of
-// them), and splits() is the reducer's nwg. The ProducerParams passed to a factory must outlive the object it returns.
+// them), and splits() is the reducer's nwg. The ProducerParams passed to a factory must outlive
+// the object it returns.
 class ProducerTasks {
  public:
   virtual ~ProducerTasks() = default;
