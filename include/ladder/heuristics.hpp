@@ -173,8 +173,9 @@ inline constexpr int kFastMinChunksPerSplit = 4;
 // ... and where the splits are long, they shorten from the first to the last: split j of S holds
 // chunks in proportion to (S + 1) + (kFastSplitTaper - 1)(S - 1 - j), the first about this many
 // times the last, while the last keeps kFastMinChunksPerSplit chunks (so from 16,384 tokens; at
-// 2,048 and 8,192 the runs stay equal). The pool hands tasks out split-major, so a job's last tasks
-// are its shortest and the workers that finish early wait less for the last one. Measured on the
+// 2,048 and 8,192 the runs stay equal). The pool hands tasks out split-major (range-major where a
+// task walks several splits, kFastMinTasksPerWorker), so a job's last tasks are its shortest and
+// the workers that finish early wait less for the last one. Measured on the
 // 16-CPU Xeon, 16 workers (docs/perf.md 2026-12-05, "what a fast-producer task costs"): with
 // every length tapered, a single layer at 32,768 -6 to -18 % (13 of 16 paired rounds faster),
 // the step at 2,048 and 8,192 -1 to -8 %; but at 2,048, 16 tasks for 16 workers, the longest
