@@ -14,6 +14,7 @@
 #define LADDER_CPU_AVX2 1
 #endif
 
+#include "cpu/cache_lines.hpp"
 #include "cpu/kv_convert.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ladder/cpu/cpu_backend.hpp"
@@ -366,12 +367,12 @@ namespace {
 // runs, the layer's K and V rows have pushed them out of L2, and waiting for them a few lines at
 // a time was most of reduce_head's samples (docs/perf.md, change 66).
 void ask_for_partials(const ReduceParams& p, int head, std::size_t stride) {
-  constexpr std::size_t kLineFloats = 64 / sizeof(float);
-  constexpr int kRead = 0, kIntoL1 = 3;  // __builtin_prefetch's intent and locality
+  using detail::kIntoL1, detail::kPrefetchRead;
+  constexpr std::size_t kLineFloats = detail::kCacheLineBytes / sizeof(float);
   const float* first = p.partials + static_cast<std::size_t>(head) * p.groups * stride;
   const std::size_t floats = static_cast<std::size_t>(p.groups) * stride;
-  for (std::size_t at = 0; at < floats; at += kLineFloats) __builtin_prefetch(first + at, kRead, kIntoL1);
-  __builtin_prefetch(first + floats - 1, kRead, kIntoL1);
+  for (std::size_t at = 0; at < floats; at += kLineFloats) __builtin_prefetch(first + at, kPrefetchRead, kIntoL1);
+  __builtin_prefetch(first + floats - 1, kPrefetchRead, kIntoL1);
 }
 
 }  // namespace

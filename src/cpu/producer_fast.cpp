@@ -36,6 +36,7 @@
 #include <new>
 #include <vector>
 
+#include "cpu/cache_lines.hpp"
 #include "cpu/kv_convert.hpp"
 #include "cpu/producer_fast_avx512.hpp"
 #include "cpu/producer_fast_exp.hpp"
@@ -308,15 +309,15 @@ class FastProducer final : public ProducerTasks {
     // Padding dims of the widened rows stay zero for the whole task.
     std::fill(tl.rows.data(), tl.rows.data() + kSubTokens * hd8, 0.0f);
 
-    const int split_first = first_split(range);
-    const int first_chunk = sched_.first_chunk(split_first);
+    const int range_first = first_split(range);  // the range's first split
+    const int first_chunk = sched_.first_chunk(range_first);
     const int end_chunk = sched_.first_chunk(first_split(range + 1));
     HeadState state[kFastKvHeadsPerTask];
     ChunkRows rows[kFastKvHeadsPerTask][2];
     ChunkRows next_task_rows;  // likely_next_task_rows()
     for (int j = 0; j < group_; ++j) {
       const int kv_head = kv0 + j;
-      if (p_.cur_k != nullptr && split_first == 0) detail::store_current_row(p_, kv_head);
+      if (p_.cur_k != nullptr && range_first == 0) detail::store_current_row(p_, kv_head);
       HeadState& st = state[j];
       st.q = qt_form_ ? nullptr : tl.q.data() + j * hpk * hd;
       st.qt = qt_form_ ? qt_.data() + static_cast<std::size_t>(kv_head) * hd * hpk : nullptr;
@@ -343,7 +344,7 @@ class FastProducer final : public ProducerTasks {
       detail::widen_queue_now(first);
       prefetch_rows(rows[0][0].v, std::min(kSubTokens, chunk_count(first_chunk)));
     }
-    int split = split_first;
+    int split = range_first;
     int split_end = sched_.first_chunk(split + 1);  // the chunk after the split's last
     for (int c = first_chunk; c < end_chunk; ++c) {
       const bool has_next = c + 1 < end_chunk;
@@ -396,13 +397,17 @@ class FastProducer final : public ProducerTasks {
     return std::min(splits, wanted);
   }
 
-  // A split's state, fresh: no token seen (softmax_stats' identity) and o zero.
+  // A split's state, fresh: no token seen (softmax_stats' identity) and o zero. The stats live
+  // in m and s with heads in lanes, in `stats` otherwise (HeadState).
   void start_split(const HeadState& st) const {
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
-    if (heads_in_lanes_) std::fill(st.m, st.m + hpk, SoftmaxStats{}.m);
-    if (heads_in_lanes_) std::fill(st.s, st.s + hpk, SoftmaxStats{}.s);
+    if (heads_in_lanes_) {
+      std::fill(st.m, st.m + hpk, SoftmaxStats{}.m);
+      std::fill(st.s, st.s + hpk, SoftmaxStats{}.s);
+    } else {
+      std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
+    }
     std::fill(st.o, st.o + hpk * static_cast<std::size_t>(hd8_), 0.0f);
-    std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
   }
 
   // KV heads one task walks side by side: kFastKvHeadsPerTask when the plane is token-major
@@ -473,19 +478,17 @@ class FastProducer final : public ProducerTasks {
   // the stream from memory overlaps the arithmetic.
   void prefetch_rows(const KvWord* const* rows, int n) const {
 #if defined(LADDER_FAST_AVX2)
-    constexpr int kLine = 64;
+    using detail::kCacheLineBytes, detail::kIntoL2, detail::kPrefetchRead;
     const int row_bytes = hd_ * kv_dtype_bytes(D);
     for (int i = 0; i < n; ++i) {
       if (rows[i] == nullptr) continue;
       const char* at = reinterpret_cast<const char*>(rows[i]);
-      // A read prefetch into L2, not L1 (locality 2, what _MM_HINT_T1 asks for; the builtin is
-      // spelled the same by GCC and clang, unlike _mm_prefetch's hint type): on Intel cores an
+      // A read prefetch into L2, not L1 (what _MM_HINT_T1 asks for): on Intel cores an
       // L1 prefetch holds one of the L1's few fill buffers until its line arrives, and a burst
       // of 64 of them stalled the loop (11.5 % of a Xeon core's samples on a cached plane;
       // docs/perf.md 2026-12-02, "prefetches into L2 only"; not measured on Zen 4 and later,
       // which are documented to honour the L2 hint too).
-      constexpr int kIntoL2 = 2;
-      for (int b = 0; b < row_bytes; b += kLine) __builtin_prefetch(at + b, 0, kIntoL2);
+      for (int b = 0; b < row_bytes; b += kCacheLineBytes) __builtin_prefetch(at + b, kPrefetchRead, kIntoL2);
     }
 #else
     (void)rows, (void)n;
@@ -737,7 +740,7 @@ class FastProducer final : public ProducerTasks {
   // `split`, which write_partials fills: those whole inside one head's [m, s, o] (the first and
   // last may hold a neighbouring split's partial, which another worker may be writing).
   void partial_lines(int kv0, int split, std::vector<const char*>& out) const {
-    constexpr std::uintptr_t kLine = detail::LineQueue::kLineBytes;
+    constexpr std::uintptr_t kLine = detail::kCacheLineBytes;
     const std::size_t stride = static_cast<std::size_t>(partial_stride(hd_));
     out.clear();
     for (int j = 0; j < group_; ++j)

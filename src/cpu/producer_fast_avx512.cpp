@@ -120,16 +120,14 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
                                 : _mm512_cvtph_ps(words);
 }
 
-constexpr int kIntoL2 = 2, kIntoL1 = 3;  // __builtin_prefetch's locality
-constexpr int kRead = 0, kWrite = 1;     // and its intent
 
 // A read prefetch of one line: into L2 (locality 2, as producer_fast.cpp's prefetch_rows), or into
 // L1 as well (locality 3) where the line queue asks for it (cpu_prefetch_into_l1).
 [[gnu::always_inline]] inline void ask_read_line(const char* line, bool into_l1) {
   if (into_l1)
-    __builtin_prefetch(line, kRead, kIntoL1);
+    __builtin_prefetch(line, kPrefetchRead, kIntoL1);
   else
-    __builtin_prefetch(line, kRead, kIntoL2);
+    __builtin_prefetch(line, kPrefetchRead, kIntoL2);
 }
 
 // The side work the heads-in-lanes kernels thread between their FMAs, a row at a time: the
@@ -190,7 +188,7 @@ struct GroupWork {
   if (w.line_row != nullptr) {
     ask_read_line(w.line_row + k * LineQueue::kLineBytes, into_l1);
   } else if (k < w.writes) {
-    __builtin_prefetch(w.write[k], kWrite, kIntoL1);
+    __builtin_prefetch(w.write[k], kPrefetchWrite, kIntoL1);
   }
 }
 

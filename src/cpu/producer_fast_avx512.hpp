@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <optional>
 
+#include "cpu/cache_lines.hpp"
 #include "ladder/heuristics.hpp"
 #include "ladder/kv_dtype.hpp"
 
@@ -79,7 +80,7 @@ inline constexpr int kHeadLanes = 16;
 // loop of 64 stores per sub-block to build). `into_l1`: asked into L1 and L2 (`prefetcht0`)
 // instead of L2 only (cpu_prefetch_into_l1).
 struct LineQueue {
-  static constexpr int kLineBytes = 64;
+  static constexpr int kLineBytes = kCacheLineBytes;
   static constexpr int kLinesPerRow = kWideRowDims * 2 / kLineBytes;
   static constexpr int kMaxRows = kFastChunkTokens;  // a chunk's rows
   const KvWord* rows[kMaxRows]{};
