@@ -64,10 +64,9 @@ static_assert(kTcFoldSlots >= 1 && kTcFoldSlots <= kMaxWarpsPerWorkgroup && (kTc
 struct FoldGroups {
   int groups = 0;  // states merged by step 5
   int parts = 0;   // warp slots folded into each (step 4)
-  // Warp slot of part g of group j, and back: the group and the part of warp slot `flat`.
+  // Warp slot of part g of group j, and back: the group of warp slot `flat`.
   LADDER_HD int slot(int j, int g) const { return g * groups + j; }
   LADDER_HD int group_of(int flat) const { return flat % groups; }
-  LADDER_HD int part_of(int flat) const { return flat / groups; }
 };
 LADDER_HD FoldGroups tc_fold_groups(const Schedule& s) {
   int parts = kTcFoldSlots;
