@@ -243,6 +243,8 @@ struct HeadState {
   SoftmaxStats* stats;  // [hpk] (not with heads in lanes)
   float* m;             // [hpk] with heads in lanes: the running maxima, then
   float* s;             //   the running sums
+  // Whether o holds the split's sum so far or nothing yet (run_chunk_lanes' split-first chunk).
+  detail::OStart o_start = detail::OStart::accumulated;
 };
 
 // D: the dtype of every row the producer reads (ProducerParams::kv_dtype).
@@ -374,6 +376,7 @@ class FastProducer final : public ProducerTasks {
           following.write_count = static_cast<int>(tl.partial_lines.size());
         }
         run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following);
+        state[j].o_start = detail::OStart::accumulated;
       }
       if (!split_ends) continue;
       for (int j = 0; j < group_; ++j) {
@@ -398,8 +401,10 @@ class FastProducer final : public ProducerTasks {
   }
 
   // A split's state, fresh: no token seen (softmax_stats' identity) and o zero. The stats live
-  // in m and s with heads in lanes, in `stats` otherwise (HeadState).
-  void start_split(const HeadState& st) const {
+  // in m and s with heads in lanes, in `stats` otherwise (HeadState). Where the chunks run in
+  // run_chunk_lanes, o is marked unwritten instead of filled: its first fold and V pass treat it
+  // as zeros without reading it (detail::OStart; docs/perf.md, change 70).
+  void start_split(HeadState& st) const {
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
     if (heads_in_lanes_) {
       std::fill(st.m, st.m + hpk, SoftmaxStats{}.m);
@@ -407,7 +412,10 @@ class FastProducer final : public ProducerTasks {
     } else {
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
     }
-    std::fill(st.o, st.o + hpk * static_cast<std::size_t>(hd8_), 0.0f);
+    if (widen_in_kernels_)
+      st.o_start = detail::OStart::unwritten;
+    else
+      std::fill(st.o, st.o + hpk * static_cast<std::size_t>(hd8_), 0.0f);
   }
 
   // KV heads one task walks side by side: kFastKvHeadsPerTask when the plane is token-major
@@ -606,7 +614,8 @@ class FastProducer final : public ProducerTasks {
     // One fold per head (softmax.hpp): chunk max, rescale, weights, running sum.
     const int padded = round_up(count, kLanes);
     if (heads_in_lanes_)
-      detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_, detail::LaneO::dims_major);
+      detail::fold_heads_in_lanes(tl.wt.data(), count, hs.m, hs.s, hs.o, hd_, detail::LaneO::dims_major,
+                                  detail::OStart::accumulated);
     else
       for (int h = 0; h < hpk_; ++h) {
         float* s = scores + static_cast<std::size_t>(h) * kFastChunkTokens;
@@ -697,7 +706,7 @@ class FastProducer final : public ProducerTasks {
                     ktile + (b + kSubTokens) * hd8, widen);
       detail::score_rows_heads_in_lanes(hs.qt, hd_, ktile + b * hd8, scale, wt + b * hpk_, lines, widen);
     }
-    detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_, detail::LaneO::heads_major);
+    detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_, detail::LaneO::heads_major, hs.o_start);
     lines.count = 0;
     widen.vectors = 0;
     if (next_count > kSubTokens) queue_lines(following.rows->k + kSubTokens, next_count - kSubTokens, lines);
@@ -721,7 +730,7 @@ class FastProducer final : public ProducerTasks {
       widen_row(nullptr, false, kv_head, tl.cur_v.data());
       last = tl.cur_v.data();
     }
-    detail::accumulate_rows_heads_in_lanes(hs.o, hd_, wt, cur.v, count, last, D, lines, widen);
+    detail::accumulate_rows_heads_in_lanes(hs.o, hd_, wt, cur.v, count, last, D, lines, widen, hs.o_start);
   }
 
   // The first chunk's rows of the task that the worker running `task` most likely claims next

@@ -326,7 +326,7 @@ __attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const f
 }
 
 __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* o,
-                                                           int hd, LaneO layout) {
+                                                           int hd, LaneO layout, OStart start) {
   // The chunk's maximum per head, in chunk_max's order: kRunningLanes running maxima over whole
   // groups of kRunningLanes tokens, folded 0..7, then the tail token by token.
   __m512 bm;
@@ -356,7 +356,8 @@ __attribute__((target("avx512f"))) void fold_heads_in_lanes(float* wt, int count
   _mm512_storeu_ps(m, next);
   // o *= corr where a head's maximum moved (x * 1 is x, so the heads whose factor is 1 keep
   // their bits whether or not they are multiplied).
-  const __mmask16 moved = _mm512_cmp_ps_mask(corr, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
+  const __mmask16 moved =
+      start == OStart::unwritten ? 0 : _mm512_cmp_ps_mask(corr, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
   if (moved != 0 && layout == LaneO::dims_major)
     for (int d = 0; d < hd; ++d) _mm512_storeu_ps(o + d * kHeadLanes, _mm512_mul_ps(_mm512_loadu_ps(o + d * kHeadLanes), corr));
   if (moved != 0 && layout == LaneO::heads_major) {
@@ -424,7 +425,7 @@ using HeadBlock = __m512[kHeadLanes];
 template <KvDtype D>
 __attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd, const float* wt, const KvWord* const* v,
                                                                int n, const float* last, const LineQueue& lines,
-                                                               const WidenQueue& widen) {
+                                                               const WidenQueue& widen, OStart start) {
   static_assert(kHeadLaneDims == kLanes16, "a dim block is one register of a row");
   constexpr int kGroup = GroupWork::kGroupSteps;
   const int plane_rows = last == nullptr ? n : n - 1;
@@ -432,7 +433,8 @@ __attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd,
   for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
     HeadBlock acc;
 #pragma GCC unroll 16
-    for (int h = 0; h < kHeadLanes; ++h) acc[h] = _mm512_loadu_ps(o + h * hd + d0);
+    for (int h = 0; h < kHeadLanes; ++h)
+      acc[h] = start == OStart::unwritten ? _mm512_setzero_ps() : _mm512_loadu_ps(o + h * hd + d0);
     int t = 0;
     for (; t + kGroup <= plane_rows; t += kGroup, ++g)
       steps_with_group_work(lines, widen, g, [&](int j) __attribute__((always_inline, target("avx512f"))) {
@@ -449,9 +451,9 @@ __attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd,
 }  // namespace
 
 void accumulate_rows_heads_in_lanes(float* o, int hd, const float* wt, const KvWord* const* v, int n, const float* last,
-                                    KvDtype dtype, const LineQueue& lines, const WidenQueue& widen) {
-  if (dtype == KvDtype::bf16) return accumulate_rows<KvDtype::bf16>(o, hd, wt, v, n, last, lines, widen);
-  accumulate_rows<KvDtype::f16>(o, hd, wt, v, n, last, lines, widen);
+                                    KvDtype dtype, const LineQueue& lines, const WidenQueue& widen, OStart start) {
+  if (dtype == KvDtype::bf16) return accumulate_rows<KvDtype::bf16>(o, hd, wt, v, n, last, lines, widen, start);
+  accumulate_rows<KvDtype::f16>(o, hd, wt, v, n, last, lines, widen, start);
 }
 
 __attribute__((target("avx512f"))) void accumulate_sub_block_heads_in_lanes(float* ot, int hd, const float* wt,
@@ -646,10 +648,10 @@ void widen_queue_now(const WidenQueue&) {}
 void accumulate_heads_avx512(int, int, float*, int, const float*, const float*, int, int) {}
 void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&, const WidenQueue&) {}
 void score_rows_heads_in_lanes(const float*, int, const float*, float, float*, const LineQueue&) {}
-void fold_heads_in_lanes(float*, int, float*, float*, float*, int, LaneO) {}
+void fold_heads_in_lanes(float*, int, float*, float*, float*, int, LaneO, OStart) {}
 void accumulate_sub_block_heads_in_lanes(float*, int, const float*, const float*, int, int, const LineQueue&) {}
 void accumulate_rows_heads_in_lanes(float*, int, const float*, const KvWord* const*, int, const float*, KvDtype,
-                                    const LineQueue&, const WidenQueue&) {}
+                                    const LineQueue&, const WidenQueue&, OStart) {}
 void write_partials_heads_in_lanes(const float*, int, const float*, const float*, float*, long, LaneO) {}
 
 #endif

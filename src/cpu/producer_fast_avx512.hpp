@@ -162,11 +162,19 @@ void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows, floa
 // one head: the V pass on plane rows, accumulate_rows_heads_in_lanes).
 enum class LaneO { dims_major, heads_major };
 
+// What o holds when a split's chunk is folded and accumulated: the sum so far (read, rescaled,
+// added to), or nothing yet (the split's first chunk: o is zero in meaning but not written, the
+// fold leaves it alone, as 0 x factor is 0, and the V pass starts its accumulators at zero instead
+// of loading them, so the same bits as an o of zeros). Why: the fill, the first fold's rescale of
+// every head by 0 and the first V pass's loads of those zeros were ~2 % of a worker's step
+// (docs/perf.md, change 70). heads-major o only (accumulate_rows_heads_in_lanes).
+enum class OStart { accumulated, unwritten };
+
 // One chunk's fold for every head at once, wt's first `count` tokens (1..kFastChunkTokens):
 // chunk_max's maximum per head, fold_block_max against (m, s) with o (laid out as `layout` says)
-// rescaled by the factor, then wt's weights in place (zero for count <= t < round_up(count, 8))
-// and s += their sum in weights_in_place's order.
-void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* o, int hd, LaneO layout);
+// rescaled by the factor unless `start` says o is unwritten, then wt's weights in place (zero for
+// count <= t < round_up(count, 8)) and s += their sum in weights_in_place's order.
+void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* o, int hd, LaneO layout, OStart start);
 
 // o[h * hd + d] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t][d] for d < hd (a
 // multiple of 16), n up to a chunk (kFastChunkTokens), reading the V rows where they are: 16 dims
@@ -176,9 +184,10 @@ void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* o, int
 // is null. Asks for `lines` and widens `widen` on the way (its destinations must not overlap o or
 // wt). Why: on a 2-vCPU Zen 5 the widening threaded between the FMAs cost the kernels a quarter
 // of their rate, while a V pass converting in its loop ran as fast as one on widened rows
-// (docs/perf.md, 2026-12-06 evening, change 56).
+// (docs/perf.md, 2026-12-06 evening, change 56). With OStart::unwritten, o = that sum: o is only
+// written.
 void accumulate_rows_heads_in_lanes(float* o, int hd, const float* wt, const KvWord* const* v, int n, const float* last,
-                                    KvDtype dtype, const LineQueue& lines, const WidenQueue& widen);
+                                    KvDtype dtype, const LineQueue& lines, const WidenQueue& widen, OStart start);
 
 // ot[d * kHeadLanes + h] (dims-major) += sum over t < n, in order, of wt[t * kHeadLanes + h] *
 // v[t * v_stride + d], over one sub-block (n <= kSubTokens) with rows widened before the call

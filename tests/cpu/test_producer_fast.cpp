@@ -253,8 +253,10 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     const std::vector<float> before_fold = wt;
     // Both layouts of o: ot dims-major, oh heads-major (the same values as the reference's o).
     std::vector<float> oh = o, wt_heads = wt, m_heads = m, sum_heads = sum;
-    d::fold_heads_in_lanes(wt.data(), count, m.data(), sum.data(), ot.data(), kHd, d::LaneO::dims_major);
-    d::fold_heads_in_lanes(wt_heads.data(), count, m_heads.data(), sum_heads.data(), oh.data(), kHd, d::LaneO::heads_major);
+    d::fold_heads_in_lanes(wt.data(), count, m.data(), sum.data(), ot.data(), kHd, d::LaneO::dims_major,
+                           d::OStart::accumulated);
+    d::fold_heads_in_lanes(wt_heads.data(), count, m_heads.data(), sum_heads.data(), oh.data(), kHd, d::LaneO::heads_major,
+                           d::OStart::accumulated);
     const int padded = (count + 7) / 8 * 8;
     for (int h = 0; h < kH; ++h) {
       float* sh = s.data() + h * kChunk;
@@ -297,7 +299,7 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     }
     const d::WidenQueue widen = queue_rows(kSub);
     d::accumulate_rows_heads_in_lanes(oh.data(), kHd, wt.data(), vptr.data(), count, current ? cur.data() : nullptr, dtype,
-                                      lines, widen);
+                                      lines, widen, d::OStart::accumulated);
     check_rows(kSub);
     for (int b = 0; b < count; b += kSub) {
       const int n = std::min(kSub, count - b);
@@ -309,6 +311,32 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
         ASSERT_EQ(bits(ot[i * kH + h]), bits(o[h * kHd + i])) << "o, dims-major, head " << h << ", dim " << i;
         ASSERT_EQ(bits(oh[h * kHd + i]), bits(o[h * kHd + i])) << "o, heads-major, head " << h << ", dim " << i;
       }
+    // A split's first chunk (OStart::unwritten): a fresh state whose o holds garbage folds and
+    // accumulates to the bits of a fresh state whose o holds zeros, and the fold leaves o alone
+    // (a finite garbage value, which a rescale by the first fold's factor 0 would change).
+    {
+      constexpr float kGarbage = 1234.5f;
+      const d::LineQueue no_lines;
+      const d::WidenQueue no_widen;
+      std::vector<float> m_zero(kH, -inf), s_zero(kH, 0.0f), wt_zero = before_fold, o_zero(kH * kHd, 0.0f);
+      std::vector<float> m_unw = m_zero, s_unw = s_zero, wt_unw = before_fold, o_unw(kH * kHd, kGarbage);
+      d::fold_heads_in_lanes(wt_zero.data(), count, m_zero.data(), s_zero.data(), o_zero.data(), kHd, d::LaneO::heads_major,
+                             d::OStart::accumulated);
+      d::fold_heads_in_lanes(wt_unw.data(), count, m_unw.data(), s_unw.data(), o_unw.data(), kHd, d::LaneO::heads_major,
+                             d::OStart::unwritten);
+      for (int h = 0; h < kH; ++h) {
+        EXPECT_EQ(bits(m_unw[h]), bits(m_zero[h])) << "unwritten o: max, head " << h;
+        EXPECT_EQ(bits(s_unw[h]), bits(s_zero[h])) << "unwritten o: sum, head " << h;
+      }
+      for (int i = 0; i < kChunk * kH; ++i) ASSERT_EQ(bits(wt_unw[i]), bits(wt_zero[i])) << "unwritten o: weight " << i;
+      for (float x : o_unw) ASSERT_EQ(bits(x), bits(kGarbage)) << "unwritten o: the fold does not touch it";
+      const float* cur_row = current ? cur.data() : nullptr;
+      d::accumulate_rows_heads_in_lanes(o_zero.data(), kHd, wt_zero.data(), vptr.data(), count, cur_row, dtype, no_lines,
+                                        no_widen, d::OStart::accumulated);
+      d::accumulate_rows_heads_in_lanes(o_unw.data(), kHd, wt_unw.data(), vptr.data(), count, cur_row, dtype, no_lines,
+                                        no_widen, d::OStart::unwritten);
+      for (int i = 0; i < kH * kHd; ++i) ASSERT_EQ(bits(o_unw[i]), bits(o_zero[i])) << "unwritten o: V pass, element " << i;
+    }
     // The partials of either layout: the same rows.
     constexpr long kStride = 2 + kHd + 6;
     std::vector<float> part_dims(kH * kStride, nan), part_heads(kH * kStride, nan);
