@@ -518,11 +518,17 @@ class FastProducer final : public ProducerTasks {
   void queue_lines(const KvWord* const* rows, int n, detail::LineQueue& q) const {
     using Q = detail::LineQueue;
     q.into_l1 = lines_into_l1_;
-    int queued = q.count / Q::kLinesPerRow;
-    for (int i = 0; i < n; ++i)
-      if (rows[i] != nullptr) q.rows[queued++] = rows[i];
-    q.count = queued * Q::kLinesPerRow;
+    const int queued = q.count / Q::kLinesPerRow;
+    const int plane = plane_rows_of(rows, n);
+    std::copy_n(rows, plane, q.rows + queued);
+    q.count = (queued + plane) * Q::kLinesPerRow;
   }
+
+  // Rows [0, n) of a chunk's row list (or of a run inside it) that are plane rows: all but a
+  // null last one. Only the current token's row is null (chunk_rows), and it is the visible
+  // window's last token, so the last row of any run that holds it; the queues copy the plane
+  // rows with no test per row (docs/perf.md, change 72).
+  static int plane_rows_of(const KvWord* const* rows, int n) { return n > 0 && rows[n - 1] == nullptr ? n - 1 : n; }
 
   // One row widened into dst (hd_ floats): a plane row, or the current token's f32 row, read
   // before rounding with the range rule (N1), as the store keeps it.
@@ -670,17 +676,14 @@ class FastProducer final : public ProducerTasks {
   void queue_widen(const KvWord* const* r, int n, bool key, int kv_head, float* dst, detail::WidenQueue& q) const {
     using W = detail::WidenQueue;
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
-    int queued = q.vectors / W::kVectorsPerRow;  // after what q holds
-    for (int i = 0; i < n; ++i) {
-      float* row = dst + i * hd8;
-      if (r[i] == nullptr) {
-        widen_row(nullptr, key, kv_head, row);
-        continue;
-      }
-      q.src[queued] = r[i];
-      q.dst[queued++] = row;
+    const int queued = q.vectors / W::kVectorsPerRow;  // after what q holds
+    const int plane = plane_rows_of(r, n);
+    for (int i = 0; i < plane; ++i) {
+      q.src[queued + i] = r[i];
+      q.dst[queued + i] = dst + i * hd8;
     }
-    q.vectors = queued * W::kVectorsPerRow;
+    if (plane < n) widen_row(nullptr, key, kv_head, dst + static_cast<std::size_t>(plane) * hd8);
+    q.vectors = (queued + plane) * W::kVectorsPerRow;
     q.dtype = D;
     if (key) std::fill(dst + static_cast<std::size_t>(n) * hd8, dst + static_cast<std::size_t>(round_up(n, kSubTokens)) * hd8, 0.0f);
   }
