@@ -83,7 +83,9 @@ struct LineQueue {
   static constexpr int kLineBytes = kCacheLineBytes;
   static constexpr int kLinesPerRow = kWideRowDims * 2 / kLineBytes;
   static constexpr int kMaxRows = kFastChunkTokens;  // a chunk's rows
-  const KvWord* rows[kMaxRows]{};
+  // Entries past `count` are never read, so left unset: a queue is built per chunk and KV head,
+  // and zeroing its arrays was ~0.6 % of a worker's step (docs/perf.md, change 73).
+  const KvWord* rows[kMaxRows];
   int count = 0;  // lines: rows x kLinesPerRow
   bool into_l1 = false;
   // Lines the task will write soon (its partials), asked for with the intent to write
@@ -135,8 +137,8 @@ struct WidenQueue {
   static constexpr int kMaxRows = kFastChunkTokens;        // a chunk's rows
   static constexpr int kVectorDims = 16;                    // one 512-bit register of f32
   static constexpr int kVectorsPerRow = kWideRowDims / kVectorDims;
-  const KvWord* src[kMaxRows]{};
-  float* dst[kMaxRows]{};
+  const KvWord* src[kMaxRows];  // entries past `vectors` unset, as LineQueue's
+  float* dst[kMaxRows];
   int vectors = 0;  // rows x kVectorsPerRow
   KvDtype dtype = KvDtype::f16;
 };

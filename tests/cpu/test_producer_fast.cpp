@@ -316,8 +316,8 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     // (a finite garbage value, which a rescale by the first fold's factor 0 would change).
     {
       constexpr float kGarbage = 1234.5f;
-      const d::LineQueue no_lines;
-      const d::WidenQueue no_widen;
+      const d::LineQueue no_lines{};
+      const d::WidenQueue no_widen{};
       std::vector<float> m_zero(kH, -inf), s_zero(kH, 0.0f), wt_zero = before_fold, o_zero(kH * kHd, 0.0f);
       std::vector<float> m_unw = m_zero, s_unw = s_zero, wt_unw = before_fold, o_unw(kH * kHd, kGarbage);
       d::fold_heads_in_lanes(wt_zero.data(), count, m_zero.data(), s_zero.data(), o_zero.data(), kHd, d::LaneO::heads_major,
