@@ -413,38 +413,77 @@ using DimBlock = __m512[kHeadLaneDims];
 
 namespace {
 
-// The V pass on plane rows (accumulate_rows_heads_in_lanes): acc[h] lane j = o[h][d0 + j] for one
-// block of kHeadLaneDims dims, and one token's step into it, acc[h] += w[t][h] * v[t][d0 + j].
-using HeadBlock = __m512[kHeadLanes];
-[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void v_row_step(HeadBlock& acc, const float* wt_t,
-                                                                               __m512 vv) {
-#pragma GCC unroll 16
-  for (int h = 0; h < kHeadLanes; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(wt_t[h]), vv, acc[h]);
+// The V pass on plane rows (accumulate_rows_heads_in_lanes) in tiles of kVTileHeads heads x
+// kVTileBlocks blocks of 16 dims: acc[h][b] lane j = o[h0 + h][d0 + 16 b + j], and one token's step
+// into it, acc[h][b] += w[t][h0 + h] * v[t][d0 + 16 b + j]. Per token a tile loads its blocks of
+// the row (converted in the load) and broadcasts its heads' weights: 8 + 2 loads for 16 FMAs,
+// where a tile of 16 heads x 1 block took 16 + 1, and a loop of FMAs with memory operands runs at
+// the core's load rate, not its FMA rate, past about one load per FMA (docs/perf.md, change 74).
+// Each o element is the same chain of FMAs in token order, whatever the tile: the same bits.
+constexpr int kVTileHeads = 8;
+constexpr int kVTileBlocks = 2;
+static_assert(kHeadLanes % kVTileHeads == 0, "the tiles cover the heads");
+static_assert(kVTileHeads * kVTileBlocks <= 16, "a tile's accumulators leave registers for the row and the weight");
+using VTile = __m512[kVTileHeads][kVTileBlocks];
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void v_tile_step(VTile& acc, const float* wt_t,
+                                                                                const __m512 (&vv)[kVTileBlocks]) {
+#pragma GCC unroll 8
+  for (int h = 0; h < kVTileHeads; ++h) {
+    const __m512 w = _mm512_set1_ps(wt_t[h]);
+#pragma GCC unroll 2
+    for (int b = 0; b < kVTileBlocks; ++b) acc[h][b] = _mm512_fmadd_ps(w, vv[b], acc[h][b]);
+  }
+}
+
+// Row t's kVTileBlocks blocks from d0, converted from `D` (a plane row) or as they are (f32).
+template <KvDtype D>
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void v_tile_row(const KvWord* row, int d0,
+                                                                               __m512 (&vv)[kVTileBlocks]) {
+#pragma GCC unroll 2
+  for (int b = 0; b < kVTileBlocks; ++b) vv[b] = widen16(row + d0 + b * kLanes16, D);
 }
 
 template <KvDtype D>
 __attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd, const float* wt, const KvWord* const* v,
                                                                int n, const float* last, const LineQueue& lines,
                                                                const WidenQueue& widen, OStart start) {
-  static_assert(kHeadLaneDims == kLanes16, "a dim block is one register of a row");
   constexpr int kGroup = GroupWork::kGroupSteps;
+  constexpr int kTileDims = kVTileBlocks * kLanes16;
   const int plane_rows = last == nullptr ? n : n - 1;
   int g = 0;  // the side work's groups, counted over the whole pass
-  for (int d0 = 0; d0 < hd; d0 += kHeadLaneDims) {
-    HeadBlock acc;
-#pragma GCC unroll 16
-    for (int h = 0; h < kHeadLanes; ++h)
-      acc[h] = start == OStart::unwritten ? _mm512_setzero_ps() : _mm512_loadu_ps(o + h * hd + d0);
-    int t = 0;
-    for (; t + kGroup <= plane_rows; t += kGroup, ++g)
-      steps_with_group_work(lines, widen, g, [&](int j) __attribute__((always_inline, target("avx512f"))) {
-        v_row_step(acc, wt + (t + j) * kHeadLanes, widen16(v[t + j] + d0, D));
-      });
-    for (; t < plane_rows; ++t) v_row_step(acc, wt + t * kHeadLanes, widen16(v[t] + d0, D));
-    if (last != nullptr) v_row_step(acc, wt + plane_rows * kHeadLanes, _mm512_loadu_ps(last + d0));
-#pragma GCC unroll 16
-    for (int h = 0; h < kHeadLanes; ++h) _mm512_storeu_ps(o + h * hd + d0, acc[h]);
-  }
+  for (int h0 = 0; h0 < kHeadLanes; h0 += kVTileHeads)
+    for (int d0 = 0; d0 < hd; d0 += kTileDims) {
+      VTile acc;
+#pragma GCC unroll 8
+      for (int h = 0; h < kVTileHeads; ++h)
+#pragma GCC unroll 2
+        for (int b = 0; b < kVTileBlocks; ++b)
+          acc[h][b] = start == OStart::unwritten ? _mm512_setzero_ps()
+                                                 : _mm512_loadu_ps(o + (h0 + h) * hd + d0 + b * kLanes16);
+      const float* w0 = wt + h0;
+      int t = 0;
+      for (; t + kGroup <= plane_rows; t += kGroup, ++g)
+        steps_with_group_work(lines, widen, g, [&](int j) __attribute__((always_inline, target("avx512f"))) {
+          __m512 vv[kVTileBlocks];
+          v_tile_row<D>(v[t + j], d0, vv);
+          v_tile_step(acc, w0 + (t + j) * kHeadLanes, vv);
+        });
+      for (; t < plane_rows; ++t) {
+        __m512 vv[kVTileBlocks];
+        v_tile_row<D>(v[t], d0, vv);
+        v_tile_step(acc, w0 + t * kHeadLanes, vv);
+      }
+      if (last != nullptr) {
+        __m512 vv[kVTileBlocks];
+#pragma GCC unroll 2
+        for (int b = 0; b < kVTileBlocks; ++b) vv[b] = _mm512_loadu_ps(last + d0 + b * kLanes16);
+        v_tile_step(acc, w0 + plane_rows * kHeadLanes, vv);
+      }
+#pragma GCC unroll 8
+      for (int h = 0; h < kVTileHeads; ++h)
+#pragma GCC unroll 2
+        for (int b = 0; b < kVTileBlocks; ++b) _mm512_storeu_ps(o + (h0 + h) * hd + d0 + b * kLanes16, acc[h][b]);
+    }
   finish_groups(lines, widen, g);  // a short chunk: fewer groups than rows
 }
 
