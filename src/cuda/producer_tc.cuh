@@ -945,9 +945,8 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
   TcQ q;
   tc_stage_q<D, Tile>(t, smem, q_loads, q);
   TcGroupFold fold;
-  for (SlotWalk::At at = walk.begin(); at.flat < end;) {
+  for (SlotWalk::At at = walk.begin(); at.flat < end; at = walk.next(at)) {
     const int flat = at.flat;
-    const SlotWalk::At after = walk.next(at);
     timeline.mark(cuda::TimelineEvent::slot_begin, flat);
     SoftmaxStats st[2];
     float o[kHeadDim / 16][4];
@@ -958,7 +957,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     tc_fold_slot<Family, Tile, kL2>(p, sched, flat, t, q, smem, st, o);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
     timeline.mark(cuda::TimelineEvent::slot_folded, flat);
-    const int next = after.flat;
+    const int next = walk.next(at).flat;
     if (p.early_dependents && next >= end) pdl_allow_dependents();
     if (p.debug_delay_ns != nullptr) debug_sleep_ns(p.debug_delay_ns[flat]);
     if (next < end) tc_prologue<Family, Tile, kL2>(p, sched, next, t.pair, kvh, t.half, lane, wsm);
@@ -970,7 +969,6 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     else
       tc_write_partial(p, sched, flat, t, st, o, merge);
     timeline.mark(cuda::TimelineEvent::slot_written, flat);
-    at = after;
   }
   // A kernel launched with PDL behind this one may be scheduled once every CTA got here. Allowed
   // right after the wait, a reducer launched that way cost the producer 1.2-1.5 us per layer at
