@@ -179,9 +179,10 @@ enum class OStart { accumulated, unwritten };
 void fold_heads_in_lanes(float* wt, int count, float* m, float* s, float* o, int hd, LaneO layout, OStart start);
 
 // o[h * hd + d] += sum over t < n, in order, of wt[t * kHeadLanes + h] * v[t][d] for d < hd (a
-// multiple of 16), n up to a chunk (kFastChunkTokens), reading the V rows where they are: 16 dims
-// of row t converted from `dtype` inside the FMA loop (one conversion per 16 FMAs, each FMA a
-// broadcast of one head's weight), not widened into a tile first. Row n - 1 may be null: its f32
+// multiple of 32), n up to a chunk (kFastChunkTokens), reading the V rows where they are: in
+// tiles of 8 heads x 32 dims, row t's 32 dims converted from `dtype` inside the FMA loop (two
+// conversions and 8 weight broadcasts per 16 FMAs; docs/perf.md, change 74), not widened into a
+// tile first. Row n - 1 may be null: its f32
 // values are then at `last` (the current token's row, widened with the range rule), else `last`
 // is null. Asks for `lines` and widens `widen` on the way (its destinations must not overlap o or
 // wt). Why: on a 2-vCPU Zen 5 the widening threaded between the FMAs cost the kernels a quarter
