@@ -303,7 +303,7 @@ class FastProducer final : public ProducerTasks {
     tl.o.fit(group * hpk * hd8);
     if (heads_in_lanes_) tl.wt.fit(kFastChunkTokens * hpk);
     if (heads_in_lanes_) tl.fold.fit(group * 2 * hpk);
-    if (widen_in_kernels_) tl.k_tile.fit(kFastChunkTokens * static_cast<std::size_t>(detail::kKTileStride));
+    if (widen_in_kernels_) tl.k_tile.fit(kFastChunkTokens * hd8);
     if (widen_in_kernels_) tl.cur_v.fit(hd8);
     if (tl.stats.size() < group * hpk) tl.stats.resize(group * hpk);
     if (tl.zero_row.size() < hd) tl.zero_row.resize(hd);
@@ -675,7 +675,7 @@ class FastProducer final : public ProducerTasks {
   // read.
   void queue_widen(const KvWord* const* r, int n, bool key, int kv_head, float* dst, detail::WidenQueue& q) const {
     using W = detail::WidenQueue;
-    const std::size_t hd8 = static_cast<std::size_t>(detail::kKTileStride);  // the K tile's rows
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const int queued = q.vectors / W::kVectorsPerRow;  // after what q holds
     const int plane = plane_rows_of(r, n);
     for (int i = 0; i < plane; ++i) {
@@ -699,6 +699,7 @@ class FastProducer final : public ProducerTasks {
   // rows widened.
   void run_chunk_lanes(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
                        const FollowingChunk& following) const {
+    const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const int count = chunk_count(chunk);
     const float scale = p_.shape.scale;
     float* ktile = tl.k_tile.data();  // this chunk's K rows: the first sub-block's widened by the call before
@@ -715,8 +716,8 @@ class FastProducer final : public ProducerTasks {
       widen.vectors = 0;
       if (b + kSubTokens < count)
         queue_widen(cur.k + b + kSubTokens, std::min(kSubTokens, count - b - kSubTokens), true, kv_head,
-                    ktile + (b + kSubTokens) * detail::kKTileStride, widen);
-      detail::score_rows_heads_in_lanes(hs.qt, hd_, ktile + b * detail::kKTileStride, scale, wt + b * hpk_, lines, widen);
+                    ktile + (b + kSubTokens) * hd8, widen);
+      detail::score_rows_heads_in_lanes(hs.qt, hd_, ktile + b * hd8, scale, wt + b * hpk_, lines, widen);
     }
     detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_, detail::LaneO::heads_major, hs.o_start);
     lines.count = 0;

@@ -226,15 +226,13 @@ template <class Step>
                 lines.into_l1);
 }
 
-// One dim's step of the row scores: acc[t] += q (the dim's heads) * K row t's element d, K rows
-// kKRowStride floats apart.
-template <int kKRowStride>
+// One dim's step of the row scores: acc[t] += q (the dim's heads) * K row t's element d.
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) void score_dim_step(
     __mmask16 heads_mask, const float* qt, int qt_stride, const float* krows, int d, __m512 (&acc)[kSubTokens16]) {
   const __m512 q = _mm512_maskz_loadu_ps(heads_mask, qt + d * qt_stride);
   const float* kd = krows + d;
 #pragma GCC unroll 16
-  for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kKRowStride]), acc[t]);
+  for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_fmadd_ps(q, _mm512_set1_ps(kd[t * kWideRowDims]), acc[t]);
 }
 
 // acc[t] = scale * (lanes `heads_mask` of qt's dim rows . K row t), t < 16, each lane one fmaf
@@ -242,7 +240,6 @@ template <int kKRowStride>
 // score_rows_heads_in_lanes keeps them token-major); the dims in groups of GroupWork's, each
 // widening a row of `widen` and asking for a row's lines of `lines` on the way (at 128 dims, 16
 // groups: a sub-block's rows).
-template <int kKRowStride>
 [[gnu::always_inline]] inline __attribute__((target("avx512f,prfchw"))) void row_score_tile(
     __mmask16 heads_mask, const float* qt, int qt_stride, int hd, const float* krows, float scale,
     const LineQueue& lines, const WidenQueue& widen, __m512 (&acc)[kSubTokens16]) {
@@ -253,9 +250,9 @@ template <int kKRowStride>
   int d = 0;
   for (; d + kGroup <= hd; d += kGroup, ++g)
     steps_with_group_work(lines, widen, g, [&](int j) __attribute__((always_inline, target("avx512f"))) {
-      score_dim_step<kKRowStride>(heads_mask, qt, qt_stride, krows, d + j, acc);
+      score_dim_step(heads_mask, qt, qt_stride, krows, d + j, acc);
     });
-  for (; d < hd; ++d) score_dim_step<kKRowStride>(heads_mask, qt, qt_stride, krows, d, acc);  // a ragged head_dim's last dims
+  for (; d < hd; ++d) score_dim_step(heads_mask, qt, qt_stride, krows, d, acc);  // a ragged head_dim's last dims
   const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) acc[t] = _mm512_mul_ps(acc[t], sc);
@@ -266,7 +263,7 @@ template <int kKRowStride>
 __attribute__((target("avx512f,prfchw"))) void score_rows16(__mmask16 heads_mask, int heads, const float* qt, int qt_stride,
                                                     int hd, const float* krows, float scale, float* s) {
   __m512 acc[kSubTokens16];
-  row_score_tile<kWideRowDims>(heads_mask, qt, qt_stride, hd, krows, scale, kNoLines, kNoWiden, acc);
+  row_score_tile(heads_mask, qt, qt_stride, hd, krows, scale, kNoLines, kNoWiden, acc);
   transpose16(acc);
   for (int h = 0; h < heads; ++h) _mm512_storeu_ps(s + h * kFastChunkTokens, acc[h]);
 }
@@ -315,7 +312,7 @@ __attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const f
                                                                  float scale, float* wt, const LineQueue& lines,
                                                                  const WidenQueue& widen) {
   __m512 acc[kSubTokens16];
-  row_score_tile<kKTileStride>(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, widen, acc);
+  row_score_tile(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, widen, acc);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, acc[t]);
 }
@@ -323,7 +320,7 @@ __attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const f
 __attribute__((target("avx512f,prfchw"))) void score_rows_heads_in_lanes(const float* qt, int hd, const float* krows,
                                                                  float scale, float* wt, const LineQueue& lines) {
   __m512 acc[kSubTokens16];
-  row_score_tile<kWideRowDims>(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, kNoWiden, acc);
+  row_score_tile(kAllLanes, qt, kHeadLanes, hd, krows, scale, lines, kNoWiden, acc);
 #pragma GCC unroll 16
   for (int t = 0; t < kSubTokens16; ++t) _mm512_storeu_ps(wt + t * kHeadLanes, acc[t]);
 }

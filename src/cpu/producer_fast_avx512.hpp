@@ -146,14 +146,7 @@ struct WidenQueue {
 // Every vector of `q` widened now (a task's first K rows, which no kernel precedes).
 void widen_queue_now(const WidenQueue& q);
 
-// Floats between consecutive rows of the K tile that the heads-in-lanes score kernel with a widen
-// queue reads (the producer's chunk tile, widened into by the kernels).
-#ifndef LADDER_KTILE_PAD
-#define LADDER_KTILE_PAD 0
-#endif
-inline constexpr int kKTileStride = kWideRowDims + LADDER_KTILE_PAD;
-
-// wt[t * kHeadLanes + h] = scale * sum_d qt[d * kHeadLanes + h] * krows[t * kKTileStride + d] for
+// wt[t * kHeadLanes + h] = scale * sum_d qt[d * kHeadLanes + h] * krows[t * kWideRowDims + d] for
 // t < 16 (score_rows_avx512's chains, left token-major); asks for `lines` and widens `widen` on
 // the way, a row's lines and a widened row per 8 dims (16 rows at 128 dims), any more after the
 // dims (its destinations must not overlap krows, qt or wt).

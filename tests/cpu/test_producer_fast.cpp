@@ -200,10 +200,6 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     // Scores, sub-block by sub-block (rows past count zero, as the producer fills them); the
     // kernels ask for the V rows' lines on the way (prefetches change no value).
     std::fill(krows.begin() + count * kHd, krows.end(), 0.0f);
-    // The same rows in the producer's K tile (rows kKTileStride floats apart), which the kernel
-    // with a widen queue reads.
-    std::vector<float> ktile(static_cast<std::size_t>(kChunk) * d::kKTileStride, nan);
-    for (int r = 0; r < kChunk; ++r) std::copy_n(krows.begin() + r * kHd, kHd, ktile.begin() + r * d::kKTileStride);
     d::LineQueue lines;
     for (int r = 0; r < d::LineQueue::kMaxRows; ++r) lines.rows[r] = reinterpret_cast<const KvWord*>(vrows.data() + r * kHd);
     lines.count = d::LineQueue::kMaxRows * d::LineQueue::kLinesPerRow;
@@ -235,8 +231,7 @@ TEST(FastKernels, HeadsInLanesChunkIsTheHeadMajorChunkBitForBit) {
     for (int b = 0; b < count; b += kSub) {
       const int n = std::min(kSub, count - b);
       const d::WidenQueue widen = queue_rows(n);
-      d::score_rows_heads_in_lanes(qt.data(), kHd, ktile.data() + b * d::kKTileStride, kScale, wt.data() + b * kH, lines,
-                                   widen);
+      d::score_rows_heads_in_lanes(qt.data(), kHd, krows.data() + b * kHd, kScale, wt.data() + b * kH, lines, widen);
       check_rows(n);
       d::score_rows_avx512(kH, qt.data(), kHd, krows.data() + b * kHd, kScale, s.data() + b);
     }
