@@ -120,7 +120,6 @@ __attribute__((target("avx512f"))) __m512 softmax_exp16(__m512 x) {
                                 : _mm512_cvtph_ps(words);
 }
 
-
 // A read prefetch of one line: into L2 (locality 2, as producer_fast.cpp's prefetch_rows), or into
 // L1 as well (locality 3) where the line queue asks for it (cpu_prefetch_into_l1).
 [[gnu::always_inline]] inline void ask_read_line(const char* line, bool into_l1) {
@@ -427,19 +426,19 @@ static_assert(kVTileHeads * kVTileBlocks <= 16, "a tile's accumulators leave reg
 using VTile = __m512[kVTileHeads][kVTileBlocks];
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) void v_tile_step(VTile& acc, const float* wt_t,
                                                                                 const __m512 (&vv)[kVTileBlocks]) {
-#pragma GCC unroll 8
+#pragma GCC unroll kVTileHeads
   for (int h = 0; h < kVTileHeads; ++h) {
     const __m512 w = _mm512_set1_ps(wt_t[h]);
-#pragma GCC unroll 2
+#pragma GCC unroll kVTileBlocks
     for (int b = 0; b < kVTileBlocks; ++b) acc[h][b] = _mm512_fmadd_ps(w, vv[b], acc[h][b]);
   }
 }
 
-// Row t's kVTileBlocks blocks from d0, converted from `D` (a plane row) or as they are (f32).
+// Row t's kVTileBlocks blocks of 16 dims from d0, converted from `D`.
 template <KvDtype D>
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) void v_tile_row(const KvWord* row, int d0,
                                                                                __m512 (&vv)[kVTileBlocks]) {
-#pragma GCC unroll 2
+#pragma GCC unroll kVTileBlocks
   for (int b = 0; b < kVTileBlocks; ++b) vv[b] = widen16(row + d0 + b * kLanes16, D);
 }
 
@@ -454,9 +453,9 @@ __attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd,
   for (int h0 = 0; h0 < kHeadLanes; h0 += kVTileHeads)
     for (int d0 = 0; d0 < hd; d0 += kTileDims) {
       VTile acc;
-#pragma GCC unroll 8
+#pragma GCC unroll kVTileHeads
       for (int h = 0; h < kVTileHeads; ++h)
-#pragma GCC unroll 2
+#pragma GCC unroll kVTileBlocks
         for (int b = 0; b < kVTileBlocks; ++b)
           acc[h][b] = start == OStart::unwritten ? _mm512_setzero_ps()
                                                  : _mm512_loadu_ps(o + (h0 + h) * hd + d0 + b * kLanes16);
@@ -475,13 +474,13 @@ __attribute__((target("avx512f,prfchw"))) void accumulate_rows(float* o, int hd,
       }
       if (last != nullptr) {
         __m512 vv[kVTileBlocks];
-#pragma GCC unroll 2
+#pragma GCC unroll kVTileBlocks
         for (int b = 0; b < kVTileBlocks; ++b) vv[b] = _mm512_loadu_ps(last + d0 + b * kLanes16);
         v_tile_step(acc, w0 + plane_rows * kHeadLanes, vv);
       }
-#pragma GCC unroll 8
+#pragma GCC unroll kVTileHeads
       for (int h = 0; h < kVTileHeads; ++h)
-#pragma GCC unroll 2
+#pragma GCC unroll kVTileBlocks
         for (int b = 0; b < kVTileBlocks; ++b) _mm512_storeu_ps(o + (h0 + h) * hd + d0 + b * kLanes16, acc[h][b]);
     }
   finish_groups(lines, widen, g);  // a short chunk: fewer groups than rows
