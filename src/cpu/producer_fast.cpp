@@ -243,8 +243,6 @@ struct HeadState {
   SoftmaxStats* stats;  // [hpk] (not with heads in lanes)
   float* m;             // [hpk] with heads in lanes: the running maxima, then
   float* s;             //   the running sums
-  // Whether o holds the split's sum so far or nothing yet (run_chunk_lanes' split-first chunk).
-  detail::OStart o_start = detail::OStart::accumulated;
 };
 
 // D: the dtype of every row the producer reads (ProducerParams::kv_dtype).
@@ -347,6 +345,7 @@ class FastProducer final : public ProducerTasks {
       prefetch_rows(rows[0][0].v, std::min(kSubTokens, chunk_count(first_chunk)));
     }
     int split = range_first;
+    int split_begin = first_chunk;                  // the split's first chunk
     int split_end = sched_.first_chunk(split + 1);  // the chunk after the split's last
     for (int c = first_chunk; c < end_chunk; ++c) {
       const bool has_next = c + 1 < end_chunk;
@@ -375,8 +374,9 @@ class FastProducer final : public ProducerTasks {
           following.write_lines = tl.partial_lines.data();
           following.write_count = static_cast<int>(tl.partial_lines.size());
         }
-        run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following);
-        state[j].o_start = detail::OStart::accumulated;
+        // A split's first chunk finds o unwritten (start_split).
+        run_chunk_lanes(tl, state[j], kv0 + j, c, cur, following,
+                        c == split_begin ? detail::OStart::unwritten : detail::OStart::accumulated);
       }
       if (!split_ends) continue;
       for (int j = 0; j < group_; ++j) {
@@ -384,6 +384,7 @@ class FastProducer final : public ProducerTasks {
         start_split(state[j]);
       }
       ++split;
+      split_begin = split_end;
       split_end = sched_.first_chunk(split + 1);
     }
   }
@@ -402,9 +403,9 @@ class FastProducer final : public ProducerTasks {
 
   // A split's state, fresh: no token seen (softmax_stats' identity) and o zero. The stats live
   // in m and s with heads in lanes, in `stats` otherwise (HeadState). Where the chunks run in
-  // run_chunk_lanes, o is marked unwritten instead of filled: its first fold and V pass treat it
-  // as zeros without reading it (detail::OStart; docs/perf.md, change 70).
-  void start_split(HeadState& st) const {
+  // run_chunk_lanes, o is not filled: run_task calls a split's first chunk with OStart::unwritten,
+  // whose fold and V pass treat o as zeros without reading it (docs/perf.md, change 70).
+  void start_split(const HeadState& st) const {
     const std::size_t hpk = static_cast<std::size_t>(hpk_);
     if (heads_in_lanes_) {
       std::fill(st.m, st.m + hpk, SoftmaxStats{}.m);
@@ -412,10 +413,7 @@ class FastProducer final : public ProducerTasks {
     } else {
       std::fill(st.stats, st.stats + hpk, SoftmaxStats{});
     }
-    if (widen_in_kernels_)
-      st.o_start = detail::OStart::unwritten;
-    else
-      std::fill(st.o, st.o + hpk * static_cast<std::size_t>(hd8_), 0.0f);
+    if (!widen_in_kernels_) std::fill(st.o, st.o + hpk * static_cast<std::size_t>(hd8_), 0.0f);
   }
 
   // KV heads one task walks side by side: kFastKvHeadsPerTask when the plane is token-major
@@ -698,7 +696,7 @@ class FastProducer final : public ProducerTasks {
   // stores its accumulators a quarter as often. Every call finds only its first sub-block's K
   // rows widened.
   void run_chunk_lanes(Tiles& tl, const HeadState& hs, int kv_head, int chunk, const ChunkRows& cur,
-                       const FollowingChunk& following) const {
+                       const FollowingChunk& following, detail::OStart o_start) const {
     const std::size_t hd8 = static_cast<std::size_t>(hd8_);
     const int count = chunk_count(chunk);
     const float scale = p_.shape.scale;
@@ -719,7 +717,7 @@ class FastProducer final : public ProducerTasks {
                     ktile + (b + kSubTokens) * hd8, widen);
       detail::score_rows_heads_in_lanes(hs.qt, hd_, ktile + b * hd8, scale, wt + b * hpk_, lines, widen);
     }
-    detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_, detail::LaneO::heads_major, hs.o_start);
+    detail::fold_heads_in_lanes(wt, count, hs.m, hs.s, hs.o, hd_, detail::LaneO::heads_major, o_start);
     lines.count = 0;
     widen.vectors = 0;
     if (next_count > kSubTokens) queue_lines(following.rows->k + kSubTokens, next_count - kSubTokens, lines);
@@ -743,7 +741,7 @@ class FastProducer final : public ProducerTasks {
       widen_row(nullptr, false, kv_head, tl.cur_v.data());
       last = tl.cur_v.data();
     }
-    detail::accumulate_rows_heads_in_lanes(hs.o, hd_, wt, cur.v, count, last, D, lines, widen, hs.o_start);
+    detail::accumulate_rows_heads_in_lanes(hs.o, hd_, wt, cur.v, count, last, D, lines, widen, o_start);
   }
 
   // The first chunk's rows of the task that the worker running `task` most likely claims next
