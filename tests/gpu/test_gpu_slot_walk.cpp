@@ -295,6 +295,7 @@ TEST(GpuSlotWalk, FoldGroupsCoverEverySlotOnce) {
       for (int g = 0; g < fg.parts; ++g) {
         ++seen.at(static_cast<std::size_t>(fg.slot(j, g)));
         EXPECT_EQ(fg.group_of(fg.slot(j, g)), j) << nwg << " x " << nsg << ": slot's group";
+        EXPECT_EQ(fg.slot(j, g) / fg.groups, g) << nwg << " x " << nsg << ": slot's part";
       }
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), s.slots()) << nwg << " x " << nsg;
     return std::pair{fg.groups, fg.parts};
