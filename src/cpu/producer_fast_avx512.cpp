@@ -185,7 +185,7 @@ struct GroupWork {
   if (j % GroupWork::kStepsPerAsk != 0) return;
   const int k = j / GroupWork::kStepsPerAsk;
   if (w.line_row != nullptr) {
-    ask_read_line(w.line_row + k * LineQueue::kLineBytes, into_l1);
+    ask_read_line(w.line_row + k * kCacheLineBytes, into_l1);
   } else if (k < w.writes) {
     __builtin_prefetch(w.write[k], kPrefetchWrite, kIntoL1);
   }
@@ -221,7 +221,7 @@ template <class Step>
 [[gnu::always_inline]] inline void ask_row_line(const LineQueue& lines, int i) {
   using L = LineQueue;
   const unsigned u = static_cast<unsigned>(i);
-  ask_read_line(reinterpret_cast<const char*>(lines.rows[u / L::kLinesPerRow]) + u % L::kLinesPerRow * L::kLineBytes,
+  ask_read_line(reinterpret_cast<const char*>(lines.rows[u / L::kLinesPerRow]) + u % L::kLinesPerRow * kCacheLineBytes,
                 lines.into_l1);
 }
 

@@ -80,8 +80,7 @@ inline constexpr int kHeadLanes = 16;
 // loop of 64 stores per sub-block to build). `into_l1`: asked into L1 and L2 (`prefetcht0`)
 // instead of L2 only (cpu_prefetch_into_l1).
 struct LineQueue {
-  static constexpr int kLineBytes = kCacheLineBytes;
-  static constexpr int kLinesPerRow = kWideRowDims * 2 / kLineBytes;
+  static constexpr int kLinesPerRow = kWideRowDims * static_cast<int>(sizeof(KvWord)) / kCacheLineBytes;
   static constexpr int kMaxRows = kFastChunkTokens;  // a chunk's rows
   // Entries past `count` are never read, so left unset: a queue is built per chunk and KV head,
   // and zeroing its arrays was ~0.6 % of a worker's step (docs/perf.md, change 73).
