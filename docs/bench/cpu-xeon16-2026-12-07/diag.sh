@@ -2,7 +2,7 @@
 # The device host's CPU, one call (issue 11; docs/perf.md 2026-12-07 "the Xeon's 2- and 4-worker
 # rows"): (1) the CPU topology the VM shows; (2) two workers pinned to chosen CPU pairs (taskset):
 # does a pair of these vCPUs share a core (the FMA ceiling of the pair and an 8,192-token layer);
-# (3) the pool's profile at 2 and 4 workers; (4) main's Intel path against the AMD path
+# (3) the pool's profile at 2, 4 and 16 workers; (4) main's Intel path against the AMD path
 # (LADDER_CPU_WIDEN=kernels) in the same rotated rounds, at 16 and 4 workers.
 # Carry .carry/xdiag (ladder74: main's CPU Release build; ladder74k: it with LADDER_CPU_WIDEN=kernels).
 # Everything lands in $OUT/xdiag.tgz (the device tool returns few files).
@@ -18,7 +18,7 @@ for pair in 0,1 0,2 0,8 0,9 3,11; do
     --threads 2 --reps 10 --quiet >"$o/pair-$pair.txt" 2>&1
   echo "pair $pair: $(grep -E '^FMA|^layer' "$o/pair-$pair.txt" | tr '\n' ' ')"
 done
-for t in 2 4; do
+for t in 2 4 16; do
   "$bins/ladder74" bench --device cpu --depths 8192 --routes vec/growing,vec/ring --step-depths 8192 --no-fallback-step \
     --threads $t --reps 10 --pool-profile --quiet >"$o/pool-$t.txt" 2>&1
   grep -E '^FMA|^layer|^step|^pool' "$o/pool-$t.txt"
