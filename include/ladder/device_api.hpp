@@ -113,10 +113,21 @@ class DeviceBackend {
   virtual std::string description() const = 0;
   // A sequence whose planes are `planes` (every layer of the geometry, in order), each empty.
   virtual Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& planes) = 0;
-  // Runs every listed step (each one reserved on its sequence; sequences distinct): stores each
-  // layer's row at its slot and, when the step attends, runs the layer's route into io.out. On
-  // success every plane is in its step's `next` state. An error leaves the sequences of the
-  // call in an unknown state (the engine then refuses them until they are removed).
+  // What a call needs besides its sequences' reservations (scratch, staging, a step graph),
+  // allocated after every listed step was reserved on its sequence and before run(): all or
+  // nothing, and a failure (out_of_memory, or an invalid setting) leaves every sequence as it
+  // was, its reservation in place for the caller to release. run() of the same sequences and
+  // steps follows a successful prepare(), with nothing in between.
+  virtual Status prepare(std::span<DeviceSequence* const> sequences, std::span<const SequenceStep> steps) {
+    (void)sequences, (void)steps;
+    return {};
+  }
+  // Runs every listed step (each one reserved on its sequence and the call prepared; sequences
+  // distinct): stores each layer's row at its slot and, when the step attends, runs the layer's
+  // route into io.out. On success every plane is in its step's `next` state. It allocates
+  // nothing that prepare() could have, so an error here is the device failing mid-call: it
+  // leaves the sequences of the call in an unknown state (the engine then refuses them until
+  // they are removed).
   virtual Status run(std::span<DeviceSequence* const> sequences, std::span<const SequenceStep> steps) = 0;
   virtual DeviceStats stats() const { return {}; }
   // The block partition this device's producer folds a layer of `visible` tokens by (what the

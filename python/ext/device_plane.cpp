@@ -72,6 +72,11 @@ int DevicePlaneRows::append(int position) {
 void DevicePlaneRows::run(const SequenceStep& step) {
   check(rows_->reserve(step));
   DeviceSequence* const seqs[] = {rows_.get()};
+  const Status prepared = device_->prepare(seqs, std::span<const SequenceStep>(&step, 1));
+  if (!prepared.ok()) {
+    rows_->release();
+    check(prepared);
+  }
   const Status s = device_->run(seqs, std::span<const SequenceStep>(&step, 1));
   if (!s.ok()) rows_->release();
   check(s);

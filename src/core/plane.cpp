@@ -1,9 +1,11 @@
 #include "ladder/plane.hpp"
 
 #include <algorithm>
+#include <new>
 #include <utility>
 #include <fmt/format.h>
 
+#include "ladder/fault_injection.hpp"
 #include "ladder/heuristics.hpp"
 #include "ladder/nonfinite.hpp"
 #include "ladder/reference.hpp"
@@ -172,6 +174,7 @@ Result<HostPlane> HostPlane::create(const PlaneConfig& cfg) {
   // poisons its output instead of silently using stale data.
   const KvWord poison = kv_quiet_nan(cfg.kv_dtype);
   try {
+    if (detail::injected_allocation_failure()) throw std::bad_alloc();
     p.k_.assign(n, poison);
     p.v_.assign(n, poison);
   } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
@@ -202,6 +205,7 @@ Result<PreparedAppend> HostPlane::prepare_append(int position, int rows) const {
   p.plan = *plan;
   if (p.plan.grow_to > 0) {
     try {
+      if (detail::injected_allocation_failure()) throw std::bad_alloc();
       grown_rows(p.plan.grow_to, p.k, p.v);
     } catch (const std::exception&) {  // bad_alloc, or length_error past the vector's max_size
       return make_error(ErrorCode::out_of_memory, fmt::format("cannot grow plane to {} rows", p.plan.grow_to));

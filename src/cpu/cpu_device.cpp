@@ -1,6 +1,6 @@
 // The CPU device behind the engine (device_api.hpp): one HostPlane per layer per sequence, the
-// appends prepared at reserve() (a growing plane's larger rows allocated and filled there) and
-// committed at run(), where the routes of every sequence of the call run as one job of the worker
+// appends prepared at reserve() (a growing plane's larger rows allocated and filled there), the
+// call's scratch at prepare(), and the appends committed at run(), where the routes of every sequence of the call run as one job of the worker
 // pool per layer, or per group of consecutive layers for a call of one sequence.
 #include <fmt/format.h>
 
@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ladder/cpu/cpu_backend.hpp"
+#include "ladder/fault_injection.hpp"
 #include "ladder/heuristics.hpp"
 
 namespace ladder::cpu {
@@ -27,6 +28,7 @@ class CpuSequence final : public DeviceSequence {
   Status reserve(const SequenceStep& step) override {
     std::vector<PreparedAppend> prepared;
     try {
+      if (detail::injected_allocation_failure()) throw std::bad_alloc();
       prepared.reserve(planes_.size());
     } catch (const std::bad_alloc&) {
       return make_error(ErrorCode::out_of_memory, "cannot hold a step's prepared appends");
@@ -82,6 +84,7 @@ class CpuBackend final : public DeviceBackend {
   Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& cfgs) override {
     std::vector<HostPlane> planes;
     try {
+      if (detail::injected_allocation_failure()) throw std::bad_alloc();
       planes.reserve(cfgs.size());
       for (std::size_t l = 0; l < cfgs.size(); ++l) {
         Result<HostPlane> p = HostPlane::create(cfgs[l]);
@@ -94,7 +97,11 @@ class CpuBackend final : public DeviceBackend {
     }
   }
 
-  Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+  // Everything run() allocates, before any append is committed: the producer choice, the
+  // layer groups, the scratch of every work of every group. Running out here leaves every plane
+  // as it was.
+  Status prepare(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+    call_.ready = false;
     // The producer choice matters (and is read, LADDER_CPU_PRODUCER included) only when a step
     // attends: a pure append never depends on it.
     bool fast = true;
@@ -104,18 +111,17 @@ class CpuBackend final : public DeviceBackend {
       fast = *which == CpuProducer::fast;
     }
     // Every step of a call covers the same layers (the engine's one span): call layer j is plane
-    // first_layer + j, its activations at offset j of the step's io.
-    const std::size_t first_layer = static_cast<std::size_t>(steps[0].first_layer);
+    // first_layer + j.
     const std::size_t layers = steps[0].layers.size();
     // Each group of layers is one pool job (run_layers) over every sequence of the call. A call
     // of up to kCpuGroupLayersUpToBatch sequences groups consecutive layers while their
     // partials fit kCpuJobPartialFloats (one wake-up and one end-of-job barrier per group, not
     // per layer); a larger call runs one job per layer, whose tasks the batch already
     // multiplies (heuristics.hpp: measured both ways).
-    std::vector<std::size_t> group_end;
-    std::vector<std::vector<PreparedAppend>> pending;
     try {
-      pending.resize(seqs.size());
+      if (detail::injected_allocation_failure()) throw std::bad_alloc();
+      call_.pending.resize(seqs.size());
+      call_.group_end.clear();
       std::int64_t floats = 0;
       std::size_t works_in_group = 0, most_works = 0;
       for (std::size_t l = 0; l < layers; ++l) {
@@ -124,7 +130,7 @@ class CpuBackend final : public DeviceBackend {
           if (st.attend) layer_floats += needs(st, l, fast).partial_floats;
         const bool grouped = seqs.size() <= static_cast<std::size_t>(kCpuGroupLayersUpToBatch);
         if (l > 0 && (!grouped || floats + layer_floats > kCpuJobPartialFloats)) {
-          group_end.push_back(l);
+          call_.group_end.push_back(l);
           floats = 0;
           works_in_group = 0;
         }
@@ -132,13 +138,12 @@ class CpuBackend final : public DeviceBackend {
         works_in_group += seqs.size();
         most_works = std::max(most_works, works_in_group);
       }
-      group_end.push_back(layers);
-      // Scratch for every work of every group before any append is committed: running out
-      // here leaves every plane as it was. Work k of a group uses workspace k.
+      call_.group_end.push_back(layers);
+      // Work k of a group uses workspace k.
       if (ws_.size() < most_works) ws_.resize(most_works);
       if (works_.size() < most_works) works_.resize(most_works);
       std::size_t first = 0;
-      for (const std::size_t end : group_end) {
+      for (const std::size_t end : call_.group_end) {
         std::size_t k = 0;
         for (std::size_t l = first; l < end; ++l)
           for (std::size_t i = 0; i < seqs.size(); ++i, ++k)
@@ -149,6 +154,15 @@ class CpuBackend final : public DeviceBackend {
       return make_error(ErrorCode::out_of_memory,
                         fmt::format("cannot allocate the CPU scratch of a call of {} sequences", seqs.size()));
     }
+    call_.ready = true;
+    return {};
+  }
+
+  Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+    if (!call_.ready) return make_error(ErrorCode::internal, "the CPU device ran a call it had not prepared");
+    call_.ready = false;
+    const std::size_t first_layer = static_cast<std::size_t>(steps[0].first_layer);
+    std::vector<std::vector<PreparedAppend>>& pending = call_.pending;
     for (std::size_t i = 0; i < seqs.size(); ++i) {
       CpuSequence& s = static_cast<CpuSequence&>(*seqs[i]);
       pending[i] = std::move(s.pending());
@@ -157,7 +171,7 @@ class CpuBackend final : public DeviceBackend {
     // A sequence's bits depend on its own plane and visible length only (P4): its tasks are the
     // ones it has alone, whatever else a job holds.
     std::size_t first = 0;
-    for (const std::size_t end : group_end) {
+    for (const std::size_t end : call_.group_end) {
       std::size_t n_works = 0, k = 0;
       for (std::size_t l = first; l < end; ++l) {
         for (std::size_t i = 0; i < seqs.size(); ++i, ++k) {
@@ -209,10 +223,18 @@ class CpuBackend final : public DeviceBackend {
     store_rows(p);
   }
 
+  // What prepare() settled for the run() that follows it.
+  struct PreparedCall {
+    bool ready = false;  // prepare() succeeded and run() has not yet consumed it
+    std::vector<std::size_t> group_end;                 // each pool job's end layer (call layers)
+    std::vector<std::vector<PreparedAppend>> pending;   // per sequence, its reserved appends
+  };
+
   Geometry g_;
   HeadShape shape_;
   std::vector<Workspace> ws_;     // one per work of the largest job so far
   std::vector<LayerWork> works_;  // the works of one job: its layers of every sequence
+  PreparedCall call_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "ladder/cpu/cpu_backend.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
+#include "ladder/fault_injection.hpp"
 
 namespace ladder {
 
@@ -313,6 +314,7 @@ class DecodeEngine final : public Engine {
     // Room for this call's trace first: a trace that cannot grow refuses the call up front.
     if (attend && opt_.record_trace) {
       try {
+        if (detail::injected_allocation_failure()) throw std::bad_alloc();
         trace_.reserve(trace_.size() + batch.size() * static_cast<std::size_t>(layers.count));
       } catch (const std::bad_alloc&) {
         return make_error(ErrorCode::out_of_memory, "cannot grow the trace");
@@ -324,6 +326,13 @@ class DecodeEngine final : public Engine {
         for (std::size_t j = 0; j < i; ++j) devs[j]->release();
         return in_sequence(batch[i].sequence, r);
       }
+    }
+    // The call's own resources next (scratch, staging, graphs): a failure here has stored
+    // nothing either, so every sequence stays as it was and usable.
+    const Status prepared = dev_->prepare(devs, steps);
+    if (!prepared.ok()) {
+      for (DeviceSequence* d : devs) d->release();
+      return prepared;
     }
     const Status ran = dev_->run(devs, steps);
     if (!ran.ok()) {

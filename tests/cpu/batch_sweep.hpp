@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ladder/engine.hpp"
+#include "ladder/fault_injection.hpp"
 #include "ladder/hd.hpp"
 #include "ladder/reference.hpp"
 
@@ -441,6 +442,105 @@ inline void check_prompt_rows_equal_one_call_per_row(Device device, const MakeEn
     EXPECT_EQ(std::memcmp(outs[i].data(), outs[ids.size() + i].data(), outs[i].size() * sizeof(float)), 0)
         << "sequence " << i;
   }
+}
+
+// The all-or-nothing rule at the library's own allocation points (ladder/fault_injection.hpp) on
+// `device`, engines made by `make` (or Engine::create): each point of a call armed in turn (n =
+// 0, 1, ... until the call passes them all) makes the call fail with out_of_memory, leaving every
+// plane state, the trace and the call's outputs (poisoned NaN) as they were; the same call then
+// succeeds. Adding a sequence is tried the same way. 40 tokens of 3 sequences, every point of
+// the calls at tokens 1, 8, 16 and 32 (the NoPE planes grow at 8, 16 and 32 from
+// kBatchInitialGrowing rows): every token's outputs are bit for bit those of a twin engine no
+// failure touched, so no failed call stored a row. A device has a point in each reserve(), one
+// per growing plane that grows, and at least one in prepare(), so a call of S sequences fails at
+// least 2 + S times (the trace's room is the engine's point), S more per NoPE layer that grows.
+inline void check_allocation_points_fail_cleanly(Device device, const MakeEngine& make = {}) {
+  constexpr long long kMostPoints = 1000;  // a bound on the loops, far above any call's points
+  constexpr int kTokens = 40;
+  const Geometry g = batch_geometry();
+  EngineOptions opt;
+  opt.device = device;
+  opt.record_trace = true;
+  opt.initial_growing_capacity = kBatchInitialGrowing;
+  Result<std::unique_ptr<Engine>> made_e = make ? make(g, opt) : Engine::create(g, opt);
+  Result<std::unique_ptr<Engine>> made_t = make ? make(g, opt) : Engine::create(g, opt);
+  ASSERT_TRUE(made_e.ok() && made_t.ok()) << made_e.status().to_string() << made_t.status().to_string();
+  Engine& e = **made_e;
+  Engine& twin = **made_t;
+  ASSERT_TRUE(twin.add_sequence().ok());
+
+  int add_failures = 0;
+  for (long long n = 0;; ++n) {
+    ASSERT_LT(n, kMostPoints);
+    const std::vector<SequenceId> before = e.sequences();
+    testing::fail_allocation_point(n);
+    const Result<SequenceId> added = e.add_sequence();
+    testing::fail_allocation_point(-1);
+    if (added.ok()) {
+      EXPECT_EQ(e.sequences().size(), before.size() + 1);
+      break;
+    }
+    EXPECT_EQ(added.status().code(), ErrorCode::out_of_memory) << "point " << n << ": " << added.status().to_string();
+    EXPECT_EQ(e.sequences(), before) << "a failed add leaves no sequence behind (point " << n << ")";
+    ++add_failures;
+  }
+  EXPECT_GE(add_failures, g.n_layers) << "a point per plane of a new sequence";
+  ASSERT_TRUE(e.add_sequence().ok() && twin.add_sequence().ok());
+  const std::vector<SequenceId> ids = e.sequences();
+  ASSERT_EQ(ids, twin.sequences());
+  int nope_layers = 0;
+  for (int l = 0; l < g.n_layers; ++l) nope_layers += g.layer_class(l) == LayerClass::nope;
+
+  const std::size_t out_floats = static_cast<std::size_t>(g.n_layers) * g.n_heads * g.head_dim;
+  for (int pos = 0; pos < kTokens; ++pos) {
+    std::vector<TokenData> data;
+    for (std::size_t i = 0; i < ids.size(); ++i) data.push_back(token_data(g, i, pos));
+    std::vector<std::vector<float>> outs(ids.size(), std::vector<float>(out_floats, std::nanf(""))), twin_outs = outs;
+    const auto call = [&](std::vector<std::vector<float>>& o) {
+      std::vector<SequenceToken> c;
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        c.push_back({ids[i], pos, {data[i].q.data(), data[i].k.data(), data[i].v.data(), o[i].data()}});
+      return c;
+    };
+    const bool grows = pos == kBatchInitialGrowing || pos == 2 * kBatchInitialGrowing || pos == 4 * kBatchInitialGrowing;
+    if (pos == 1 || grows) {
+      long long failures = 0;
+      for (long long n = 0;; ++n) {
+        ASSERT_LT(n, kMostPoints) << "position " << pos;
+        const auto states = all_states(e);
+        const std::size_t trace = e.trace().size();
+        std::vector<SequenceToken> c = call(outs);
+        testing::fail_allocation_point(n);
+        const Status s = e.encode(c);
+        const long long passed = testing::allocation_points_passed();
+        testing::fail_allocation_point(-1);
+        if (s.ok()) {
+          EXPECT_LE(passed, n) << "position " << pos << ": the call passed its armed point";
+          break;
+        }
+        EXPECT_EQ(s.code(), ErrorCode::out_of_memory) << "position " << pos << ", point " << n << ": " << s.to_string();
+        EXPECT_EQ(passed, n + 1) << "position " << pos << ": a call failed at a point it had not reached";
+        EXPECT_EQ(all_states(e), states) << "position " << pos << ", point " << n;
+        EXPECT_EQ(e.trace().size(), trace) << "position " << pos << ", point " << n;
+        for (std::size_t i = 0; i < ids.size(); ++i)
+          EXPECT_TRUE(std::all_of(outs[i].begin(), outs[i].end(), [](float x) { return std::isnan(x); }))
+              << "position " << pos << ", point " << n << ": a failed call wrote sequence " << i << "'s output";
+        ++failures;
+      }
+      const long long least =
+          2 + static_cast<long long>(ids.size()) * (1 + (grows ? nope_layers : 0));
+      EXPECT_GE(failures, least) << "position " << pos << ": fewer allocation points than the device promises";
+    } else {
+      std::vector<SequenceToken> c = call(outs);
+      ASSERT_TRUE(e.encode(c).ok()) << "position " << pos;
+    }
+    std::vector<SequenceToken> tc = call(twin_outs);
+    ASSERT_TRUE(twin.encode(tc).ok()) << "position " << pos;
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      EXPECT_EQ(std::memcmp(outs[i].data(), twin_outs[i].data(), out_floats * sizeof(float)), 0)
+          << "sequence " << i << " at position " << pos;
+  }
+  EXPECT_EQ(all_states(e), all_states(twin));
 }
 
 }  // namespace ladder::test

@@ -181,17 +181,24 @@ class FaultyDevice final : public DeviceBackend {
     if (!s) return s.status();
     return std::unique_ptr<DeviceSequence>(std::make_unique<Wrapped>(this, std::move(s).value()));
   }
+  Status prepare(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+    return inner_->prepare(unwrapped(seqs), steps);
+  }
   Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
     if (fail_next_run) {
       fail_next_run = false;
       return make_error(ErrorCode::device_error, "injected: the device failed");
     }
-    std::vector<DeviceSequence*> inner;
-    for (DeviceSequence* s : seqs) inner.push_back(static_cast<Wrapped*>(s)->inner.get());
-    return inner_->run(inner, steps);
+    return inner_->run(unwrapped(seqs), steps);
   }
 
  private:
+  static std::vector<DeviceSequence*> unwrapped(std::span<DeviceSequence* const> seqs) {
+    std::vector<DeviceSequence*> inner;
+    for (DeviceSequence* s : seqs) inner.push_back(static_cast<Wrapped*>(s)->inner.get());
+    return inner;
+  }
+
   struct Wrapped final : DeviceSequence {
     Wrapped(FaultyDevice* d, std::unique_ptr<DeviceSequence> s) : dev(d), inner(std::move(s)) {}
     Status reserve(const SequenceStep& step) override {
@@ -291,6 +298,11 @@ TEST(CpuBatch, InjectedFailuresLeaveEverySequenceAsItWas) {
   EXPECT_TRUE(e.remove_sequence(ids[0]).ok());
   EXPECT_TRUE(e.remove_sequence(ids[1]).ok());
 }
+
+// Every allocation point a call passes (the trace's room, each sequence's reserve, a growing
+// plane's new rows, the call's scratch), and a new sequence's planes, failed one at a time: each
+// failure is out_of_memory and leaves everything as it was (batch_sweep.hpp).
+TEST(CpuBatch, EveryAllocationPointFailsCleanly) { test::check_allocation_points_fail_cleanly(Device::cpu); }
 
 // Engine::fill_layer_rows is count fill_layer calls in one: the same plane states (a growing
 // plane that grows several times row by row grows once, to the same capacity), the same slots

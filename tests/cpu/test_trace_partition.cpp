@@ -33,6 +33,9 @@ class OwnPartitionDevice final : public DeviceBackend {
   Result<std::unique_ptr<DeviceSequence>> create_sequence(const std::vector<PlaneConfig>& cfgs) override {
     return inner_->create_sequence(cfgs);
   }
+  Status prepare(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+    return inner_->prepare(seqs, steps);
+  }
   Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
     return inner_->run(seqs, steps);
   }
