@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ladder/ladder.hpp"
+#include "ladder/plane.hpp"
 
 namespace ladder {
 namespace {
@@ -117,12 +118,46 @@ TEST(Ladder, ExhaustiveAgainstTheChapterFormula) {
             ASSERT_EQ(d.pred.vec_rows, vec_rows);
             ASSERT_EQ(d.pred.swa_vec, swa_vec);
             ASSERT_EQ(d.pred.stage, stage);
+            // R1 is stated once (route_refusal), and choose_route never picks what it refuses.
+            PlaneConfig cfg;
+            cfg.kind = cls == LayerClass::swa ? PlaneKind::ring : PlaneKind::growing;
+            cfg.capacity = cap;
+            ASSERT_EQ(route_refusal(d.route, cfg, st), "")
+                << fmt::format("cls {} flags {} cap {} len {} origin {}", cls_i, flags, cap, len, origin);
             // Fail-closed: vec is never chosen where it would read past or out of order.
             if (d.route == Route::vec) {
               ASSERT_GE(cap, 32);
               ASSERT_FALSE(st.partially_wrapped());
             }
           }
+}
+
+// route_refusal's own cases, each with the reason a user reads: vec past a small plane, vec over a
+// partially wrapped ring, vec over a ragged ring, interleaved on a ring, staged on a growing
+// plane; splitk reads any plane.
+TEST(Ladder, RouteRefusalNamesWhy) {
+  PlaneConfig ring;
+  ring.kind = PlaneKind::ring;
+  PlaneConfig growing;
+  growing.kind = PlaneKind::growing;
+  const auto refused = [](Route r, const PlaneConfig& cfg, const PlaneState& st, const char* why) {
+    const std::string got = route_refusal(r, cfg, st);
+    EXPECT_NE(got.find(why), std::string::npos) << route_name(r) << ": '" << got << "'";
+    const Status s = check_route(r, cfg, st);
+    EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(s.message().find(got), std::string::npos) << s.message();
+  };
+  refused(Route::vec, ring, state(16, 16, 0), "capacity < 32");
+  refused(Route::vec, ring, state(64, 40, 10), "partially wrapped");
+  refused(Route::vec, ring, state(64, 40, 0), "len % 32 == 0");
+  refused(Route::interleaved, ring, state(64, 64, 0), "growing");
+  refused(Route::staged, growing, state(64, 40, 0), "wrapped ring");
+  for (const PlaneState& st : {state(16, 16, 0), state(64, 40, 10), state(64, 40, 0), state(1, 1, 0)}) {
+    EXPECT_EQ(route_refusal(Route::splitk, ring, st), "");
+    EXPECT_TRUE(check_route(Route::splitk, ring, st).ok());
+  }
+  EXPECT_EQ(route_refusal(Route::vec, ring, state(64, 64, 10)), "") << "a full ring is one span in logical order";
+  EXPECT_EQ(route_refusal(Route::vec, growing, state(64, 40, 0)), "") << "a growing plane pads its ragged tail";
 }
 
 }  // namespace
