@@ -249,14 +249,10 @@ Result<Row> bench_layer(const Geometry& g, const LayerCase& c, int depth, const 
     if (timeline_dir() != nullptr)
       for (int i = 0; i < sets; ++i) tags.push_back({i, 0, bufs[i].q.as<void>(), bufs[i].out.as<void>()});
     const Status written = t.ok() ? write_timeline(fmt::format("layer {} {}", case_name(c), depth), tags) : Status{};
-    if (!t.ok() || !written.ok()) {
-      cuda::free_workspace(*ws);
-      return t.ok() ? written : t.status();
-    }
+    if (!t.ok() || !written.ok()) return t.ok() ? written : t.status();
     set_timing(row, *t);
     LADDER_TRY(check_finite(bufs[0].io.out, static_cast<std::size_t>(g.n_heads) * g.head_dim, row.note));
   }
-  cuda::free_workspace(*ws);
   if (!exec.ok()) return exec.status();
   row.kind = "layer";
   row.name = case_name(c);
@@ -365,7 +361,6 @@ Result<Row> bench_step(const Geometry& g, int depth, const Switches& sw, const c
     }
   }
   for (cudaGraphExec_t e : graphs) cudaGraphExecDestroy(e);
-  cuda::free_workspace(*ws);
   LADDER_TRY(st);
   row.kind = "step";
   row.name = name;

@@ -119,8 +119,6 @@ struct SlotIO {
 
 class CudaSequence final : public DeviceSequence {
  public:
-  ~CudaSequence() override { free_workspace(ws_); }
-
   Status init(const DeviceContext& ctx, const std::vector<PlaneConfig>& cfgs, cudaStream_t stream) {
     const Geometry& g = ctx.g;
     cfgs_ = cfgs;
@@ -143,7 +141,7 @@ class CudaSequence final : public DeviceSequence {
     }
     Result<DeviceWorkspace> ws = allocate_workspace(max_scratch_needs(g));
     if (!ws) return ws.status();
-    ws_ = *ws;
+    ws_ = std::move(*ws);
     return cuda_status(cudaStreamSynchronize(stream), "initialising a sequence's planes");
   }
 

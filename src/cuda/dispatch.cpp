@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -120,12 +121,12 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   const bool head_major = cfg.kind == PlaneKind::growing;
 
   const ScratchNeeds need = scratch_needs(r, shape_geometry(shape), visible);
-  if (ws.partials == nullptr || ws.partial_floats < need.partial_floats)
-    return bad(fmt::format("workspace partials {} floats, route needs {}", ws.partial_floats, need.partial_floats));
-  if (need.pad_halfs > 0 && (ws.pad == nullptr || ws.pad_halfs < need.pad_halfs))
-    return bad(fmt::format("workspace pad {} halfs, route needs {}", ws.pad_halfs, need.pad_halfs));
-  if (need.stage_halfs > 0 && (ws.stage == nullptr || ws.stage_halfs < need.stage_halfs))
-    return bad(fmt::format("workspace stage {} halfs, route needs {}", ws.stage_halfs, need.stage_halfs));
+  if (ws.partials() == nullptr || ws.partial_floats() < need.partial_floats)
+    return bad(fmt::format("workspace partials {} floats, route needs {}", ws.partial_floats(), need.partial_floats));
+  if (need.pad_halfs > 0 && (ws.pad() == nullptr || ws.pad_halfs() < need.pad_halfs))
+    return bad(fmt::format("workspace pad {} halfs, route needs {}", ws.pad_halfs(), need.pad_halfs));
+  if (need.stage_halfs > 0 && (ws.stage() == nullptr || ws.stage_halfs() < need.stage_halfs))
+    return bad(fmt::format("workspace stage {} halfs, route needs {}", ws.stage_halfs(), need.stage_halfs));
 
   RouteLaunch l;
   l.route = r;
@@ -151,7 +152,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   p.rows = logical_window(plane.k, plane.v, strides, st, logical_start(position, cfg.window));
   p.tail = p.rows;
   p.tail_first = visible;
-  p.partials = ws.partials;
+  p.partials = ws.partials();
 
   const bool fused = producer.fuses_store(r);
   const bool merges_itself = producer.merges_in_producer(r);
@@ -161,8 +162,8 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   const bool grid = fused && producer.fusion == GpuFusion::grid;
   if (merges_itself || grid) {
     const std::int64_t need_arrivals = fused_arrivals + (grid ? kGridBarrierWords : 0);
-    if (ws.arrivals == nullptr || ws.arrival_count < need_arrivals)
-      return bad(fmt::format("workspace has {} arrival counters, the {} kernel needs {}", ws.arrival_count,
+    if (ws.arrivals() == nullptr || ws.arrival_count() < need_arrivals)
+      return bad(fmt::format("workspace has {} arrival counters, the {} kernel needs {}", ws.arrival_count(),
                              grid ? "grid-merged" : "fused", need_arrivals));
   }
 
@@ -176,7 +177,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
       if (fused) break;
       // The pad block: head-major, 32 rows per KV head; k block then v block; it holds the
       // window's last visible % 32 logical tokens.
-      l.copy = pad_copy(p.rows, cfg.kind, visible, shape, ws.pad, ws.pad + ws.pad_halfs / 2);
+      l.copy = pad_copy(p.rows, cfg.kind, visible, shape, ws.pad(), ws.pad() + ws.pad_halfs() / 2);
       if (l.copy.rows > 0) {
         p.tail_first = l.copy.first;
         p.tail = copied_rows(l.copy);
@@ -184,7 +185,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
       break;
     case Route::staged:
       l.copy = stage_copy(p.rows, logical_start(position, cfg.window), visible, p.sched.blocks * kBlockTokens, shape,
-                          ws.stage, ws.stage + ws.stage_halfs / 2);
+                          ws.stage(), ws.stage() + ws.stage_halfs() / 2);
       p.rows = copied_rows(l.copy);
       p.tail = p.rows;
       break;
@@ -221,9 +222,9 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
     p.early_dependents = producer.reduce_programmatic;
     p.debug_delay_ns = producer.arrival_delay_ns;
     l.tail.out = io.out;
-    l.tail.arrivals = ws.arrivals;
+    l.tail.arrivals = ws.arrivals();
     l.tail.delay_ns = producer.arrival_delay_ns;
-    if (grid) l.tail.grid_counter = ws.arrivals + (ws.arrival_count - 1);
+    if (grid) l.tail.grid_counter = ws.arrivals() + (ws.arrival_count() - 1);
   }
 
   l.reduce.shape = shape;
@@ -236,7 +237,7 @@ Status plan_route(Route r, const cuda::DevicePlane& plane, int position, int slo
   if (!reducer_takes_parts(l.reduce.parts))
     return make_error(ErrorCode::internal,
                       fmt::format("a fold group of {} warp slots has no reducer", l.reduce.parts));
-  l.reduce.partials = ws.partials;
+  l.reduce.partials = ws.partials();
   l.reduce.out = io.out;
   if (merges_itself) l.reduce.groups = 0;  // no reduce entry
   out = l;
@@ -445,8 +446,47 @@ Status run_route(Route r, const DevicePlane& plane, int position, int slot, cons
   return cuda_detail::enqueue_route(l, producer, static_cast<cudaStream_t>(stream));
 }
 
+DeviceWorkspace::DeviceWorkspace(DeviceWorkspace&& o) noexcept
+    : partials_(std::exchange(o.partials_, nullptr)),
+      partial_floats_(std::exchange(o.partial_floats_, 0)),
+      pad_(std::exchange(o.pad_, nullptr)),
+      pad_halfs_(std::exchange(o.pad_halfs_, 0)),
+      stage_(std::exchange(o.stage_, nullptr)),
+      stage_halfs_(std::exchange(o.stage_halfs_, 0)),
+      arrivals_(std::exchange(o.arrivals_, nullptr)),
+      arrival_count_(std::exchange(o.arrival_count_, 0)) {}
+
+DeviceWorkspace& DeviceWorkspace::operator=(DeviceWorkspace&& o) noexcept {
+  if (this != &o) {
+    reset();
+    partials_ = std::exchange(o.partials_, nullptr);
+    partial_floats_ = std::exchange(o.partial_floats_, 0);
+    pad_ = std::exchange(o.pad_, nullptr);
+    pad_halfs_ = std::exchange(o.pad_halfs_, 0);
+    stage_ = std::exchange(o.stage_, nullptr);
+    stage_halfs_ = std::exchange(o.stage_halfs_, 0);
+    arrivals_ = std::exchange(o.arrivals_, nullptr);
+    arrival_count_ = std::exchange(o.arrival_count_, 0);
+  }
+  return *this;
+}
+
+DeviceWorkspace::~DeviceWorkspace() { reset(); }
+
+void DeviceWorkspace::reset() noexcept {
+  for (void* p : {static_cast<void*>(partials_), static_cast<void*>(pad_), static_cast<void*>(stage_),
+                  static_cast<void*>(arrivals_)})
+    if (p != nullptr) cudaFree(p);
+  partials_ = nullptr;
+  pad_ = nullptr;
+  stage_ = nullptr;
+  arrivals_ = nullptr;
+  partial_floats_ = pad_halfs_ = stage_halfs_ = arrival_count_ = 0;
+}
+
 Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
   LADDER_TRY(cuda_detail::require_device());
+  // Each buffer is the workspace's as soon as it is allocated: a later failure frees it with `ws`.
   DeviceWorkspace ws;
   const auto grab = [](auto** p, std::int64_t n, std::size_t elem, const char* what) -> Status {
     if (n <= 0) return {};
@@ -462,30 +502,19 @@ Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
   const std::int64_t arrivals =
       needs.partial_floats / partial_stride(kSupportedHeadDim) * cuda_detail::kFusedArrivalsPerGroup +
       cuda_detail::kGridBarrierWords;
-  Status s = grab(&ws.partials, needs.partial_floats, sizeof(float), "partials");
-  if (s.ok()) s = grab(&ws.pad, needs.pad_halfs, sizeof(KvWord), "pad");
-  if (s.ok()) s = grab(&ws.stage, needs.stage_halfs, sizeof(KvWord), "stage");
-  if (s.ok()) s = grab(&ws.arrivals, arrivals, sizeof(unsigned), "arrival counters");
-  if (s.ok() && arrivals > 0)
-    s = cuda_detail::cuda_status(cudaMemset(ws.arrivals, 0, static_cast<std::size_t>(arrivals) * sizeof(unsigned)),
-                                 "zeroing the arrival counters");
-  if (!s.ok()) {
-    free_workspace(ws);
-    return s;
-  }
-  ws.partial_floats = needs.partial_floats;
-  ws.pad_halfs = needs.pad_halfs;
-  ws.stage_halfs = needs.stage_halfs;
-  ws.arrival_count = arrivals;
+  LADDER_TRY(grab(&ws.partials_, needs.partial_floats, sizeof(float), "partials"));
+  LADDER_TRY(grab(&ws.pad_, needs.pad_halfs, sizeof(KvWord), "pad"));
+  LADDER_TRY(grab(&ws.stage_, needs.stage_halfs, sizeof(KvWord), "stage"));
+  LADDER_TRY(grab(&ws.arrivals_, arrivals, sizeof(unsigned), "arrival counters"));
+  if (arrivals > 0)
+    LADDER_TRY(cuda_detail::cuda_status(
+        cudaMemset(ws.arrivals_, 0, static_cast<std::size_t>(arrivals) * sizeof(unsigned)),
+        "zeroing the arrival counters"));
+  ws.partial_floats_ = needs.partial_floats;
+  ws.pad_halfs_ = needs.pad_halfs;
+  ws.stage_halfs_ = needs.stage_halfs;
+  ws.arrival_count_ = arrivals;
   return ws;
-}
-
-void free_workspace(DeviceWorkspace& ws) {
-  cudaFree(ws.partials);
-  cudaFree(ws.pad);
-  cudaFree(ws.stage);
-  cudaFree(ws.arrivals);
-  ws = DeviceWorkspace{};
 }
 
 }  // namespace cuda
@@ -541,10 +570,6 @@ Status attend_layer_host(Route r, HostPlane& plane, int position, int slot, cons
   const int visible = visible_rows(position, plane.config().window);
   Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(r, shape_geometry(shape), visible));
   if (!ws) return ws.status();
-  struct WorkspaceGuard {
-    cuda::DeviceWorkspace& w;
-    ~WorkspaceGuard() { cuda::free_workspace(w); }
-  } guard{*ws};
 
   cuda::DevicePlane dp;
   dp.cfg = plane.config();

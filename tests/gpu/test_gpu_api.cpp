@@ -117,7 +117,6 @@ TEST(GpuApi, HeadsPerWarpNeverChangesBits) {
     cudaFree(dq);
     cudaFree(dk);
     cudaFree(dv);
-    cuda::free_workspace(*ws);
   }
 }
 

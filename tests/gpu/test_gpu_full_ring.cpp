@@ -102,7 +102,6 @@ GpuOut run_head_major_wrapped(const HeadShape& shape, const WrappedRows& w, cons
   Status s = cuda::run_route(Route::vec, dp, position, slot, shape, io, *ws, nullptr, tuning);
   if (s.ok()) s = cuda_detail::cuda_status(cudaDeviceSynchronize(), "running vec on the head-major wrapped plane");
   if (s.ok()) s = dout.download(run.out.data(), run.out.size());
-  cuda::free_workspace(*ws);
   return s.ok() ? run : fail(s);
 }
 

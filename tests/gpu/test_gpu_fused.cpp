@@ -232,14 +232,14 @@ TEST(GpuFused, ArrivalCountersResetThemselves) {
   g.head_dim = shape.head_dim;
   Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(Route::splitk, g, 8192));
   ASSERT_TRUE(ws.ok()) << ws.status().to_string();
-  ASSERT_GT(ws->arrival_count, 0);
+  ASSERT_GT(ws->arrival_count(), 0);
   std::vector<float> first;
   for (int rep = 0; rep < 4; ++rep) {
     ASSERT_TRUE(dl.poison_out());
     ASSERT_TRUE(cuda::run_route(Route::splitk, dl.plane(plane), 9000, slot, shape, dl.io(), *ws, nullptr, tensor(true)).ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<unsigned> counters(static_cast<std::size_t>(ws->arrival_count), 1u);
-    ASSERT_EQ(cudaMemcpy(counters.data(), ws->arrivals, counters.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<unsigned> counters(static_cast<std::size_t>(ws->arrival_count()), 1u);
+    ASSERT_EQ(cudaMemcpy(counters.data(), ws->arrivals(), counters.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_TRUE(std::all_of(counters.begin(), counters.end(), [](unsigned c) { return c == 0u; }))
         << "a counter was left non-zero after launch " << rep;
     const std::vector<float> out = dl.out();
@@ -249,7 +249,6 @@ TEST(GpuFused, ArrivalCountersResetThemselves) {
     else
       EXPECT_TRUE(same_bits(out, first)) << "launch " << rep << " differs";
   }
-  cuda::free_workspace(*ws);
 }
 
 // The store-fused form's reducer is launched with PDL and allowed to start once every producer
@@ -283,9 +282,9 @@ TEST(GpuFused, StoreFusedReducerWaitsForItsProducers) {
     g.head_dim = shape.head_dim;
     Result<cuda::DeviceWorkspace> ws = cuda::allocate_workspace(scratch_needs(Route::splitk, g, d.window));
     ASSERT_TRUE(ws.ok()) << ws.status().to_string();
-    const std::size_t partial_bytes = static_cast<std::size_t>(ws->partial_floats) * sizeof(float);
+    const std::size_t partial_bytes = static_cast<std::size_t>(ws->partial_floats()) * sizeof(float);
     const auto launch = [&](DeviceLayer& layer, const cuda::LaunchTuning& t) {
-      EXPECT_EQ(cudaMemset(ws->partials, 0xff, partial_bytes), cudaSuccess);  // NaN poison
+      EXPECT_EQ(cudaMemset(ws->partials(), 0xff, partial_bytes), cudaSuccess);  // NaN poison
       EXPECT_TRUE(layer.poison_out());
       const Status st = cuda::run_route(Route::splitk, layer.plane(plane), d.position, slot, shape, layer.io(), *ws,
                                         nullptr, t);
@@ -307,7 +306,6 @@ TEST(GpuFused, StoreFusedReducerWaitsForItsProducers) {
       const std::vector<float> delayed = launch(dl, t);
       EXPECT_TRUE(same_bits(delayed, base)) << "max ulp " << max_ulp(delayed, base);
     }
-    cuda::free_workspace(*ws);
   }
 }
 

@@ -162,7 +162,6 @@ TEST(GpuPerf, FirstMeasurements) {
       cudaGraphExecDestroy(exec);
       cudaGraphDestroy(graph);
     }
-    cuda::free_workspace(ws);
     for (int i = 0; i < planes; ++i) {
       cudaFree(ks[i]);
       cudaFree(vs[i]);

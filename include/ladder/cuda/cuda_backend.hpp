@@ -46,23 +46,51 @@ struct DeviceLayerIO {
   float* out = nullptr;
 };
 
-// Scratch in device memory, sized by scratch_needs / max_scratch_needs (R5). Counts are elements.
-struct DeviceWorkspace {
-  float* partials = nullptr;
-  std::int64_t partial_floats = 0;
-  KvWord* pad = nullptr;  // k block then v block
-  std::int64_t pad_halfs = 0;
-  KvWord* stage = nullptr;  // k rows then v rows
-  std::int64_t stage_halfs = 0;
+// Scratch in device memory for run_route, sized by scratch_needs / max_scratch_needs (R5).
+// Counts are elements. The workspace owns its device buffers: allocate_workspace makes it, and
+// it frees them (cudaFree) when it is destroyed or moved over; nothing else frees them, so never
+// pass its pointers to cudaFree. Move-only: a move hands the buffers over, leaving the source
+// empty (every pointer null, every count 0), as a default-constructed workspace is. Launches
+// read it asynchronously: destroy it only after the work queued on it has finished (synchronize
+// the stream given to run_route). The pointers below are views, valid while the workspace lives.
+class DeviceWorkspace {
+ public:
+  DeviceWorkspace() = default;
+  DeviceWorkspace(const DeviceWorkspace&) = delete;
+  DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
+  DeviceWorkspace(DeviceWorkspace&& o) noexcept;
+  DeviceWorkspace& operator=(DeviceWorkspace&& o) noexcept;
+  ~DeviceWorkspace();
+
+  float* partials() const { return partials_; }
+  std::int64_t partial_floats() const { return partial_floats_; }
+  KvWord* pad() const { return pad_; }  // k block then v block
+  std::int64_t pad_halfs() const { return pad_halfs_; }
+  KvWord* stage() const { return stage_; }  // k rows then v rows
+  std::int64_t stage_halfs() const { return stage_halfs_; }
   // The fused splitk kernel's arrival counters (zero between launches; every launch leaves them
   // zero), then one more word, the grid form's barrier counter (GpuFusion::grid: zero when
   // allocated, each launch flips its top bit). allocate_workspace sizes them for every head shape
   // the partials fit.
-  unsigned* arrivals = nullptr;
-  std::int64_t arrival_count = 0;
+  unsigned* arrivals() const { return arrivals_; }
+  std::int64_t arrival_count() const { return arrival_count_; }
+
+ private:
+  friend Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs);
+  void reset() noexcept;  // frees every buffer, leaving the workspace empty
+
+  float* partials_ = nullptr;
+  std::int64_t partial_floats_ = 0;
+  KvWord* pad_ = nullptr;
+  std::int64_t pad_halfs_ = 0;
+  KvWord* stage_ = nullptr;
+  std::int64_t stage_halfs_ = 0;
+  unsigned* arrivals_ = nullptr;
+  std::int64_t arrival_count_ = 0;
 };
+// A workspace for `needs` on the current device, its arrival counters zeroed; the caller owns
+// it. A failure (out_of_memory when a buffer does not fit) leaves nothing allocated.
 Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs);
-void free_workspace(DeviceWorkspace& ws);
 
 // Which producer the routes run (docs/gpu.md, "Two producers").
 enum class GpuProducer {
