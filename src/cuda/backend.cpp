@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 #include <initializer_list>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "cuda/device_memory.hpp"
@@ -302,6 +303,7 @@ class CudaBackend final : public DeviceBackend {
 
   // The count kernel alone over one step's device-memory activations, then a synchronous read.
   Status check_finite_inputs(const SequenceStep& step) override {
+    call_.ready = false;  // it reuses the call state a prepared call filled
     LADDER_TRY(ensure_slots(1));
     call_layers_ = step.layers.size();
     h_inputs()[0] = SlotInputs{step.attend ? step.io.q : nullptr, step.io.k, step.io.v};
@@ -324,20 +326,28 @@ class CudaBackend final : public DeviceBackend {
     return {};
   }
 
-  Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+  // Everything a call does before its first launch, none of it a write to a plane or a launch:
+  // the call's key, the staging for its bucket (ensure_slots), the host-memory activations copied
+  // into the pinned staging, every slot's launch entries and input pointers in the pinned call
+  // state, and in graph replay the step graph (graph_for: a capture records the launches without
+  // running them, then cudaGraphInstantiate). A failure leaves every plane as it was and nothing
+  // for run().
+  Status prepare(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+    call_.ready = false;
+    call_.exec = nullptr;
     const int n = static_cast<int>(steps.size());
     const bool attend = steps[0].attend;
     const Memory memory = steps[0].io.memory;
     const int bucket = bucket_for(n);
-    LADDER_TRY(ensure_slots(bucket));
     // Every step of a call covers the same layers (the engine's one LayerSpan).
-    call_layers_ = steps[0].layers.size();
-    const std::size_t layers = call_layers_;
-    const std::size_t first = static_cast<std::size_t>(steps[0].first_layer);
+    const std::size_t layers = steps[0].layers.size();
     StepKey key;
+    key.layers.resize(layers);
     key.bucket = bucket;
     key.memory = memory;
-    key.layers.resize(layers);
+    LADDER_TRY(ensure_slots(bucket));
+    call_layers_ = layers;
+    const std::size_t first = static_cast<std::size_t>(steps[0].first_layer);
     for (int z = 0; z < bucket; ++z) {
       RouteLaunch* entries = h_steps() + static_cast<std::size_t>(z) * layers;
       if (z >= n) {
@@ -366,18 +376,38 @@ class CudaBackend final : public DeviceBackend {
         key.layers[l] = cuda_detail::merge(key.layers[l], k);
       }
     }
+    cudaGraphExec_t exec = nullptr;
+    if (attend && ctx_.copt.use_graph) LADDER_TRY(graph_for(key, exec));
+    call_.n = n;
+    call_.attend = attend;
+    call_.key = std::move(key);
+    call_.exec = exec;
+    call_.ready = true;
+    return {};
+  }
+
+  // The prepared call's launches (the step graph's replays, or the eager launches), then the
+  // wait for them and the host-memory outputs copied out.
+  Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+    if (!call_.ready || call_.n != static_cast<int>(steps.size()))
+      return make_error(ErrorCode::internal, "the CUDA device ran a call it had not prepared");
+    call_.ready = false;
+    (void)seqs;
+    const int n = call_.n;
+    const bool attend = call_.attend;
+    const Memory memory = call_.key.memory;
+    const int bucket = call_.key.bucket;
+    const std::size_t layers = call_layers_;
     const int replays =
         attend && ctx_.copt.use_graph && ctx_.copt.time_steps ? std::max(1, ctx_.copt.replays_per_timed_call) : 1;
     if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[0].get(), stream()), "timing a call"));
     if (!attend) {
       LADDER_TRY(enqueue_fill(bucket, memory));
     } else if (ctx_.copt.use_graph) {
-      cudaGraphExec_t exec = nullptr;
-      LADDER_TRY(graph_for(key, exec));
       for (int r = 0; r < replays; ++r)
-        LADDER_TRY(cuda_status(cudaGraphLaunch(exec, stream()), "replaying the step graph"));
+        LADDER_TRY(cuda_status(cudaGraphLaunch(call_.exec, stream()), "replaying the step graph"));
     } else {
-      LADDER_TRY(enqueue_step(key));
+      LADDER_TRY(enqueue_step(call_.key));
     }
     if (ctx_.copt.time_steps) LADDER_TRY(cuda_status(cudaEventRecord(timing_[1].get(), stream()), "timing a call"));
     LADDER_TRY(cuda_status(cudaStreamSynchronize(stream()), attend ? "running the step" : "storing the rows"));
@@ -612,6 +642,15 @@ class CudaBackend final : public DeviceBackend {
   // ordered; zero once, never reset (producer_tc.cuh, grid_barrier).
   DeviceArray<unsigned> d_grid_counter_;
   std::map<StepKey, GraphExecHandle> graphs_;
+  // What prepare() settled for the run() that follows it (with call_layers_ and the call state).
+  struct PreparedCall {
+    bool ready = false;  // prepare() succeeded and run() has not yet consumed it
+    int n = 0;           // sequences of the call
+    bool attend = false;
+    StepKey key;                     // bucket, memory and (attending) every layer's kernels
+    cudaGraphExec_t exec = nullptr;  // graph replay: the step graph, owned by graphs_
+  };
+  PreparedCall call_;
 };
 
 bool env_off(const char* name) {
