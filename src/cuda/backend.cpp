@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 #include <initializer_list>
 #include <map>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,7 @@
 #include "cuda/dispatch.hpp"
 #include "cuda/kernels.hpp"
 #include "ladder/cuda/cuda_backend.hpp"
+#include "ladder/fault_injection.hpp"
 
 namespace ladder {
 namespace cuda {
@@ -120,42 +122,78 @@ struct SlotIO {
 
 class CudaSequence final : public DeviceSequence {
  public:
+  // Every buffer first (each one a fault-injection point, ladder/fault_injection.hpp), then the
+  // poison: a failed allocation returns before anything was queued on the stream.
   Status init(const DeviceContext& ctx, const std::vector<PlaneConfig>& cfgs, cudaStream_t stream) {
     const Geometry& g = ctx.g;
     cfgs_ = cfgs;
     const std::size_t n = cfgs_.size();
     rows_.resize(n);
+    capacity_.resize(n);
     k_.resize(n);
     v_.resize(n);
+    std::vector<std::size_t> elems(n);
     for (std::size_t l = 0; l < n; ++l) {
       // Growing planes get the most rows they can reach up front (max_context, or a larger
       // initial capacity: PlaneConfig::max_rows): no device copy when their state grows.
       rows_[l] = cfgs_[l].max_rows();
-      const std::size_t elems = static_cast<std::size_t>(rows_[l]) * g.n_kv_heads * g.head_dim;
-      LADDER_TRY(k_[l].allocate(elems, "a plane's K rows"));
-      LADDER_TRY(v_[l].allocate(elems, "a plane's V rows"));
-      cuda_detail::clear_stale_error();
-      LADDER_TRY(cuda_status(cuda_detail::launch_poison(k_[l].get(), static_cast<std::int64_t>(elems), g.kv_dtype, stream),
-                             "poisoning a plane"));
-      LADDER_TRY(cuda_status(cuda_detail::launch_poison(v_[l].get(), static_cast<std::int64_t>(elems), g.kv_dtype, stream),
-                             "poisoning a plane"));
+      capacity_[l] = cfgs_[l].capacity;  // the engine's state of an empty plane
+      elems[l] = static_cast<std::size_t>(rows_[l]) * g.n_kv_heads * g.head_dim;
+      if (detail::injected_allocation_failure())
+        return make_error(ErrorCode::out_of_memory, fmt::format("layer {}: cannot allocate a plane's K rows", l));
+      LADDER_TRY(k_[l].allocate(elems[l], "a plane's K rows"));
+      if (detail::injected_allocation_failure())
+        return make_error(ErrorCode::out_of_memory, fmt::format("layer {}: cannot allocate a plane's V rows", l));
+      LADDER_TRY(v_[l].allocate(elems[l], "a plane's V rows"));
     }
+    if (detail::injected_allocation_failure())
+      return make_error(ErrorCode::out_of_memory, "cannot allocate a sequence's workspace");
     Result<DeviceWorkspace> ws = allocate_workspace(max_scratch_needs(g));
     if (!ws) return ws.status();
     ws_ = std::move(*ws);
+    for (std::size_t l = 0; l < n; ++l) {
+      const auto count = static_cast<std::int64_t>(elems[l]);
+      cuda_detail::clear_stale_error();
+      LADDER_TRY(cuda_status(cuda_detail::launch_poison(k_[l].get(), count, g.kv_dtype, stream), "poisoning a plane"));
+      LADDER_TRY(cuda_status(cuda_detail::launch_poison(v_[l].get(), count, g.kv_dtype, stream), "poisoning a plane"));
+    }
     return cuda_status(cudaStreamSynchronize(stream), "initialising a sequence's planes");
   }
 
-  // Nothing to allocate (growing planes hold max_context rows); the plan must fit the rows.
+  // The rows are there already (growing planes hold their max rows from init on): a reservation
+  // records the capacity each of the step's planes runs at, the plan must fit the rows, and
+  // nothing a plane holds changes. Its fault-injection points: one per call (the record), and one
+  // per growing plane that grows, where a device that allocated rows on growth would allocate
+  // them, so a call has the same points on every device.
   Status reserve(const SequenceStep& step) override {
+    std::vector<int> reserved;
+    try {
+      if (detail::injected_allocation_failure()) throw std::bad_alloc();
+      reserved.reserve(step.layers.size());
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::out_of_memory, "cannot hold a step's reservation");
+    }
     for (std::size_t i = 0; i < step.layers.size(); ++i) {
       const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
-      if (step.layers[i].next.capacity > rows_[l])
+      const int capacity = step.layers[i].next.capacity;
+      if (capacity > rows_[l])
         return make_error(ErrorCode::internal, fmt::format("layer {}: a growing plane outgrew its device rows", l));
+      if (capacity > capacity_[l] && detail::injected_allocation_failure())
+        return make_error(ErrorCode::out_of_memory,
+                          fmt::format("layer {}: cannot grow a plane from {} to {} rows", l, capacity_[l], capacity));
+      reserved.push_back(capacity);
     }
+    reserved_first_ = static_cast<std::size_t>(step.first_layer);
+    reserved_ = std::move(reserved);
     return {};
   }
-  void release() override {}
+  void release() override { reserved_.clear(); }
+  // run() takes the reservation: the step's planes are at the capacities reserved (the engine's
+  // states once the call succeeds; a call that fails leaves the sequence refused anyway).
+  void take_reservation() {
+    for (std::size_t i = 0; i < reserved_.size(); ++i) capacity_[reserved_first_ + i] = reserved_[i];
+    reserved_.clear();
+  }
 
   Status copy_rows(int layer, const PlaneState& state, bool values, std::span<KvWord> out) const override {
     if (layer < 0 || static_cast<std::size_t>(layer) >= cfgs_.size())
@@ -227,6 +265,9 @@ class CudaSequence final : public DeviceSequence {
  private:
   std::vector<PlaneConfig> cfgs_;
   std::vector<int> rows_;
+  std::vector<int> capacity_;  // per layer: the state's capacity as of the last run() (reserve's growth points)
+  std::vector<int> reserved_;  // the reservation: the step's planes' capacities, from reserved_first_
+  std::size_t reserved_first_ = 0;
   std::vector<DeviceArray<KvWord>> k_, v_;
   DeviceWorkspace ws_;
 };
@@ -330,8 +371,9 @@ class CudaBackend final : public DeviceBackend {
   // the call's key, the staging for its bucket (ensure_slots), the host-memory activations copied
   // into the pinned staging, every slot's launch entries and input pointers in the pinned call
   // state, and in graph replay the step graph (graph_for: a capture records the launches without
-  // running them, then cudaGraphInstantiate). A failure leaves every plane as it was and nothing
-  // for run().
+  // running them, then cudaGraphInstantiate). Its fault-injection points: one per call (the key),
+  // ensure_slots' and graph_for's. A failure leaves every plane as it was, the staging and the
+  // graph cache consistent, and nothing for run().
   Status prepare(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
     call_.ready = false;
     call_.exec = nullptr;
@@ -342,7 +384,12 @@ class CudaBackend final : public DeviceBackend {
     // Every step of a call covers the same layers (the engine's one LayerSpan).
     const std::size_t layers = steps[0].layers.size();
     StepKey key;
-    key.layers.resize(layers);
+    try {
+      if (detail::injected_allocation_failure()) throw std::bad_alloc();
+      key.layers.resize(layers);
+    } catch (const std::bad_alloc&) {
+      return make_error(ErrorCode::out_of_memory, "cannot hold a call's step key");
+    }
     key.bucket = bucket;
     key.memory = memory;
     LADDER_TRY(ensure_slots(bucket));
@@ -392,7 +439,7 @@ class CudaBackend final : public DeviceBackend {
     if (!call_.ready || call_.n != static_cast<int>(steps.size()))
       return make_error(ErrorCode::internal, "the CUDA device ran a call it had not prepared");
     call_.ready = false;
-    (void)seqs;
+    for (DeviceSequence* s : seqs) static_cast<CudaSequence&>(*s).take_reservation();
     const int n = call_.n;
     const bool attend = call_.attend;
     const Memory memory = call_.key.memory;
@@ -445,9 +492,12 @@ class CudaBackend final : public DeviceBackend {
   }
 
   // Staging for `bucket` slots. Growing it moves every buffer a captured graph names, so the
-  // graphs go with the old buffers.
+  // graphs go with the old buffers. Its fault-injection point comes before anything changes; a
+  // real failure part way leaves slots_ 0 (no room claimed), and the next call allocates anew.
   Status ensure_slots(int bucket) {
     if (bucket <= slots_) return {};
+    if (detail::injected_allocation_failure())
+      return make_error(ErrorCode::out_of_memory, fmt::format("cannot allocate the staging of {} slots", bucket));
     graphs_.clear();
     slots_ = 0;
     const std::size_t b = static_cast<std::size_t>(bucket);
@@ -604,7 +654,10 @@ class CudaBackend final : public DeviceBackend {
     const cudaError_t end = cudaStreamEndCapture(stream(), graph.out());
     LADDER_TRY(enq);
     LADDER_TRY(cuda_status(end, "ending the capture"));
+    // A failed instantiation caches nothing: the captured graph goes with `graph`.
     GraphExecHandle made;
+    if (detail::injected_allocation_failure())
+      return make_error(ErrorCode::out_of_memory, "cannot instantiate the step graph");
     LADDER_TRY(cuda_status(cudaGraphInstantiate(made.out(), graph.get(), 0), "instantiating the step graph"));
     exec = made.get();
     graphs_.emplace(key, std::move(made));
