@@ -129,7 +129,6 @@ class CudaSequence final : public DeviceSequence {
     cfgs_ = cfgs;
     const std::size_t n = cfgs_.size();
     rows_.resize(n);
-    capacity_.resize(n);
     k_.resize(n);
     v_.resize(n);
     std::vector<std::size_t> elems(n);
@@ -137,7 +136,6 @@ class CudaSequence final : public DeviceSequence {
       // Growing planes get the most rows they can reach up front (max_context, or a larger
       // initial capacity: PlaneConfig::max_rows): no device copy when their state grows.
       rows_[l] = cfgs_[l].max_rows();
-      capacity_[l] = cfgs_[l].capacity;  // the engine's state of an empty plane
       elems[l] = static_cast<std::size_t>(rows_[l]) * g.n_kv_heads * g.head_dim;
       if (detail::injected_allocation_failure())
         return make_error(ErrorCode::out_of_memory, fmt::format("layer {}: cannot allocate a plane's K rows", l));
@@ -160,40 +158,17 @@ class CudaSequence final : public DeviceSequence {
     return cuda_status(cudaStreamSynchronize(stream), "initialising a sequence's planes");
   }
 
-  // The rows are there already (growing planes hold their max rows from init on): a reservation
-  // records the capacity each of the step's planes runs at, the plan must fit the rows, and
-  // nothing a plane holds changes. Its fault-injection points: one per call (the record), and one
-  // per growing plane that grows, where a device that allocated rows on growth would allocate
-  // them, so a call has the same points on every device.
+  // Nothing to allocate (growing planes hold their max rows from init on, PlaneConfig::max_rows),
+  // so no fault-injection point either; the plan must fit the rows.
   Status reserve(const SequenceStep& step) override {
-    std::vector<int> reserved;
-    try {
-      if (detail::injected_allocation_failure()) throw std::bad_alloc();
-      reserved.reserve(step.layers.size());
-    } catch (const std::bad_alloc&) {
-      return make_error(ErrorCode::out_of_memory, "cannot hold a step's reservation");
-    }
     for (std::size_t i = 0; i < step.layers.size(); ++i) {
       const std::size_t l = static_cast<std::size_t>(step.first_layer) + i;
-      const int capacity = step.layers[i].next.capacity;
-      if (capacity > rows_[l])
+      if (step.layers[i].next.capacity > rows_[l])
         return make_error(ErrorCode::internal, fmt::format("layer {}: a growing plane outgrew its device rows", l));
-      if (capacity > capacity_[l] && detail::injected_allocation_failure())
-        return make_error(ErrorCode::out_of_memory,
-                          fmt::format("layer {}: cannot grow a plane from {} to {} rows", l, capacity_[l], capacity));
-      reserved.push_back(capacity);
     }
-    reserved_first_ = static_cast<std::size_t>(step.first_layer);
-    reserved_ = std::move(reserved);
     return {};
   }
-  void release() override { reserved_.clear(); }
-  // run() takes the reservation: the step's planes are at the capacities reserved (the engine's
-  // states once the call succeeds; a call that fails leaves the sequence refused anyway).
-  void take_reservation() {
-    for (std::size_t i = 0; i < reserved_.size(); ++i) capacity_[reserved_first_ + i] = reserved_[i];
-    reserved_.clear();
-  }
+  void release() override {}
 
   Status copy_rows(int layer, const PlaneState& state, bool values, std::span<KvWord> out) const override {
     if (layer < 0 || static_cast<std::size_t>(layer) >= cfgs_.size())
@@ -265,9 +240,6 @@ class CudaSequence final : public DeviceSequence {
  private:
   std::vector<PlaneConfig> cfgs_;
   std::vector<int> rows_;
-  std::vector<int> capacity_;  // per layer: the state's capacity as of the last run() (reserve's growth points)
-  std::vector<int> reserved_;  // the reservation: the step's planes' capacities, from reserved_first_
-  std::size_t reserved_first_ = 0;
   std::vector<DeviceArray<KvWord>> k_, v_;
   DeviceWorkspace ws_;
 };
@@ -439,7 +411,6 @@ class CudaBackend final : public DeviceBackend {
     if (!call_.ready || call_.n != static_cast<int>(steps.size()))
       return make_error(ErrorCode::internal, "the CUDA device ran a call it had not prepared");
     call_.ready = false;
-    for (DeviceSequence* s : seqs) static_cast<CudaSequence&>(*s).take_reservation();
     const int n = call_.n;
     const bool attend = call_.attend;
     const Memory memory = call_.key.memory;

@@ -302,7 +302,9 @@ TEST(CpuBatch, InjectedFailuresLeaveEverySequenceAsItWas) {
 // Every allocation point a call passes (the trace's room, each sequence's reserve, a growing
 // plane's new rows, the call's scratch), and a new sequence's planes, failed one at a time: each
 // failure is out_of_memory and leaves everything as it was (batch_sweep.hpp).
-TEST(CpuBatch, EveryAllocationPointFailsCleanly) { test::check_allocation_points_fail_cleanly(Device::cpu); }
+TEST(CpuBatch, EveryAllocationPointFailsCleanly) {
+  test::check_allocation_points_fail_cleanly(Device::cpu, test::ReserveAllocates::yes);
+}
 
 // Engine::fill_layer_rows is count fill_layer calls in one: the same plane states (a growing
 // plane that grows several times row by row grows once, to the same capacity), the same slots

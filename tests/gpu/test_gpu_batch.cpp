@@ -65,13 +65,13 @@ TEST(GpuBatch, PromptRowsEqualOneCallPerRow) {
 }
 
 // The all-or-nothing rule at the CUDA device's allocation points (ladder/fault_injection.hpp):
-// every point of a call (reserve, a growing plane's growth, the call's key, the staging, the step
-// graph's instantiation) and of adding a sequence (each plane's K and V rows, the workspace),
+// every point of a call (the trace's room, the call's key, the staging, the step graph's
+// instantiation; reserve() allocates nothing on this device) and of adding a sequence (each plane's K and V rows, the workspace),
 // failed in turn, leaves every plane state, the trace and the outputs as they were, and the call
 // then succeeds with the bits of an engine no failure touched.
 TEST(GpuBatch, EveryAllocationPointFailsCleanly) {
   LADDER_REQUIRE_GPU();
-  test::check_allocation_points_fail_cleanly(Device::cuda);
+  test::check_allocation_points_fail_cleanly(Device::cuda, test::ReserveAllocates::no);
 }
 
 // E3's layer-by-layer form on the GPU: encode_layer / fill_layer calls (a step graph per
