@@ -1,7 +1,8 @@
 // The CPU device behind the engine (device_api.hpp): one HostPlane per layer per sequence, the
 // appends prepared at reserve() (a growing plane's larger rows allocated and filled there), the
-// call's scratch at prepare(), and the appends committed at run(), where the routes of every sequence of the call run as one job of the worker
-// pool per layer, or per group of consecutive layers for a call of one sequence.
+// call's scratch at prepare(), and the appends committed at run(), where the routes of every
+// sequence of the call run as one job of the worker pool per layer, or per group of consecutive
+// layers for a call of one sequence.
 #include <fmt/format.h>
 
 #include <algorithm>

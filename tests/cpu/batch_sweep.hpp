@@ -506,7 +506,8 @@ inline void check_allocation_points_fail_cleanly(Device device, ReserveAllocates
         c.push_back({ids[i], pos, {data[i].q.data(), data[i].k.data(), data[i].v.data(), o[i].data()}});
       return c;
     };
-    const bool grows = pos == kBatchInitialGrowing || pos == 2 * kBatchInitialGrowing || pos == 4 * kBatchInitialGrowing;
+    const bool grows =
+        pos == kBatchInitialGrowing || pos == 2 * kBatchInitialGrowing || pos == 4 * kBatchInitialGrowing;
     if (pos == 1 || grows) {
       long long failures = 0;
       for (long long n = 0;; ++n) {
@@ -531,8 +532,9 @@ inline void check_allocation_points_fail_cleanly(Device device, ReserveAllocates
               << "position " << pos << ", point " << n << ": a failed call wrote sequence " << i << "'s output";
         ++failures;
       }
+      const long long per_sequence = 1 + (grows ? nope_layers : 0);  // its reserve, each growing plane
       const long long least =
-          2 + (reserve == ReserveAllocates::yes ? static_cast<long long>(ids.size()) * (1 + (grows ? nope_layers : 0)) : 0);
+          2 + (reserve == ReserveAllocates::yes ? static_cast<long long>(ids.size()) * per_sequence : 0);
       EXPECT_GE(failures, least) << "position " << pos << ": fewer allocation points than the device promises";
     } else {
       std::vector<SequenceToken> c = call(outs);
