@@ -1,0 +1,40 @@
+#!/bin/bash
+# The verification still owed on main after 2026-12-07 (issues 8, 9 and 11), as two device calls
+# of at most 600 s each. Build here first:
+#   scripts/pack_carry.sh build-cuda .carry/main ladder=ladder ladder_gpu_tests=ladder_gpu_tests
+#   LADDER_CLI=build-cuda/ladder scripts/bench_device.sh prepare
+# and keep .carry/xdiag (docs/bench/cpu-xeon16-2026-12-07/diag.sh: ladder74 and its wrapper).
+#
+#   call.sh suite   (carry .carry/main): the GPU suite and the full default sanitizer sweep (all
+#                   four tools over every test but the perf, refused-allocation, host-only and
+#                   death tests; ~230 s on an H200 on 2026-12-03), `ladder demo` / `ladder parity`
+#                   on the GPU; then, in what time is left, the Xeon host's CPU diagnostic
+#                   without its rounds.
+#   call.sh bench   (carry .carry/bench): `ladder bench` with batch 1, 4, 16, 64 (single layers,
+#                   same-depth and mixed-length engine rows up to 8,192) and bench/peers.py
+#                   (cuDNN SDPA and FlashInfer beside it), the Python module and its GPU tests.
+# Everything under $OUT comes back as one archive (the device tool returns at most 8 files).
+set -u
+cd "$(dirname "$0")/../../.."
+R=${OUT:?run through the device tool}
+w=/tmp/verify
+mkdir -p "$w"
+case "${1:-}" in
+  suite)
+    mkdir -p "$w/bin"
+    for f in .carry/main/*.xz; do xz -dc "$f" >"$w/bin/$(basename "$f" .xz)"; done
+    chmod +x "$w/bin"/*
+    OUT=$w/dev LADDER_BIN_DIR=$w/bin LADDER_STEPS=tests,san,cli timeout "${SUITE_LIMIT:-470}" \
+      bash scripts/device_run.sh >"$w/dev-run.txt" 2>&1
+    echo "device_run rc=$?" >>"$w/dev-run.txt"
+    OUT=$w ROUNDS=0 timeout "${DIAG_LIMIT:-90}" bash docs/bench/cpu-xeon16-2026-12-07/diag.sh >"$w/diag.txt" 2>&1
+    tar czf "$R/suite.tgz" --exclude=bin -C /tmp verify xdiag 2>/dev/null || tar czf "$R/suite.tgz" --exclude=bin -C /tmp verify
+    ;;
+  bench)
+    OUT=$w/bench LADDER_BENCH_ARGS="--batch 1,4,16,64 --batch-max-depth 8192 --step-depths 2048,8192,32768" \
+      BENCH_TIMEOUT=${BENCH_LIMIT:-300} PEERS_TIMEOUT=${PEERS_LIMIT:-200} bash scripts/bench_device.sh run \
+      >"$w/bench-run.txt" 2>&1
+    tar czf "$R/bench.tgz" -C /tmp verify
+    ;;
+  *) sed -n 2,17p "$0" >&2; exit 2 ;;
+esac
