@@ -130,6 +130,17 @@ struct BatchRun {
 // How a run makes its engine (the GPU suite passes its own CUDA device options); empty:
 // Engine::create.
 using MakeEngine = std::function<Result<std::unique_ptr<Engine>>(const Geometry&, const EngineOptions&)>;
+inline Result<std::unique_ptr<Engine>> make_engine(const MakeEngine& make, const Geometry& g, const EngineOptions& opt) {
+  return make ? make(g, opt) : Engine::create(g, opt);
+}
+
+// The sweep's engine options on `device`: growing planes from kBatchInitialGrowing rows.
+inline EngineOptions batch_options(Device device) {
+  EngineOptions opt;
+  opt.device = device;
+  opt.initial_growing_capacity = kBatchInitialGrowing;
+  return opt;
+}
 
 // Decodes `steps` tokens of the target (key 0, from position 0) in calls that also decode
 // `others` sequences, each filled first to a random depth in [0, 300). Outputs poisoned before
@@ -137,12 +148,10 @@ using MakeEngine = std::function<Result<std::unique_ptr<Engine>>(const Geometry&
 inline BatchRun run_batch(Device device, const Switches& sw, int others, int steps, unsigned seed,
                           const MakeEngine& make = {}) {
   const Geometry g = batch_geometry();
-  EngineOptions opt;
-  opt.device = device;
+  EngineOptions opt = batch_options(device);
   opt.switches = sw;
   opt.record_trace = true;
-  opt.initial_growing_capacity = kBatchInitialGrowing;
-  Result<std::unique_ptr<Engine>> made = make ? make(g, opt) : Engine::create(g, opt);
+  Result<std::unique_ptr<Engine>> made = make_engine(make, g, opt);
   EXPECT_TRUE(made.ok()) << made.status().to_string();
   if (!made) return {};
   Engine& e = **made;
@@ -234,11 +243,9 @@ struct LayeredRun {
 inline LayeredRun run_whole_or_layered(Device device, bool layered, int sequences, int steps,
                                        const MakeEngine& make = {}) {
   const Geometry g = batch_geometry();
-  EngineOptions opt;
-  opt.device = device;
+  EngineOptions opt = batch_options(device);
   opt.record_trace = true;
-  opt.initial_growing_capacity = kBatchInitialGrowing;
-  Result<std::unique_ptr<Engine>> made = make ? make(g, opt) : Engine::create(g, opt);
+  Result<std::unique_ptr<Engine>> made = make_engine(make, g, opt);
   EXPECT_TRUE(made.ok()) << made.status().to_string();
   LayeredRun run;
   if (!made) return run;
@@ -383,11 +390,9 @@ inline Prompt prompt_rows(const Geometry& g, std::uint64_t key, int layer, int f
 // decoded token of every sequence.
 inline void check_prompt_rows_equal_one_call_per_row(Device device, const MakeEngine& make = {}) {
   const Geometry g = batch_geometry();
-  EngineOptions opt;
-  opt.device = device;
-  opt.initial_growing_capacity = kBatchInitialGrowing;
-  Result<std::unique_ptr<Engine>> made_a = make ? make(g, opt) : Engine::create(g, opt);
-  Result<std::unique_ptr<Engine>> made_b = make ? make(g, opt) : Engine::create(g, opt);
+  const EngineOptions opt = batch_options(device);
+  Result<std::unique_ptr<Engine>> made_a = make_engine(make, g, opt);
+  Result<std::unique_ptr<Engine>> made_b = make_engine(make, g, opt);
   ASSERT_TRUE(made_a.ok() && made_b.ok()) << made_a.status().to_string() << made_b.status().to_string();
   Engine& rows_engine = **made_a;
   Engine& one_by_one = **made_b;
@@ -462,12 +467,10 @@ inline void check_allocation_points_fail_cleanly(Device device, ReserveAllocates
   constexpr long long kMostPoints = 1000;  // a bound on the loops, far above any call's points
   constexpr int kTokens = 40;
   const Geometry g = batch_geometry();
-  EngineOptions opt;
-  opt.device = device;
+  EngineOptions opt = batch_options(device);
   opt.record_trace = true;
-  opt.initial_growing_capacity = kBatchInitialGrowing;
-  Result<std::unique_ptr<Engine>> made_e = make ? make(g, opt) : Engine::create(g, opt);
-  Result<std::unique_ptr<Engine>> made_t = make ? make(g, opt) : Engine::create(g, opt);
+  Result<std::unique_ptr<Engine>> made_e = make_engine(make, g, opt);
+  Result<std::unique_ptr<Engine>> made_t = make_engine(make, g, opt);
   ASSERT_TRUE(made_e.ok() && made_t.ok()) << made_e.status().to_string() << made_t.status().to_string();
   Engine& e = **made_e;
   Engine& twin = **made_t;
