@@ -183,9 +183,12 @@ using MakeEngine = std::function<Result<std::unique_ptr<Engine>>(const Geometry&
 Result<Row> time_layer_batch(const Geometry& g, LayerClass cls, int depth, int b, int reps,
                              const DeviceActivations& device_io, const MakeEngine& make,
                              const std::function<Status()>& before_last_call = {});
-// With `device_io`, every row is timed a second time with the activations in device memory.
+// With `device_io`, every row is timed a second time with the activations in device memory. A
+// batch whose planes do not fit the device becomes a note in `notes` ("not measured: ..."), and
+// the rows go on.
 Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::vector<Row>& rows,
-                      const DeviceActivations& device_io = {}, const MakeEngine& make = {});
+                      std::vector<std::string>& notes, const DeviceActivations& device_io = {},
+                      const MakeEngine& make = {});
 
 // A single-layer case's plane, the same on both devices: a ring has window = capacity = depth
 // and is timed wrapped (origin_physical != 0, len == capacity), the state every ring route can

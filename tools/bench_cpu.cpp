@@ -214,10 +214,10 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
                                   "last-level cache ({:.0f} MB); rings wrapped with window = capacity = depth",
                                   static_cast<double>(rep.cache_bytes) / 1e6));
   rep.notes.push_back("step: the CPU Engine's encode_token, the last tokens before the depth");
-  LADDER_TRY(add_batch_rows(g, Device::cpu, o, rep.rows));
+  LADDER_TRY(add_batch_rows(g, Device::cpu, o, rep.rows, rep.notes));
   if (!o.batches.empty())
     rep.notes.push_back("batch rows: Engine::encode, one call per token for every sequence (each its own planes), "
-                        "each layer one pool job over every sequence's tasks");
+                        "each layer one pool job over every sequence's tasks; max_context = max(depth, window) + 1");
   progress("ceilings again, after the rows (each ceiling is the higher of the two probes)");
   const Ceiling before = rep.ceiling;
   const Ceiling after = host_ceiling(rep.threads);

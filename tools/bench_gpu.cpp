@@ -548,7 +548,7 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
       if (!r) return r.status();
       rep.rows.push_back(*r);
     }
-  LADDER_TRY(add_batch_rows(g, Device::cuda, o, rep.rows, on_device, timed));
+  LADDER_TRY(add_batch_rows(g, Device::cuda, o, rep.rows, rep.notes, on_device, timed));
   // One layer over each batch size at each single-layer depth: what a peer's batched
   // single-layer call is compared with. The peers are timed as replays of a captured graph, back
   // to back, so these rows are too: each timed call replays its step graph kLayerBatchReplays
@@ -591,7 +591,8 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
   if (!o.batches.empty())
     rep.notes.push_back("batch rows: Engine::encode on the host clock, one call per token for every sequence "
                         "(one launch per layer and kernel family over all of them), with the activations in host "
-                        "memory (copies in and out included) and, ', device I/O', in device memory");
+                        "memory (copies in and out included) and, ', device I/O', in device memory; max_context = "
+                        "max(depth, window) + 1 (a growing plane is allocated whole on the GPU)");
   return rep;
 }
 
