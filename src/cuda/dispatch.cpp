@@ -446,54 +446,19 @@ Status run_route(Route r, const DevicePlane& plane, int position, int slot, cons
   return cuda_detail::enqueue_route(l, producer, static_cast<cudaStream_t>(stream));
 }
 
-DeviceWorkspace::DeviceWorkspace(DeviceWorkspace&& o) noexcept
-    : partials_(std::exchange(o.partials_, nullptr)),
-      partial_floats_(std::exchange(o.partial_floats_, 0)),
-      pad_(std::exchange(o.pad_, nullptr)),
-      pad_halfs_(std::exchange(o.pad_halfs_, 0)),
-      stage_(std::exchange(o.stage_, nullptr)),
-      stage_halfs_(std::exchange(o.stage_halfs_, 0)),
-      arrivals_(std::exchange(o.arrivals_, nullptr)),
-      arrival_count_(std::exchange(o.arrival_count_, 0)) {}
-
-DeviceWorkspace& DeviceWorkspace::operator=(DeviceWorkspace&& o) noexcept {
-  if (this != &o) {
-    reset();
-    partials_ = std::exchange(o.partials_, nullptr);
-    partial_floats_ = std::exchange(o.partial_floats_, 0);
-    pad_ = std::exchange(o.pad_, nullptr);
-    pad_halfs_ = std::exchange(o.pad_halfs_, 0);
-    stage_ = std::exchange(o.stage_, nullptr);
-    stage_halfs_ = std::exchange(o.stage_halfs_, 0);
-    arrivals_ = std::exchange(o.arrivals_, nullptr);
-    arrival_count_ = std::exchange(o.arrival_count_, 0);
-  }
-  return *this;
-}
-
-DeviceWorkspace::~DeviceWorkspace() { reset(); }
-
-void DeviceWorkspace::reset() noexcept {
-  for (void* p : {static_cast<void*>(partials_), static_cast<void*>(pad_), static_cast<void*>(stage_),
-                  static_cast<void*>(arrivals_)})
-    if (p != nullptr) cudaFree(p);
-  partials_ = nullptr;
-  pad_ = nullptr;
-  stage_ = nullptr;
-  arrivals_ = nullptr;
-  partial_floats_ = pad_halfs_ = stage_halfs_ = arrival_count_ = 0;
-}
+void DeviceFree::operator()(void* p) const noexcept { cudaFree(p); }
 
 Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
   LADDER_TRY(cuda_detail::require_device());
   // Each buffer is the workspace's as soon as it is allocated: a later failure frees it with `ws`.
   DeviceWorkspace ws;
-  const auto grab = [](auto** p, std::int64_t n, std::size_t elem, const char* what) -> Status {
+  const auto grab = [](auto& buffer, std::int64_t n, const char* what) -> Status {
     if (n <= 0) return {};
+    using Elem = std::remove_pointer_t<decltype(buffer.get())>;
     void* raw = nullptr;
-    LADDER_TRY(cuda_detail::cuda_status(cudaMalloc(&raw, static_cast<std::size_t>(n) * elem),
+    LADDER_TRY(cuda_detail::cuda_status(cudaMalloc(&raw, static_cast<std::size_t>(n) * sizeof(Elem)),
                                         fmt::format("allocating {} elements of workspace {}", n, what)));
-    *p = static_cast<std::remove_pointer_t<decltype(p)>>(raw);
+    buffer = DeviceBuffer<Elem>(static_cast<Elem*>(raw), n);
     return {};
   };
   // Arrival counters: groups (KV head x 16-head tile) <= n_heads <= partials / one partial, so
@@ -502,18 +467,14 @@ Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
   const std::int64_t arrivals =
       needs.partial_floats / partial_stride(kSupportedHeadDim) * cuda_detail::kFusedArrivalsPerGroup +
       cuda_detail::kGridBarrierWords;
-  LADDER_TRY(grab(&ws.partials_, needs.partial_floats, sizeof(float), "partials"));
-  LADDER_TRY(grab(&ws.pad_, needs.pad_halfs, sizeof(KvWord), "pad"));
-  LADDER_TRY(grab(&ws.stage_, needs.stage_halfs, sizeof(KvWord), "stage"));
-  LADDER_TRY(grab(&ws.arrivals_, arrivals, sizeof(unsigned), "arrival counters"));
+  LADDER_TRY(grab(ws.partials_, needs.partial_floats, "partials"));
+  LADDER_TRY(grab(ws.pad_, needs.pad_halfs, "pad"));
+  LADDER_TRY(grab(ws.stage_, needs.stage_halfs, "stage"));
+  LADDER_TRY(grab(ws.arrivals_, arrivals, "arrival counters"));
   if (arrivals > 0)
     LADDER_TRY(cuda_detail::cuda_status(
-        cudaMemset(ws.arrivals_, 0, static_cast<std::size_t>(arrivals) * sizeof(unsigned)),
+        cudaMemset(ws.arrivals(), 0, static_cast<std::size_t>(arrivals) * sizeof(unsigned)),
         "zeroing the arrival counters"));
-  ws.partial_floats_ = needs.partial_floats;
-  ws.pad_halfs_ = needs.pad_halfs;
-  ws.stage_halfs_ = needs.stage_halfs;
-  ws.arrival_count_ = arrivals;
   return ws;
 }
 

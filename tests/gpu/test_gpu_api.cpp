@@ -139,6 +139,48 @@ TEST(GpuApi, DeviceInfoAndBandwidthProbes) {
   EXPECT_EQ(copy->bytes_moved, 2 * kProbeBytes);
 }
 
+// The workspace owns its buffers: a move hands them over and empties the source, a move over a
+// workspace frees what it held, and destruction returns the memory (cudaMemGetInfo sees 256 MB
+// come back; the driver's accounting is coarser than a page, not than that).
+TEST(GpuApi, WorkspaceOwnsItsBuffers) {
+  LADDER_REQUIRE_GPU();
+  constexpr std::int64_t kBigFloats = std::int64_t{64} << 20;  // 256 MB of partials
+  const ScratchNeeds big{kBigFloats, 4096, 8192};
+  const auto free_bytes = [] {
+    std::size_t free = 0, total = 0;
+    EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+    return static_cast<std::int64_t>(free);
+  };
+  const std::int64_t before = free_bytes();
+  {
+    Result<cuda::DeviceWorkspace> a = cuda::allocate_workspace(big);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    float* const partials = a->partials();
+    ASSERT_NE(partials, nullptr);
+    EXPECT_EQ(a->partial_floats(), kBigFloats);
+    EXPECT_EQ(a->pad_halfs(), 4096);
+    EXPECT_EQ(a->stage_halfs(), 8192);
+    EXPECT_GT(a->arrival_count(), 0);
+    EXPECT_LT(free_bytes(), before - kBigFloats * 4 / 2);
+
+    cuda::DeviceWorkspace b = std::move(*a);
+    EXPECT_EQ(b.partials(), partials);
+    EXPECT_EQ(b.partial_floats(), kBigFloats);
+    EXPECT_EQ(a->partials(), nullptr);
+    EXPECT_EQ(a->pad(), nullptr);
+    EXPECT_EQ(a->stage(), nullptr);
+    EXPECT_EQ(a->arrivals(), nullptr);
+    EXPECT_EQ(a->partial_floats() + a->pad_halfs() + a->stage_halfs() + a->arrival_count(), 0);
+
+    // Moving an empty workspace over b frees b's buffers now, not at scope end.
+    b = std::move(*a);
+    EXPECT_EQ(b.partials(), nullptr);
+    EXPECT_EQ(b.partial_floats(), 0);
+    EXPECT_GT(free_bytes(), before - kBigFloats * 4 / 2);
+  }
+  EXPECT_GT(free_bytes(), before - kBigFloats * 4 / 2);
+}
+
 TEST(GpuErrors, NoDeviceIsAValueWithoutAGpu) {
   if (cuda_available()) GTEST_SKIP() << "a GPU is present: this checks the no-GPU error path";
   std::mt19937 rng(1);

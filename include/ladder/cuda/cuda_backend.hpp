@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "ladder/device_api.hpp"
 #include "ladder/errors.hpp"
@@ -53,40 +54,54 @@ struct DeviceLayerIO {
 // empty (every pointer null, every count 0), as a default-constructed workspace is. Launches
 // read it asynchronously: destroy it only after the work queued on it has finished (synchronize
 // the stream given to run_route). The pointers below are views, valid while the workspace lives.
+// Frees device memory (cudaFree, in dispatch.cpp: this header names no CUDA type).
+struct DeviceFree {
+  void operator()(void* p) const noexcept;
+};
+
+// One owned device buffer of `size()` elements of T: freed when it is destroyed or moved over; a
+// move leaves the source empty (null, size 0).
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(T* p, std::int64_t n) : p_(p), n_(p != nullptr ? n : 0) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::move(o.p_)), n_(std::exchange(o.n_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    p_ = std::move(o.p_);
+    n_ = std::exchange(o.n_, 0);
+    return *this;
+  }
+  T* get() const { return p_.get(); }
+  std::int64_t size() const { return n_; }
+
+ private:
+  std::unique_ptr<T, DeviceFree> p_;
+  std::int64_t n_ = 0;
+};
+
 class DeviceWorkspace {
  public:
-  DeviceWorkspace() = default;
-  DeviceWorkspace(const DeviceWorkspace&) = delete;
-  DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
-  DeviceWorkspace(DeviceWorkspace&& o) noexcept;
-  DeviceWorkspace& operator=(DeviceWorkspace&& o) noexcept;
-  ~DeviceWorkspace();
-
-  float* partials() const { return partials_; }
-  std::int64_t partial_floats() const { return partial_floats_; }
-  KvWord* pad() const { return pad_; }  // k block then v block
-  std::int64_t pad_halfs() const { return pad_halfs_; }
-  KvWord* stage() const { return stage_; }  // k rows then v rows
-  std::int64_t stage_halfs() const { return stage_halfs_; }
+  float* partials() const { return partials_.get(); }
+  std::int64_t partial_floats() const { return partials_.size(); }
+  KvWord* pad() const { return pad_.get(); }  // k block then v block
+  std::int64_t pad_halfs() const { return pad_.size(); }
+  KvWord* stage() const { return stage_.get(); }  // k rows then v rows
+  std::int64_t stage_halfs() const { return stage_.size(); }
   // The fused splitk kernel's arrival counters (zero between launches; every launch leaves them
   // zero), then one more word, the grid form's barrier counter (GpuFusion::grid: zero when
   // allocated, each launch flips its top bit). allocate_workspace sizes them for every head shape
   // the partials fit.
-  unsigned* arrivals() const { return arrivals_; }
-  std::int64_t arrival_count() const { return arrival_count_; }
+  unsigned* arrivals() const { return arrivals_.get(); }
+  std::int64_t arrival_count() const { return arrivals_.size(); }
 
  private:
   friend Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs);
-  void reset() noexcept;  // frees every buffer, leaving the workspace empty
 
-  float* partials_ = nullptr;
-  std::int64_t partial_floats_ = 0;
-  KvWord* pad_ = nullptr;
-  std::int64_t pad_halfs_ = 0;
-  KvWord* stage_ = nullptr;
-  std::int64_t stage_halfs_ = 0;
-  unsigned* arrivals_ = nullptr;
-  std::int64_t arrival_count_ = 0;
+  DeviceBuffer<float> partials_;
+  DeviceBuffer<KvWord> pad_;
+  DeviceBuffer<KvWord> stage_;
+  DeviceBuffer<unsigned> arrivals_;
 };
 // A workspace for `needs` on the current device, its arrival counters zeroed; the caller owns
 // it. A failure (out_of_memory when a buffer does not fit) leaves nothing allocated.
