@@ -6,7 +6,8 @@
 // only on request (/sys/kernel/mm/transparent_hugepage/enabled = madvise, the build machine's),
 // glibc's own tunable for it (GLIBC_TUNABLES=glibc.malloc.hugetlb=1) sped the single layers at
 // 32,768 up by 4-10 % on one worker (docs/perf.md, 2026-12-04, "huge pages"). The allocator does
-// that for the planes alone: an allocation of at least kHugePageMinBytes starts on a huge-page
+// that for the planes alone: an allocation of at least kHugePageMinBytes is a mapping of its own
+// (fresh pages, whatever was freed before: docs/perf.md change 76), starts on a huge-page
 // boundary, is rounded up to whole huge pages and is asked for huge pages before anything
 // touches it; a refusal (another OS, THP off) leaves ordinary pages. Smaller planes are allocated
 // as before. The rows' values and every computation on them are unchanged.
@@ -32,7 +33,8 @@ inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;  // x86-64 a
 inline constexpr std::size_t kHugePageMinBytes = kHugePageBytes / 2;
 // Throws std::bad_alloc; a zero-byte request returns a unique non-null pointer.
 void* plane_allocate(std::size_t bytes);
-void plane_free(void* p) noexcept;
+// `bytes` is what plane_allocate was asked for.
+void plane_free(void* p, std::size_t bytes) noexcept;
 }  // namespace detail
 
 template <class T>
@@ -45,7 +47,7 @@ struct PlaneAllocator {
     if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_alloc();
     return static_cast<T*>(detail::plane_allocate(n * sizeof(T)));
   }
-  void deallocate(T* p, std::size_t) noexcept { detail::plane_free(p); }
+  void deallocate(T* p, std::size_t n) noexcept { detail::plane_free(p, n * sizeof(T)); }
   template <class U>
   bool operator==(const PlaneAllocator<U>&) const noexcept {
     return true;

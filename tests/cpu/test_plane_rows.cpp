@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <limits>
 #include <new>
 #include <utility>
@@ -40,6 +43,57 @@ TEST(PlaneRows, SmallRowsAndCopiesHoldTheirValues) {
   EXPECT_EQ(address(big_copy.data()) % detail::kHugePageBytes, 0u);
   const PlaneRows moved = std::move(big_copy);
   EXPECT_EQ(moved, big);
+}
+
+// /proc/self/smaps' entry for the mapping holding `p`: its "start-end" line and VmFlags, or
+// empty strings when nothing maps it.
+struct Mapping {
+  std::string range, flags;
+};
+Mapping mapping_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  Mapping m;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = address(p) >= lo && address(p) < hi;
+      if (inside) m.range = line;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      m.flags = line;
+    }
+  }
+  return m;
+}
+
+// Change 76: on Linux a large plane is a mapping of its own, asked for huge pages (VmFlags "hg")
+// before its first touch, and gone when the rows are freed, so the next plane starts on fresh
+// pages, not on heap memory that earlier planes faulted on small pages.
+TEST(PlaneRows, LargeRowsAreMappingsOfTheirOwnAskedForHugePages) {
+#if !defined(__linux__)
+  GTEST_SKIP() << "mappings are Linux's";
+#elif defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer builds keep the allocator (its redzones check plane bounds)";
+#else
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer builds keep the allocator (its redzones check plane bounds)";
+#endif
+#endif
+  // A larger plane freed first: under glibc's allocator that raised its mmap threshold, and the
+  // next, smaller plane came from the heap.
+  { PlaneRows larger(6 * kWordsPerHugePage, KvWord{3}); }
+  const void* where = nullptr;
+  {
+    PlaneRows rows(3 * kWordsPerHugePage + 5, KvWord{7});
+    where = rows.data();
+    const Mapping m = mapping_of(where);
+    ASSERT_FALSE(m.range.empty()) << "no mapping holds the rows";
+    EXPECT_NE((" " + m.flags + " ").find(" hg "), std::string::npos) << m.range << "\n" << m.flags;
+  }
+  EXPECT_TRUE(mapping_of(where).range.empty()) << "the rows' pages are still mapped after they were freed";
+#endif
 }
 
 // A count whose bytes (or their rounding to huge pages) overflow is refused before anything is
