@@ -28,13 +28,21 @@
 //               stand-in softmax (block max by shuffles and one exchange, ex2, the split of P,
 //               stmatrix.trans of P^T, fence.proxy.async), o's rescale, and per slot one
 //               16 x 130-float partial (m, s, o[128] per head: the two pairs merged).
+//           wgp wg software-pipelined within the warpgroup, every accumulation order kept (its
+//               partials are checked against wg's bits too): two score accumulators in
+//               registers; within a slot tile u + 1's 16 score wgmma are issued (after its full
+//               barrier) before tile u's softmax and complete under it; at a slot end the next
+//               slot's q (loaded into registers a slot earlier) is staged and its first tile's
+//               scores are issued before the slot's partial, which runs under them. Same ring
+//               (3 stages, at most 2 held), same single P^T buffer.
 //         Shapes (design.md, stage 2): (a) 1 sequence x 32,768 tokens, 256 CTAs of one 8-block
 //         slot; (b) 16 x 2,048, 1,024 two-block slots walked 4 per CTA; (c) 16 x 32,768, 8-block
 //         slots walked 16 per CTA. Both KV heads of a layer, token-major planes (row = token, 2
 //         heads x 128 dims x 2 B), K and V separate; enough copies to rotate beyond L2. Before
-//         timing, wg's partials of a few slots are checked against an f64 host reference of the
-//         same stand-in math (a wrong descriptor fails loudly). The read ceiling is the library's
-//         read probe (src/cuda/device.cu) over the same bytes.
+//         timing, wg's and wgp's partials of a few slots are checked against an f64 host
+//         reference of the same stand-in math (a wrong descriptor fails loudly), and wgp's
+//         partials against wg's bits. The read ceiling is the library's read probe
+//         (src/cuda/device.cu) over the same bytes.
 //
 // wgmma exists only in the sm_90a image (__CUDA_ARCH_FEAT_SM90_ALL); the sm_90 image compiles the
 // same kernels with a trap in its place, and the binary refuses at run time when the device runs
@@ -924,6 +932,300 @@ __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wg_kernel(TimeWork w
   }
 }
 
+// =================================================================================================
+// wgp: wg software-pipelined within the warpgroup
+// =================================================================================================
+// The same tile math in the same accumulation orders (scores chain, softmax, split, P.V chains,
+// rescale, slot merge: a port's bits would not change), reordered so that the tensor pipe works
+// while the warps do the softmax or the partial. The tiles of the CTA's whole walk form one stream
+// u = 0, 1, ... (the producer's fill order), with two score accumulators in registers: S(u),
+// complete where tile u starts, and S(u + 1). wgmma groups complete in commit order, and
+// wait_group N returns once at most N of this warp's groups are pending:
+//   within a slot (u + 1 in the same slot):
+//     wait full(u + 1); commit S(u + 1) (16 wgmma); softmax(u), P^T store, o rescale; commit
+//     P.V(u) (16 wgmma); wait_group 0 -> S(u + 1) (committed first, run under the softmax) and
+//     P.V(u) done; release stage u.
+//   at a slot end (u the slot's last tile):
+//     softmax(u); commit P.V(u); the next slot's q (loaded into registers a slot earlier) split
+//     into Q^T (every warp waited for S(u), Q^T's last reader, before the softmax's barriers); wait
+//     full(u + 1); commit S(u + 1); wait_group 1 -> P.V(u) done, S(u + 1) pending; release stage
+//     u; the slot's partial; wait_group 0 -> S(u + 1).
+// No group is pending where a tile starts or ends, nor across a branch that rejoins: with S(u)
+// still in flight across the loop's back edge, ptxas moved the accumulator, waited for it
+// (C7517) and serialized every wgmma of the kernel (C7518). The P^T buffer stays single: P(u + 1)
+// is stored after a barrier that every warp reaches only once its P.V(u) completed. The ring
+// keeps 3 stages: a tile holds at most two (u and u + 1), so at least one fill is in flight.
+constexpr int kQQuads = kTrialQ / 4 / kConsumerThreads;  // float4 of q per consumer thread
+struct QRegs {
+  float4 x[kQQuads];
+};
+__device__ __forceinline__ QRegs load_q(const TimeWork& w, const SlotAt& at, int tid) {
+  const float* qg = w.q + (static_cast<std::int64_t>(at.seq) * w.n_kv + at.kvh) * kHeads * kHeadDim;
+  QRegs r;
+#pragma unroll
+  for (int c = 0; c < kQQuads; ++c) r.x[c] = reinterpret_cast<const float4*>(qg)[tid + c * kConsumerThreads];
+  return r;
+}
+// stage_q's split and stores from registers; the caller guarantees that no wgmma reads Q^T.
+template <KvDtype D>
+__device__ __forceinline__ void store_q(const QRegs& r, TimeSmem& sm, int tid) {
+#pragma unroll
+  for (int c = 0; c < kQQuads; ++c) {
+    const int e = 4 * (tid + c * kConsumerThreads);
+    const int h = e / kHeadDim;
+    const int d = e % kHeadDim;
+    unsigned hi[2], lo[2];
+    lc::split_pair<D>(r.x[c].x, r.x[c].y, hi[0], lo[0]);
+    lc::split_pair<D>(r.x[c].z, r.x[c].w, hi[1], lo[1]);
+    *reinterpret_cast<uint2*>(sm.q[0] + QTile::offset(h, d)) = make_uint2(hi[0], hi[1]);
+    *reinterpret_cast<uint2*>(sm.q[1] + QTile::offset(h, d)) = make_uint2(lo[0], lo[1]);
+  }
+  fence_proxy_async();
+  consumer_sync();
+}
+
+__device__ __forceinline__ void reset_state(WgState& st) {
+#pragma unroll
+  for (int c4 = 0; c4 < 4; ++c4) {
+    st.m[0][c4] = -INFINITY;
+    st.m[1][c4] = -INFINITY;
+    st.s[c4] = 0.0f;
+  }
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < kAccRegs; ++i) st.o[p][h][i] = 0.0f;
+}
+
+// wg's 16 score wgmma of one tile into acc (zeroed first), committed as one group; no wait.
+template <KvDtype D>
+__device__ __forceinline__ void issue_scores(float (&acc)[kAccRegs], unsigned k_lo, unsigned q_hi, unsigned q_lo) {
+#pragma unroll
+  for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.0f;
+  fence_operand(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kScoreSteps; ++kk) {
+    const std::uint64_t a = Sw128Desc::at(k_lo, kstep_offset<KvTile>(kk));
+    wgmma_m64n16k16<D, 0>(acc, a, Sw128Desc::at(q_hi, kstep_offset<QTile>(kk)));
+    wgmma_m64n16k16<D, 0>(acc, a, Sw128Desc::at(q_lo, kstep_offset<QTile>(kk)));
+  }
+  wgmma_commit();
+}
+
+// wg's tile from the completed scores on: the stand-in softmax, P^T, o's rescale and the 16 P.V
+// wgmma, committed as one group; no wait. Instruction for instruction wg's code.
+template <KvDtype D>
+__device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, TimeSmem& sm, float scale_log2,
+                                           unsigned v_lo, unsigned pt_hi, unsigned pt_lo, int warp, int lane) {
+  const int g = lane / 4;
+  const int qd = lane % 4;
+  const int my_pair = warp / 2;
+  float wmax[4];
+#pragma unroll
+  for (int c4 = 0; c4 < 4; ++c4) {
+    const int i = head_reg(c4);
+    acc[i] *= scale_log2;
+    acc[i + 2] *= scale_log2;
+    float mx = fmaxf(acc[i], acc[i + 2]);
+    mx = fmaxf(mx, __shfl_xor_sync(lc::kFullMask, mx, 4));
+    mx = fmaxf(mx, __shfl_xor_sync(lc::kFullMask, mx, 8));
+    mx = fmaxf(mx, __shfl_xor_sync(lc::kFullMask, mx, 16));
+    wmax[c4] = mx;
+  }
+  if (g == 0) {
+#pragma unroll
+    for (int c4 = 0; c4 < 4; ++c4) sm.red_max[warp][8 * (c4 >> 1) + 2 * qd + (c4 & 1)] = wmax[c4];
+  }
+  consumer_sync();
+  float corr[kPairs][4];
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p)
+#pragma unroll
+    for (int c4 = 0; c4 < 4; ++c4) {
+      const int head = 8 * (c4 >> 1) + 2 * qd + (c4 & 1);
+      const float bm = fmaxf(sm.red_max[2 * p][head], sm.red_max[2 * p + 1][head]);
+      const float m_new = fmaxf(st.m[p][c4], bm);
+      corr[p][c4] = ex2(st.m[p][c4] - m_new);
+      st.m[p][c4] = m_new;
+    }
+  unsigned phi[4], plo[4];
+#pragma unroll
+  for (int c4 = 0; c4 < 4; ++c4) {
+    const int i = head_reg(c4);
+    const float m = my_pair == 0 ? st.m[0][c4] : st.m[1][c4];
+    acc[i] = ex2(acc[i] - m);
+    acc[i + 2] = ex2(acc[i + 2] - m);
+    float sum = acc[i] + acc[i + 2];
+    sum += __shfl_xor_sync(lc::kFullMask, sum, 4);
+    sum += __shfl_xor_sync(lc::kFullMask, sum, 8);
+    sum += __shfl_xor_sync(lc::kFullMask, sum, 16);
+    st.s[c4] = st.s[c4] * (my_pair == 0 ? corr[0][c4] : corr[1][c4]) + sum;
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = 4 * j + 2 * r;
+      lc::split_pair<D>(acc[i], acc[i + 1], phi[2 * j + r], plo[2 * j + r]);
+    }
+  store_pt(sm.pt[0], warp, lane, phi);
+  store_pt(sm.pt[1], warp, lane, plo);
+  fence_proxy_async();
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < kAccRegs; ++i) st.o[p][h][i] *= corr[p][(i >> 2) * 2 + (i & 1)];
+  consumer_sync();
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) fence_operand(st.o[p][h]);
+  wgmma_fence();
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p)
+#pragma unroll
+    for (int kk = 0; kk < kPairTokenSteps; ++kk)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::uint64_t a = Sw128Desc::at(v_lo, vt_offset(p, kk, h));
+        wgmma_m64n16k16<D, 1>(st.o[p][h], a, Sw128Desc::at(pt_hi, pt_offset(p, kk)));
+        wgmma_m64n16k16<D, 1>(st.o[p][h], a, Sw128Desc::at(pt_lo, pt_offset(p, kk)));
+      }
+  wgmma_commit();
+}
+
+__device__ __forceinline__ void fence_o(WgState& st) {
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) fence_operand(st.o[p][h]);
+}
+
+// wg's slot end: the pairs' sums, the pairs merged, one partial per head (o must be complete).
+__device__ __forceinline__ void write_partial(const TimeWork& w, int flat, const WgState& st, TimeSmem& sm, int warp,
+                                              int lane) {
+  const int g = lane / 4;
+  const int qd = lane % 4;
+  if (g == 0) {
+#pragma unroll
+    for (int c4 = 0; c4 < 4; ++c4) sm.red_sum[warp][8 * (c4 >> 1) + 2 * qd + (c4 & 1)] = st.s[c4];
+  }
+  consumer_sync();
+  float* part = w.partials + static_cast<std::int64_t>(flat) * kHeads * kPartialFloats;
+#pragma unroll
+  for (int c4 = 0; c4 < 4; ++c4) {
+    const int head = 8 * (c4 >> 1) + 2 * qd + (c4 & 1);
+    const float m_all = fmaxf(st.m[0][c4], st.m[1][c4]);
+    const float c0 = ex2(st.m[0][c4] - m_all);
+    const float c1 = ex2(st.m[1][c4] - m_all);
+    const float s_all =
+        (sm.red_sum[0][head] + sm.red_sum[1][head]) * c0 + (sm.red_sum[2][head] + sm.red_sum[3][head]) * c1;
+    if (warp == 0 && g == 0) {
+      part[head * kPartialFloats + 0] = m_all;
+      part[head * kPartialFloats + 1] = s_all;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = head_reg(c4) + 2 * r;
+        const AccAt a = acc_at(warp, lane, i);
+        part[head * kPartialFloats + 2 + 64 * h + a.row] = st.o[0][h][i] * c0 + st.o[1][h][i] * c1;
+      }
+  }
+}
+
+template <KvDtype D>
+__global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wgp_kernel(TimeWork w, const __grid_constant__ TmaMaps maps) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  TimeSmem& sm = time_smem(smem_raw);
+  init_ring(sm);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / kWarpSize;
+  if (warp == kProducerWarp) {
+    produce(w, maps, sm);
+    return;
+  }
+  int flat = static_cast<int>(blockIdx.x);
+  if (flat >= w.slots) return;
+  const int lane = tid % kWarpSize;
+  const int step_slots = static_cast<int>(gridDim.x);
+  const unsigned q_hi = Sw128Desc::k_major_lo(lc::smem_u32(sm.q[0]));
+  const unsigned q_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.q[1]));
+  const unsigned pt_hi = Sw128Desc::k_major_lo(lc::smem_u32(sm.pt[0]));
+  const unsigned pt_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.pt[1]));
+  auto full_bar = [&](int u) { return lc::smem_u32(&sm.full[u % kStages]); };
+  auto k_desc = [&](int u) { return Sw128Desc::k_major_lo(lc::smem_u32(sm.k[u % kStages])); };
+  auto v_desc = [&](int u) { return Sw128Desc::mn_major_lo(lc::smem_u32(sm.v[u % kStages])); };
+
+  // Prologue: the first slot's q (no wgmma has run: init_ring's __syncthreads orders it), the
+  // next slot's q into registers, S(0).
+  store_q<D>(load_q(w, slot_at(w, flat), tid), sm, tid);
+  QRegs q_next{};
+  if (flat + step_slots < w.slots) q_next = load_q(w, slot_at(w, flat + step_slots), tid);
+  float sa[kAccRegs], sb[kAccRegs];
+  mbar_wait(full_bar(0), 0);
+  issue_scores<D>(sa, k_desc(0), q_hi, q_lo);
+  wgmma_wait<0>();
+  fence_operand(sa);
+  WgState st;
+  reset_state(st);
+  int t = 0, use = 0;
+
+  // One tile: sc holds S(use), complete; sn receives S(use + 1), complete on return. No wgmma is
+  // in flight where a tile starts or ends, nor across a branch that rejoins, so that ptxas need
+  // not move (and so wait for) an in-flight accumulator. False after the CTA's last tile.
+  auto tile = [&](float (&sc)[kAccRegs], float (&sn)[kAccRegs]) -> bool {
+    const int s = use % kStages;
+    if (t + 1 < w.tiles_per_slot) {
+      mbar_wait(full_bar(use + 1), ((use + 1) / kStages) & 1);
+      issue_scores<D>(sn, k_desc(use + 1), q_hi, q_lo);  // runs during the softmax
+      softmax_pv<D>(sc, st, sm, w.scale_log2, v_desc(use), pt_hi, pt_lo, warp, lane);
+      wgmma_wait<0>();  // pending were S(use + 1), P.V(use): both done (in order)
+      fence_o(st);
+      fence_operand(sn);
+      release(sm, s, lane);
+      ++t;
+      ++use;
+      return true;
+    }
+    softmax_pv<D>(sc, st, sm, w.scale_log2, v_desc(use), pt_hi, pt_lo, warp, lane);
+    const int next = flat + step_slots;
+    if (next >= w.slots) {
+      wgmma_wait<0>();  // P.V(use)
+      fence_o(st);
+      release(sm, s, lane);
+      write_partial(w, flat, st, sm, warp, lane);
+      return false;
+    }
+    // The next slot's q, restaged every slot (wg skips a slot of the same q; no shape here has
+    // one: (a) is one slot a CTA, (b) and (c) change sequence every slot). S(use), Q^T's last
+    // reader, completed in every warp before the softmax's barriers.
+    store_q<D>(q_next, sm, tid);
+    mbar_wait(full_bar(use + 1), ((use + 1) / kStages) & 1);
+    issue_scores<D>(sn, k_desc(use + 1), q_hi, q_lo);  // runs during the partial
+    wgmma_wait<1>();  // pending were P.V(use), S(use + 1): P.V(use) done
+    fence_o(st);
+    release(sm, s, lane);
+    write_partial(w, flat, st, sm, warp, lane);
+    wgmma_wait<0>();  // S(use + 1)
+    fence_operand(sn);
+    flat = next;
+    t = 0;
+    ++use;
+    reset_state(st);
+    if (flat + step_slots < w.slots) q_next = load_q(w, slot_at(w, flat + step_slots), tid);
+    return true;
+  };
+  while (tile(sa, sb) && tile(sb, sa)) {
+  }
+}
+
 // Random f16/bf16 values in [-1, 1) for the planes (a hash of the index: no host copy).
 template <KvDtype D>
 __global__ void fill_plane_kernel(KvWord* dst, std::int64_t n, std::uint64_t seed) {
@@ -1457,7 +1759,7 @@ SlotCheck check_slot(const TimeWork& w, int flat, const KvWord* k_plane, const K
 constexpr double kMaxMErr = 1e-4, kMaxSErr = 1e-3, kMaxOErr = 1e-3;
 
 template <KvDtype D>
-bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_read, bool check, int reps) {
+bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wgp, bool do_read, bool check, int reps) {
   int has = 0;
   {
     int* d = nullptr;
@@ -1466,7 +1768,7 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_re
     CHECK(cudaMemcpy(&has, d, sizeof(int), cudaMemcpyDeviceToHost));
     CHECK(cudaFree(d));
   }
-  if (!has && do_wg) {
+  if (!has && (do_wg || do_wgp)) {
     std::fprintf(stderr, "the device runs the sm_90 image: no wgmma (needs sm_90a, an H100/H200)\n");
     std::exit(3);
   }
@@ -1476,13 +1778,19 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_re
   CHECK(cudaFuncSetAttribute(ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTimeSmemBytes)));
   CHECK(cudaFuncSetAttribute(wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kTimeSmemBytes)));
-  int occ_ws = 0, occ_wg = 0;
+  CHECK(cudaFuncSetAttribute(wgp_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kTimeSmemBytes)));
+  int occ_ws = 0, occ_wg = 0, occ_wgp = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_ws, ws_kernel, kTimeThreads, kTimeSmemBytes));
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_wg, wg_kernel<D>, kTimeThreads, kTimeSmemBytes));
-  cudaFuncAttributes fa{};
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_wgp, wgp_kernel<D>, kTimeThreads, kTimeSmemBytes));
+  cudaFuncAttributes fa{}, fp{};
   CHECK(cudaFuncGetAttributes(&fa, wg_kernel<D>));
-  std::printf("dtype %s, %d SMs, smem %zu B a CTA, CTAs per SM: ws %d, wg %d; wg registers %d, local %zu B\n",
-              dtype_name<D>(), sms, kTimeSmemBytes, occ_ws, occ_wg, fa.numRegs, fa.localSizeBytes);
+  CHECK(cudaFuncGetAttributes(&fp, wgp_kernel<D>));
+  std::printf("dtype %s, %d SMs, smem %zu B a CTA, CTAs per SM: ws %d, wg %d, wgp %d; registers (local B): wg %d (%zu), "
+              "wgp %d (%zu)\n",
+              dtype_name<D>(), sms, kTimeSmemBytes, occ_ws, occ_wg, occ_wgp, fa.numRegs, fa.localSizeBytes,
+              fp.numRegs, fp.localSizeBytes);
   unsigned* sink = nullptr;
   CHECK(cudaMalloc(&sink, sizeof(unsigned)));
   bool ok = true;
@@ -1537,9 +1845,11 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_re
                   sh.ctas, bytes / 1e6, us, bytes / (us * 1e3));
       std::fflush(stdout);
     };
-    if (do_wg && check) {
+    // Before timing: a kernel's partials of a few slots against an f64 host reference of the stand-in math.
+    using TimeKernel = void (*)(TimeWork, const TmaMaps);
+    auto check_kernel = [&](const char* name, TimeKernel kernel) {
       CHECK(cudaMemset(partials, 0xff, static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats * sizeof(float)));
-      wg_kernel<D><<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[0]);
+      kernel<<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[0]);
       CHECK(cudaGetLastError());
       CHECK(cudaDeviceSynchronize());
       std::vector<float> part(static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats);
@@ -1556,10 +1866,23 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_re
       }
       const bool pass = worst.m_err <= kMaxMErr && worst.s_err <= kMaxSErr && worst.o_err <= kMaxOErr &&
                         std::isfinite(worst.m_err + worst.s_err + worst.o_err);
-      std::printf("check  %-6s wg partials of %zu slots vs f64 stand-in: max m err %.2e, s rel err %.2e, o/s err "
+      std::printf("check  %-6s %s partials of %zu slots vs f64 stand-in: max m err %.2e, s rel err %.2e, o/s err "
                   "%.2e: %s\n",
-                  sh.name, which.size(), worst.m_err, worst.s_err, worst.o_err, pass ? "PASS" : "FAIL");
+                  sh.name, name, which.size(), worst.m_err, worst.s_err, worst.o_err, pass ? "PASS" : "FAIL");
       ok = ok && pass;
+      return part;
+    };
+    if (check) {
+      std::vector<float> part_wg, part_wgp;
+      if (do_wg) part_wg = check_kernel("wg", wg_kernel<D>);
+      if (do_wgp) part_wgp = check_kernel("wgp", wgp_kernel<D>);
+      // wgp keeps every accumulation order of wg: the partials should be wg's bits.
+      if (do_wg && do_wgp) {
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < part_wg.size(); ++i) differ += bits_of(part_wg[i]) != bits_of(part_wgp[i]);
+        std::printf("check  %-6s wgp partials against wg's, all %zu floats: %zu differ in bits%s\n", sh.name,
+                    part_wg.size(), differ, differ ? " (same math, other order?)" : "");
+      }
     }
     if (do_read) {
       // The library's read probe over the same bytes (K plane then V plane), best of 2, 4, 8 CTAs per SM.
@@ -1580,6 +1903,10 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_re
       report("wg", median_us(reps, [&](int i) {
                wg_kernel<D><<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[i % copies]);
              }));
+    if (do_wgp)
+      report("wgp", median_us(reps, [&](int i) {
+               wgp_kernel<D><<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[i % copies]);
+             }));
     CHECK(cudaFree(planes));
     CHECK(cudaFree(qd));
     CHECK(cudaFree(partials));
@@ -1591,7 +1918,7 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_re
 void usage(const char* argv0) {
   std::printf(
       "usage: %s bits [--trials N=4096] [--dtype f16|bf16|both=both]\n"
-      "       %s time [--shape a|b|c|all=all] [--kernel ws|wg|read|all=all] [--reps N=20] [--dtype f16|bf16=f16]\n"
+      "       %s time [--shape a|b|c|all=all] [--kernel ws|wg|wgp|read|all=all] [--reps N=20] [--dtype f16|bf16=f16]\n"
       "                [--no-check]\n"
       "\n"
       "bits  (design.md stage 1) the producer's score chain (8 k-steps of K.q_hi then K.q_lo, 64 tokens x 16\n"
@@ -1604,11 +1931,14 @@ void usage(const char* argv0) {
       "      above f32 rounding, i.e. a descriptor or fragment mapping is wrong.\n"
       "time  (design.md stage 2) one layer (2 KV heads, head_dim 128) through a 3-stage TMA ring filled by a\n"
       "      producer warp: ws = the ring alone, wg = the ring plus 32 wgmma a 64-token tile, a stand-in\n"
-      "      softmax and a 16 x 130-float partial per slot; read = the library's streaming read of the same\n"
-      "      bytes. Shapes: a = 1 x 32768 tokens (256 CTAs, one 8-block slot each), b = 16 x 2048 (1024\n"
+      "      softmax and a 16 x 130-float partial per slot; wgp = wg software-pipelined (tile u + 1's score\n"
+      "      wgmma issued before tile u's softmax; at a slot end the next slot's q staged from registers and its\n"
+      "      first scores issued before the partial), same math in the same order; read = the library's\n"
+      "      streaming read of the same bytes. Shapes: a = 1 x 32768 tokens (256 CTAs, one 8-block slot each), b = 16 x 2048 (1024\n"
       "      two-block slots, 4 per CTA), c = 16 x 32768 (4096 8-block slots, 16 per CTA). Median of --reps\n"
-      "      launches over copies of the planes that rotate past L2. Before timing, wg's partials of 5 slots\n"
-      "      are checked against an f64 reference of the same math (FAIL: exit 5).\n"
+      "      launches over copies of the planes that rotate past L2. Before timing, wg's and wgp's partials of\n"
+      "      5 slots are checked against an f64 reference of the same math (FAIL: exit 5), and wgp's partials\n"
+      "      against wg's bits (a count of differing floats; 0 expected, not an exit status).\n"
       "Needs an sm_90a device image (H100/H200): exits 3 when the device runs the sm_90 one.\n",
       argv0, argv0);
 }
@@ -1667,15 +1997,16 @@ int main(int argc, char** argv) {
     for (int s = 0; s < static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0])); ++s)
       if (shape == "all" || shape == kShapes[s].name) shapes.push_back(s);
     if (shapes.empty() || reps <= 0 || (dtype != "f16" && dtype != "bf16") ||
-        (kernel != "all" && kernel != "ws" && kernel != "wg" && kernel != "read")) {
+        (kernel != "all" && kernel != "ws" && kernel != "wg" && kernel != "wgp" && kernel != "read")) {
       usage(argv[0]);
       return 2;
     }
     const bool ws = kernel == "all" || kernel == "ws";
     const bool wg = kernel == "all" || kernel == "wg";
+    const bool wgp = kernel == "all" || kernel == "wgp";
     const bool rd = kernel == "all" || kernel == "read";
-    const bool ok = dtype == "bf16" ? run_time<KvDtype::bf16>(shapes, ws, wg, rd, check, reps)
-                                    : run_time<KvDtype::f16>(shapes, ws, wg, rd, check, reps);
+    const bool ok = dtype == "bf16" ? run_time<KvDtype::bf16>(shapes, ws, wg, wgp, rd, check, reps)
+                                    : run_time<KvDtype::f16>(shapes, ws, wg, wgp, rd, check, reps);
     return ok ? 0 : 5;
   }
   usage(argv[0]);
