@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stages 1 and 2 of docs/bench/pending-wgmma/design.md on the GPU machine, in one device call:
-# `ladder_wgmma_probe bits` (the bit probe: mma.sync against wgmma, f16 and bf16), then `time` (ws
-# and wg at shapes a, b, c beside the read ceiling, f16; shape a again in bf16), then, where ncu
-# exists, ncu on one launch of wg and of ws at shapes a and b. Everything goes into ONE archive,
+# `ladder_wgmma_probe bits` (the bit probe: mma.sync against wgmma, f16 and bf16), then `time` (ws,
+# wg and wgp, the software-pipelined wg, at shapes a, b, c beside the read ceiling, f16; shape a
+# again in bf16), then, where ncu exists, ncu on one launch of each kernel in NCU_KERNELS (default
+# wgp; ws and wg were profiled on 2026-12-07) at shapes a and b. Everything goes into ONE archive,
 # $OUT/wgmma.tgz (the device tool brings back at most 8 files), with a short summary.txt beside it.
 #
 #   docs/bench/pending-wgmma/probe.sh [DIR=.carry/wgmma]
@@ -10,11 +11,13 @@
 # DIR holds ladder_wgmma_probe.xz (or ladder_wgmma_probe), built on the build machine:
 #   ninja -C build-wg ladder_wgmma_probe
 #   mkdir -p .carry/wgmma && xz -9 -T2 -c build-wg/ladder_wgmma_probe > .carry/wgmma/ladder_wgmma_probe.xz
-# Every step runs under `timeout`; the whole stays under ~150 s (bits ~15 s, time ~15 s, each ncu
-# at most 22 s). Exit status: the worst of bits (4: a way broken) and time (5: wg's check failed).
+# Every step runs under `timeout`; the whole stays under ~120 s (bits ~15 s, time ~20 s, each ncu
+# at most 22 s). Exit status: the worst of bits (4: a way broken) and time (5: wg's or wgp's check
+# failed).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 DIR=${1:-.carry/wgmma}
+NCU_KERNELS=${NCU_KERNELS:-wgp}
 : "${OUT:=$PWD/wgmma-out}"
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/wgmma.XXXXXX)
@@ -57,9 +60,9 @@ NCU=$(command -v ncu || true)
 if [ -n "$NCU" ]; then
   # The timed launch after the warm-up one (--launch-skip 1), caches flushed (ncu's default). The
   # sections design.md asks for: duration, DRAM bytes and throughput, eligible warps and issue
-  # rate, stall reasons, occupancy and launch resources, instruction counts; plus the tensor pipe's
-  # f16 -> f32 operations.
-  for k in wg ws; do
+  # rate, stall reasons, occupancy and launch resources, instruction counts. (The tensor pipe's
+  # f16 -> f32 operations were counted for wg on 2026-12-07; wgp issues the same 32 wgmma a tile.)
+  for k in $NCU_KERNELS; do
     for s in a b; do
       t0=$SECONDS
       timeout 22 "$NCU" -k "regex:${k}_kernel" --launch-skip 1 --launch-count 1 \
@@ -70,13 +73,6 @@ if [ -n "$NCU" ]; then
       echo "ncu ${k} ${s}: rc=$? ($((SECONDS - t0)) s)" >>"$res/summary.txt"
     done
   done
-  # The tensor pipe's f16 x f16 -> f32 operations (design.md: 537 M MACs at shape a) apart, so that
-  # a metric this ncu does not know cannot cost the runs above.
-  t0=$SECONDS
-  timeout 20 "$NCU" -k "regex:wg_kernel" --launch-skip 1 --launch-count 1 \
-    --metrics sm__ops_path_tensor_src_fp16_dst_fp32.sum \
-    "$BIN" time --shape a --kernel wg --reps 1 --no-check >"$res/ncu_wg_a_tensor.txt" 2>&1
-  echo "ncu wg a tensor: rc=$? ($((SECONDS - t0)) s)" >>"$res/summary.txt"
 else
   echo "ncu: not found" >>"$res/summary.txt"
 fi
