@@ -65,6 +65,7 @@
 
 #include "cuda/kernels.hpp"
 #include "cuda/producer_tc.cuh"
+#include "probe_async.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define WG_HAS_WGMMA 1
@@ -77,6 +78,7 @@ namespace wgprobe {
 namespace lc = ladder::cuda_detail;
 using ladder::KvDtype;
 using ladder::KvWord;
+using namespace probe_async;
 
 constexpr int kHeadDim = 128;
 constexpr int kHeads = 16;            // query heads per KV head: wgmma's N
@@ -598,33 +600,6 @@ __host__ __device__ inline int slot_block(const TimeWork& w, const SlotAt& a, in
   return a.s + w.slots_per_head * i;
 }
 
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "wait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap* map, int x, int y, unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];\n" ::"r"(dst),
-      "l"(map), "r"(x), "r"(y), "r"(bar)
-      : "memory");
-}
 
 __device__ __forceinline__ TimeSmem& time_smem(unsigned char* raw) {
   return *reinterpret_cast<TimeSmem*>(align1024(raw));
@@ -931,6 +906,10 @@ __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wg_kernel(TimeWork w
     }
   }
 }
+
+// wg's tile body is written out here, not shared with wgp through issue_scores / softmax_pv below:
+// the kernel stays as it ran on the H100 (docs/perf.md, probes 77 and 77b); sharing them changed
+// its SASS (952 -> 960 instructions) and there was no device time left to time it again.
 
 // =================================================================================================
 // wgp: wg software-pipelined within the warpgroup
