@@ -38,10 +38,12 @@
 
 #include "cuda/kernels.hpp"
 #include "probe_async.cuh"
+#include "probe_host.hpp"
 
 namespace {
 
 using namespace probe_async;
+using probe_host::median_us;
 
 constexpr int kHeadDim = 128;
 constexpr int kRowBytes = kHeadDim * 2;
@@ -58,14 +60,6 @@ constexpr int kWordsPerRow = kRowBytes / 16;
 constexpr int kSwizzleBytes = 128;  // a 128-byte swizzle span: the box's inner extent
 constexpr int kBoxElems = kSwizzleBytes / 2;
 
-#define CHECK(x)                                                                                          \
-  do {                                                                                                    \
-    cudaError_t e_ = (x);                                                                                 \
-    if (e_ != cudaSuccess) {                                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                                       \
-    }                                                                                                     \
-  } while (0)
 
 // Where row r of KV head h starts, in bytes from the plane's base.
 struct Layout {
@@ -161,6 +155,12 @@ __global__ void __launch_bounds__(kThreads) ldg_kernel(Work w) {
     for (int u = 0; u < kWordsPerBlock / kPairThreads; ++u) acc ^= x[u].x ^ x[u].y ^ x[u].z ^ x[u].w;
   }
   escape(w, acc);
+}
+
+// The ring's plane as a tensor map: boxes of kBoxElems dims x one block's rows.
+CUtensorMap plane_map(probe_host::EncodeTiled encode, const void* base, int tokens, int n_kv) {
+  return probe_host::token_major_map(encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, base, tokens, n_kv * kHeadDim, kBoxElems,
+                                     kBlockRows);
 }
 
 // ---- tma: 2D tensor-map tiles with mbarriers --------------------------------------------------
@@ -265,49 +265,8 @@ __global__ void __launch_bounds__(kThreads) bulkrows_kernel(Work w) {
   escape(w, acc);
 }
 
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-CUtensorMap token_major_map(EncodeTiled encode, const void* base, int tokens, int n_kv) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(n_kv) * kHeadDim, static_cast<cuuint64_t>(tokens)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(n_kv) * kRowBytes};
-  const cuuint32_t box[2] = {kBoxElems, kBlockRows};
-  const cuuint32_t unit[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(base), dims, strides, box, unit,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", static_cast<int>(r));
-    std::exit(1);
-  }
-  return map;
-}
 
-template <typename Launch>
-float median_us(int reps, Launch launch) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch();
-  CHECK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0f);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
 
 }  // namespace
 
@@ -328,26 +287,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  PROBE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const std::int64_t plane = static_cast<std::int64_t>(tokens) * n_kv * kRowBytes;
   const double bytes = 2.0 * static_cast<double>(plane);
   char* k = nullptr;
   char* v = nullptr;
   unsigned* sink = nullptr;
-  CHECK(cudaMalloc(&k, plane));
-  CHECK(cudaMalloc(&v, plane));
-  CHECK(cudaMalloc(&sink, sizeof(unsigned)));
-  CHECK(cudaMemset(k, 0x3c, plane));
-  CHECK(cudaMemset(v, 0x3b, plane));
+  PROBE_CHECK(cudaMalloc(&k, plane));
+  PROBE_CHECK(cudaMalloc(&v, plane));
+  PROBE_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
+  PROBE_CHECK(cudaMemset(k, 0x3c, plane));
+  PROBE_CHECK(cudaMemset(v, 0x3b, plane));
 
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
-    return 1;
-  }
-  const auto encode = reinterpret_cast<EncodeTiled>(fn);
+  const probe_host::EncodeTiled encode = probe_host::get_encode();
 
   std::printf("tokens %d, n_kv %d, head_dim %d, %.1f MB per layer, %d SMs\n", tokens, n_kv, kHeadDim, bytes / 1e6, sms);
   std::printf("%-10s %-12s %6s %8s %10s %8s\n", "mechanism", "layout", "ctas", "slots", "median_us", "GB/s");
@@ -356,16 +308,16 @@ int main(int argc, char** argv) {
   };
 
   char* both = nullptr;  // K and V in one run for the reference
-  CHECK(cudaMalloc(&both, 2 * plane));
-  CHECK(cudaMemset(both, 0x3c, 2 * plane));
+  PROBE_CHECK(cudaMalloc(&both, 2 * plane));
+  PROBE_CHECK(cudaMemset(both, 0x3c, 2 * plane));
   for (int per_sm : {2, 4, 8}) {
     const int ctas = per_sm * sms;
     report("read", "contiguous", ctas, 0, median_us(reps, [&] {
-             CHECK(ladder::cuda_detail::launch_read_stream(both, 2 * plane, static_cast<unsigned>(ctas), 1u, sink,
+             PROBE_CHECK(ladder::cuda_detail::launch_read_stream(both, 2 * plane, static_cast<unsigned>(ctas), 1u, sink,
                                                           nullptr));
            }));
   }
-  CHECK(cudaFree(both));
+  PROBE_CHECK(cudaFree(both));
 
   // Pipeline depths: the producer's (3 stages per pair, 6 TMA stages: two CTAs per SM) and a deep
   // one that fills an SM's shared memory with one CTA (6 per pair, 12 TMA stages).
@@ -374,19 +326,19 @@ int main(int argc, char** argv) {
   const int cpasync_deep_smem = kPairs * kDeepStages * 2 * kPadTileBytes;
   const int tma_smem = kTmaShallow * kTmaStageBytes + 1024;
   const int tma_deep_smem = kTmaDeep * kTmaStageBytes + 1024;
-  CHECK(cudaFuncSetAttribute(cpasync_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_smem));
-  CHECK(cudaFuncSetAttribute(cpasync_kernel<kDeepStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_deep_smem));
-  CHECK(cudaFuncSetAttribute(bulkrows_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_smem));
-  CHECK(cudaFuncSetAttribute(bulkrows_kernel<kDeepStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  PROBE_CHECK(cudaFuncSetAttribute(cpasync_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_smem));
+  PROBE_CHECK(cudaFuncSetAttribute(cpasync_kernel<kDeepStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_deep_smem));
+  PROBE_CHECK(cudaFuncSetAttribute(bulkrows_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, cpasync_smem));
+  PROBE_CHECK(cudaFuncSetAttribute(bulkrows_kernel<kDeepStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              cpasync_deep_smem));
-  CHECK(cudaFuncSetAttribute(tma_kernel<false, kTmaShallow>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
-  CHECK(cudaFuncSetAttribute(tma_kernel<false, kTmaDeep>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_deep_smem));
-  CHECK(cudaFuncSetAttribute(tma_kernel<true, kTmaShallow>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
+  PROBE_CHECK(cudaFuncSetAttribute(tma_kernel<false, kTmaShallow>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
+  PROBE_CHECK(cudaFuncSetAttribute(tma_kernel<false, kTmaDeep>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_deep_smem));
+  PROBE_CHECK(cudaFuncSetAttribute(tma_kernel<true, kTmaShallow>, cudaFuncAttributeMaxDynamicSharedMemorySize, tma_smem));
   const int blocks = tokens / kBlockRows;
   for (int head_major = 0; head_major <= 1; ++head_major) {
     const Layout layout{head_major != 0, tokens, n_kv};
     const char* lname = head_major ? "head-major" : "token-major";
-    const TmaMaps maps{token_major_map(encode, k, tokens, n_kv), token_major_map(encode, v, tokens, n_kv)};
+    const TmaMaps maps{plane_map(encode, k, tokens, n_kv), plane_map(encode, v, tokens, n_kv)};
     // Slots per KV head: powers of two that divide the blocks evenly (and by kPairs for the pairs).
     for (int slots = 32; slots <= 512 && blocks % (slots * kPairs) == 0; slots *= 2) {
       const int ctas = slots * n_kv;
@@ -418,8 +370,8 @@ int main(int argc, char** argv) {
       }
     }
   }
-  CHECK(cudaFree(k));
-  CHECK(cudaFree(v));
-  CHECK(cudaFree(sink));
+  PROBE_CHECK(cudaFree(k));
+  PROBE_CHECK(cudaFree(v));
+  PROBE_CHECK(cudaFree(sink));
   return 0;
 }

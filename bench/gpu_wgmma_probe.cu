@@ -66,6 +66,7 @@
 #include "cuda/kernels.hpp"
 #include "cuda/producer_tc.cuh"
 #include "probe_async.cuh"
+#include "probe_host.hpp"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define WG_HAS_WGMMA 1
@@ -79,6 +80,7 @@ namespace lc = ladder::cuda_detail;
 using ladder::KvDtype;
 using ladder::KvWord;
 using namespace probe_async;
+using probe_host::median_us;
 
 constexpr int kHeadDim = 128;
 constexpr int kHeads = 16;            // query heads per KV head: wgmma's N
@@ -101,14 +103,6 @@ static_assert(kBlockRows == ladder::kBlockTokens, "a block is the producer's");
 static_assert(kHeadDim == lc::kHeadDim, "head_dim 128");
 static_assert(kAccRegs == 8, "m64n16 f32: 8 registers a thread");
 
-#define CHECK(x)                                                                                          \
-  do {                                                                                                    \
-    cudaError_t e_ = (x);                                                                                 \
-    if (e_ != cudaSuccess) {                                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                                       \
-    }                                                                                                     \
-  } while (0)
 
 // ---- shared-memory operand layouts --------------------------------------------------------------
 // A rows x cols matrix of 2-byte elements in the TMA unit's SWIZZLE_128B layout: boxes of 64
@@ -1425,16 +1419,16 @@ bool run_bits(int trials, int batch) {
   int has = 0;
   {
     int* d = nullptr;
-    CHECK(cudaMalloc(&d, sizeof(int)));
+    PROBE_CHECK(cudaMalloc(&d, sizeof(int)));
     arch_probe_kernel<<<1, 1>>>(d);
-    CHECK(cudaMemcpy(&has, d, sizeof(int), cudaMemcpyDeviceToHost));
-    CHECK(cudaFree(d));
+    PROBE_CHECK(cudaMemcpy(&has, d, sizeof(int), cudaMemcpyDeviceToHost));
+    PROBE_CHECK(cudaFree(d));
   }
   if (!has) {
     std::fprintf(stderr, "the device runs the sm_90 image: no wgmma (needs sm_90a, an H100/H200)\n");
     std::exit(3);
   }
-  CHECK(cudaFuncSetAttribute(bits_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  PROBE_CHECK(cudaFuncSetAttribute(bits_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kBitsSmemBytes)));
   TrialIn in;
   in.k.resize(static_cast<std::size_t>(batch) * kTrialKv);
@@ -1449,7 +1443,7 @@ bool run_bits(int trials, int batch) {
   std::vector<void*> allocs;
   auto dev = [&allocs](std::size_t bytes) {
     void* p = nullptr;
-    CHECK(cudaMalloc(&p, bytes));
+    PROBE_CHECK(cudaMalloc(&p, bytes));
     allocs.push_back(p);
     return p;
   };
@@ -1479,7 +1473,7 @@ bool run_bits(int trials, int batch) {
                     &in.v[static_cast<std::size_t>(t) * kTrialKv], &in.q[static_cast<std::size_t>(t) * kTrialQ],
                     &in.p[static_cast<std::size_t>(t) * kTrialP], &in.o0[static_cast<std::size_t>(t) * kTrialO]);
     auto up = [&](const void* dst, const void* src, std::size_t bytes) {
-      CHECK(cudaMemcpy(const_cast<void*>(dst), src, bytes, cudaMemcpyHostToDevice));
+      PROBE_CHECK(cudaMemcpy(const_cast<void*>(dst), src, bytes, cudaMemcpyHostToDevice));
     };
     up(io.k, in.k.data(), static_cast<std::size_t>(n) * kTrialKv * sizeof(KvWord));
     up(io.v, in.v.data(), static_cast<std::size_t>(n) * kTrialKv * sizeof(KvWord));
@@ -1487,10 +1481,10 @@ bool run_bits(int trials, int batch) {
     up(io.p, in.p.data(), static_cast<std::size_t>(n) * kTrialP * sizeof(float));
     up(io.o0, in.o0.data(), static_cast<std::size_t>(n) * kTrialO * sizeof(float));
     bits_kernel<D><<<n, kConsumerThreads, kBitsSmemBytes>>>(io);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    PROBE_CHECK(cudaGetLastError());
+    PROBE_CHECK(cudaDeviceSynchronize());
     auto down = [&](void* dst, const void* src, std::size_t bytes) {
-      CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+      PROBE_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
     };
     down(s_a.data(), io.s_a, static_cast<std::size_t>(n) * kTrialS * sizeof(float));
     down(s_b.data(), io.s_b, static_cast<std::size_t>(n) * kTrialS * sizeof(float));
@@ -1551,7 +1545,7 @@ bool run_bits(int trials, int batch) {
           }
     }
   }
-  for (void* p : allocs) CHECK(cudaFree(p));
+  for (void* p : allocs) PROBE_CHECK(cudaFree(p));
 
   bool broken = false;
   // Up to 8 of trial 0's wrong way-B results and the reference positions they equal (rel 1e-5).
@@ -1607,63 +1601,16 @@ bool run_bits(int trials, int batch) {
 }
 
 // ---- time ---------------------------------------------------------------------------------------
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-EncodeTiled get_encode() {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
-    std::exit(1);
-  }
-  return reinterpret_cast<EncodeTiled>(fn);
-}
 
 // A token-major plane of `rows` rows x n_kv heads: boxes of 64 dims x 32 rows, 128-byte swizzle.
 template <KvDtype D>
-CUtensorMap plane_map(EncodeTiled encode, const void* base, std::int64_t rows, int n_kv) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(n_kv) * kHeadDim, static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(n_kv) * kHeadDim * sizeof(KvWord)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBoxCols), static_cast<cuuint32_t>(kBoxRows)};
-  const cuuint32_t unit[2] = {1, 1};
-  const CUresult r = encode(&map, D == KvDtype::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                            2, const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", static_cast<int>(r));
-    std::exit(1);
-  }
-  return map;
+CUtensorMap plane_map(probe_host::EncodeTiled encode, const void* base, std::int64_t rows, int n_kv) {
+  return probe_host::token_major_map(encode,
+                                     D == KvDtype::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                     base, rows, n_kv * kHeadDim, kBoxCols, kBoxRows);
 }
 
-template <typename Launch>
-float median_us(int reps, Launch launch) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch(0);
-  CHECK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CHECK(cudaEventRecord(a));
-    launch(i + 1);
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0f);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
 
 struct Shape {
   const char* name;
@@ -1693,7 +1640,7 @@ SlotCheck check_slot(const TimeWork& w, int flat, const KvWord* k_plane, const K
   for (int b = 0; b < blocks; ++b) {
     const std::int64_t row0 = static_cast<std::int64_t>(at.seq) * w.tokens + slot_block(w, at, b) * kBlockRows;
     for (int plane = 0; plane < 2; ++plane) {
-      CHECK(cudaMemcpy(buf.data(), (plane ? v_plane : k_plane) + row0 * kNkv * kHeadDim, buf.size() * sizeof(KvWord),
+      PROBE_CHECK(cudaMemcpy(buf.data(), (plane ? v_plane : k_plane) + row0 * kNkv * kHeadDim, buf.size() * sizeof(KvWord),
                        cudaMemcpyDeviceToHost));
       for (int r = 0; r < kBlockRows; ++r)
         for (int d = 0; d < kHeadDim; ++d)
@@ -1742,36 +1689,36 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
   int has = 0;
   {
     int* d = nullptr;
-    CHECK(cudaMalloc(&d, sizeof(int)));
+    PROBE_CHECK(cudaMalloc(&d, sizeof(int)));
     arch_probe_kernel<<<1, 1>>>(d);
-    CHECK(cudaMemcpy(&has, d, sizeof(int), cudaMemcpyDeviceToHost));
-    CHECK(cudaFree(d));
+    PROBE_CHECK(cudaMemcpy(&has, d, sizeof(int), cudaMemcpyDeviceToHost));
+    PROBE_CHECK(cudaFree(d));
   }
   if (!has && (do_wg || do_wgp)) {
     std::fprintf(stderr, "the device runs the sm_90 image: no wgmma (needs sm_90a, an H100/H200)\n");
     std::exit(3);
   }
-  const EncodeTiled encode = get_encode();
+  const probe_host::EncodeTiled encode = probe_host::get_encode();
   int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  CHECK(cudaFuncSetAttribute(ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTimeSmemBytes)));
-  CHECK(cudaFuncSetAttribute(wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  PROBE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  PROBE_CHECK(cudaFuncSetAttribute(ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTimeSmemBytes)));
+  PROBE_CHECK(cudaFuncSetAttribute(wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kTimeSmemBytes)));
-  CHECK(cudaFuncSetAttribute(wgp_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  PROBE_CHECK(cudaFuncSetAttribute(wgp_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kTimeSmemBytes)));
   int occ_ws = 0, occ_wg = 0, occ_wgp = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_ws, ws_kernel, kTimeThreads, kTimeSmemBytes));
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_wg, wg_kernel<D>, kTimeThreads, kTimeSmemBytes));
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_wgp, wgp_kernel<D>, kTimeThreads, kTimeSmemBytes));
+  PROBE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_ws, ws_kernel, kTimeThreads, kTimeSmemBytes));
+  PROBE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_wg, wg_kernel<D>, kTimeThreads, kTimeSmemBytes));
+  PROBE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_wgp, wgp_kernel<D>, kTimeThreads, kTimeSmemBytes));
   cudaFuncAttributes fa{}, fp{};
-  CHECK(cudaFuncGetAttributes(&fa, wg_kernel<D>));
-  CHECK(cudaFuncGetAttributes(&fp, wgp_kernel<D>));
+  PROBE_CHECK(cudaFuncGetAttributes(&fa, wg_kernel<D>));
+  PROBE_CHECK(cudaFuncGetAttributes(&fp, wgp_kernel<D>));
   std::printf("dtype %s, %d SMs, smem %zu B a CTA, CTAs per SM: ws %d, wg %d, wgp %d; registers (local B): wg %d (%zu), "
               "wgp %d (%zu)\n",
               dtype_name<D>(), sms, kTimeSmemBytes, occ_ws, occ_wg, occ_wgp, fa.numRegs, fa.localSizeBytes,
               fp.numRegs, fp.localSizeBytes);
   unsigned* sink = nullptr;
-  CHECK(cudaMalloc(&sink, sizeof(unsigned)));
+  PROBE_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
   bool ok = true;
   std::printf("%-6s %-6s %5s %6s %6s %6s %10s %10s %8s\n", "kernel", "shape", "seqs", "tokens", "slots", "ctas",
               "MB", "median_us", "GB/s");
@@ -1799,9 +1746,9 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
     const int copies = std::max<int>(2, static_cast<int>((kRotateBytes + 2 * plane_bytes - 1) / (2 * plane_bytes)));
     // Copy c: K plane then V plane, contiguous (the read probe streams both as one run).
     KvWord* planes = nullptr;
-    CHECK(cudaMalloc(&planes, 2 * plane_bytes * copies));
+    PROBE_CHECK(cudaMalloc(&planes, 2 * plane_bytes * copies));
     fill_plane_kernel<D><<<4 * sms, 256>>>(planes, 2 * plane_elems * copies, 0x5EEDull + si);
-    CHECK(cudaGetLastError());
+    PROBE_CHECK(cudaGetLastError());
     std::vector<TmaMaps> maps(copies);
     for (int c = 0; c < copies; ++c) {
       const KvWord* k = planes + 2 * plane_elems * c;
@@ -1812,12 +1759,12 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
     for (float& x : q) x = static_cast<float>(rng.uni(-8, 8));  // scores spread ~2^+-8 apart
     float* qd = nullptr;
     float* partials = nullptr;
-    CHECK(cudaMalloc(&qd, q.size() * sizeof(float)));
-    CHECK(cudaMemcpy(qd, q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&partials, static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats * sizeof(float)));
+    PROBE_CHECK(cudaMalloc(&qd, q.size() * sizeof(float)));
+    PROBE_CHECK(cudaMemcpy(qd, q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
+    PROBE_CHECK(cudaMalloc(&partials, static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats * sizeof(float)));
     w.q = qd;
     w.partials = partials;
-    CHECK(cudaDeviceSynchronize());
+    PROBE_CHECK(cudaDeviceSynchronize());
 
     auto report = [&](const char* kernel, float us) {
       std::printf("%-6s %-6s %5d %6d %6d %6d %10.1f %10.2f %8.0f\n", kernel, sh.name, sh.seqs, sh.tokens, w.slots,
@@ -1827,12 +1774,12 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
     // Before timing: a kernel's partials of a few slots against an f64 host reference of the stand-in math.
     using TimeKernel = void (*)(TimeWork, const TmaMaps);
     auto check_kernel = [&](const char* name, TimeKernel kernel) {
-      CHECK(cudaMemset(partials, 0xff, static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats * sizeof(float)));
+      PROBE_CHECK(cudaMemset(partials, 0xff, static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats * sizeof(float)));
       kernel<<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[0]);
-      CHECK(cudaGetLastError());
-      CHECK(cudaDeviceSynchronize());
+      PROBE_CHECK(cudaGetLastError());
+      PROBE_CHECK(cudaDeviceSynchronize());
       std::vector<float> part(static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats);
-      CHECK(cudaMemcpy(part.data(), partials, part.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      PROBE_CHECK(cudaMemcpy(part.data(), partials, part.size() * sizeof(float), cudaMemcpyDeviceToHost));
       // The first slots of CTA 0 (its second one restages q in the walking shapes), a middle one,
       // the last.
       std::vector<int> which = {0, 1, sh.ctas < w.slots ? sh.ctas : w.slots - 1, w.slots / 2 + 3, w.slots - 1};
@@ -1868,7 +1815,7 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
       float best = 1e30f;
       for (int per_sm : {2, 4, 8})
         best = std::min(best, median_us(reps, [&](int i) {
-                          CHECK(lc::launch_read_stream(planes + 2 * plane_elems * (i % copies),
+                          PROBE_CHECK(lc::launch_read_stream(planes + 2 * plane_elems * (i % copies),
                                                        static_cast<std::int64_t>(2 * plane_bytes),
                                                        static_cast<unsigned>(per_sm * sms), 1u, sink, nullptr));
                         }));
@@ -1886,11 +1833,11 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
       report("wgp", median_us(reps, [&](int i) {
                wgp_kernel<D><<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[i % copies]);
              }));
-    CHECK(cudaFree(planes));
-    CHECK(cudaFree(qd));
-    CHECK(cudaFree(partials));
+    PROBE_CHECK(cudaFree(planes));
+    PROBE_CHECK(cudaFree(qd));
+    PROBE_CHECK(cudaFree(partials));
   }
-  CHECK(cudaFree(sink));
+  PROBE_CHECK(cudaFree(sink));
   return ok;
 }
 
@@ -1956,7 +1903,7 @@ int main(int argc, char** argv) {
     }
   }
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  PROBE_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
   if (mode == "bits") {
     if (trials <= 0 || (dtype != "f16" && dtype != "bf16" && dtype != "both")) {
