@@ -19,10 +19,11 @@ std::size_t huge_rounded(std::size_t bytes) {
 }
 
 // Large planes are mappings of their own on Linux: glibc serves a large aligned_alloc by a fresh
-// mapping only until a freed one raises its mmap threshold (up to 32 MiB); after that the planes
-// came from heap memory earlier planes had faulted on 4 KiB pages, which MADV_HUGEPAGE does not
-// convert: the rows of one bench run found 1.58, 1.44 and 1.33 of 1.6 GB on huge pages (docs/perf.md,
-// change 76). ASan builds keep the allocator, whose redzones check the planes' bounds.
+// mapping only until a freed one raises its mmap threshold (up to 32 MiB); after that a smaller
+// plane came from heap memory that earlier planes had faulted on 4 KiB pages, which MADV_HUGEPAGE
+// does not convert (PlaneRows.LargeRowsAreMappingsOfTheirOwnAskedForHugePages). Neutral on the
+// bench's rows, whose planes at one depth are all one size (docs/perf.md, change 76). ASan builds
+// keep the allocator, whose redzones check the planes' bounds.
 #if defined(__SANITIZE_ADDRESS__)
 #define LADDER_PLANES_ASAN 1
 #elif defined(__has_feature)
