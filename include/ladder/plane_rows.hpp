@@ -35,6 +35,9 @@ inline constexpr std::size_t kHugePageMinBytes = kHugePageBytes / 2;
 void* plane_allocate(std::size_t bytes);
 // `bytes` is what plane_allocate was asked for.
 void plane_free(void* p, std::size_t bytes) noexcept;
+// Whether this build gives each allocation of at least kHugePageMinBytes a mapping of its own
+// (Linux, not under AddressSanitizer, which keeps the allocator's redzones); else aligned_alloc.
+bool planes_are_own_mappings() noexcept;
 }  // namespace detail
 
 template <class T>

@@ -13,10 +13,8 @@ namespace ladder::detail {
 
 namespace {
 
-std::size_t huge_rounded(std::size_t bytes) {
-  if (bytes > std::numeric_limits<std::size_t>::max() - 2 * kHugePageBytes) throw std::bad_alloc();
-  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-}
+// Whole huge pages; plane_allocate refuses the sizes whose rounding (and over-mapping) would wrap.
+std::size_t huge_rounded(std::size_t bytes) { return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes; }
 
 // Large planes are mappings of their own on Linux: glibc serves a large aligned_alloc by a fresh
 // mapping only until a freed one raises its mmap threshold (up to 32 MiB); after that a smaller
@@ -60,6 +58,7 @@ void* plane_allocate(std::size_t bytes) {
     return p;
   }
   // Whole huge pages from a huge-page boundary; the tail of the last one is unused.
+  if (bytes > std::numeric_limits<std::size_t>::max() - 2 * kHugePageBytes) throw std::bad_alloc();
   const std::size_t rounded = huge_rounded(bytes);
 #if defined(LADDER_PLANES_OWN_MAPPINGS)
   return map_huge(rounded);
@@ -82,6 +81,14 @@ void plane_free(void* p, std::size_t bytes) noexcept {
   }
 #endif
   std::free(p);
+}
+
+bool planes_are_own_mappings() noexcept {
+#if defined(LADDER_PLANES_OWN_MAPPINGS)
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace ladder::detail

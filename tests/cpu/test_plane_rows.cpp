@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <string>
 #include <limits>
 #include <new>
+#include <string>
 #include <utility>
 
 #include "ladder/plane.hpp"
@@ -71,16 +71,8 @@ Mapping mapping_of(const void* p) {
 // before its first touch, and gone when the rows are freed, so the next plane starts on fresh
 // pages, not on heap memory that earlier planes faulted on small pages.
 TEST(PlaneRows, LargeRowsAreMappingsOfTheirOwnAskedForHugePages) {
-#if !defined(__linux__)
-  GTEST_SKIP() << "mappings are Linux's";
-#elif defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer builds keep the allocator (its redzones check plane bounds)";
-#else
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  GTEST_SKIP() << "AddressSanitizer builds keep the allocator (its redzones check plane bounds)";
-#endif
-#endif
+  if (!detail::planes_are_own_mappings())
+    GTEST_SKIP() << "this build keeps the allocator (not Linux, or AddressSanitizer, whose redzones check plane bounds)";
   // A larger plane freed first: under glibc's allocator that raised its mmap threshold, and the
   // next, smaller plane came from the heap.
   { PlaneRows larger(6 * kWordsPerHugePage, KvWord{3}); }
@@ -93,13 +85,12 @@ TEST(PlaneRows, LargeRowsAreMappingsOfTheirOwnAskedForHugePages) {
     EXPECT_NE((" " + m.flags + " ").find(" hg "), std::string::npos) << m.range << "\n" << m.flags;
   }
   EXPECT_TRUE(mapping_of(where).range.empty()) << "the rows' pages are still mapped after they were freed";
-#endif
 }
 
 // A count whose bytes (or their rounding to huge pages) overflow is refused before anything is
-// asked of the system (sizes the
-// system refuses are std::bad_alloc from aligned_alloc's null; not tried here: the sanitizer
-// builds abort on such a request instead of returning null).
+// asked of the system (sizes the system refuses are std::bad_alloc from a refused mapping or
+// aligned_alloc's null; not tried here: the sanitizer builds abort on such a request instead of
+// returning null).
 TEST(PlaneRows, ACountWhoseBytesOverflowIsBadAlloc) {
   PlaneAllocator<KvWord> alloc;
   EXPECT_THROW((void)alloc.allocate(std::numeric_limits<std::size_t>::max() / sizeof(KvWord) + 1), std::bad_alloc);
