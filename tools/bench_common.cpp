@@ -209,8 +209,10 @@ Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::v
                       std::vector<std::string>& notes, const DeviceActivations& device_io, const MakeEngine& make) {
   constexpr std::uint64_t kBatchSeed = 17;
   constexpr int kBatchWarmups = 2;
+  bool any_depth = false;
   for (int d : o.step_depths) {
     if (d > o.batch_max_depth) continue;
+    any_depth = true;
     // A server sizes its growing planes to the context it serves: the rows' engines hold
     // max(d, window) + 1 positions. At the model's 131,072 a sequence's 13 growing layers hold
     // 1.7 GB on the GPU (allocated whole there), and 64 sequences did not fit an 80 GB H100
@@ -253,6 +255,9 @@ Status add_batch_rows(const Geometry& g, Device device, const Options& o, std::v
       }
     }
   }
+  if (any_depth && !o.batches.empty())
+    notes.push_back("batch rows: each engine holds max(depth, window) + 1 positions (a GPU growing plane is "
+                    "allocated whole at its max context)");
   return {};
 }
 

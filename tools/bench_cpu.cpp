@@ -217,7 +217,7 @@ Result<Report> run_cpu(const Geometry& g, const Options& o) {
   LADDER_TRY(add_batch_rows(g, Device::cpu, o, rep.rows, rep.notes));
   if (!o.batches.empty())
     rep.notes.push_back("batch rows: Engine::encode, one call per token for every sequence (each its own planes), "
-                        "each layer one pool job over every sequence's tasks; max_context = max(depth, window) + 1");
+                        "each layer one pool job over every sequence's tasks");
   progress("ceilings again, after the rows (each ceiling is the higher of the two probes)");
   const Ceiling before = rep.ceiling;
   const Ceiling after = host_ceiling(rep.threads);

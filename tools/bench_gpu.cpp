@@ -591,8 +591,7 @@ Result<Report> run_gpu(const Geometry& g, const Options& o) {
   if (!o.batches.empty())
     rep.notes.push_back("batch rows: Engine::encode on the host clock, one call per token for every sequence "
                         "(one launch per layer and kernel family over all of them), with the activations in host "
-                        "memory (copies in and out included) and, ', device I/O', in device memory; max_context = "
-                        "max(depth, window) + 1 (a growing plane is allocated whole on the GPU)");
+                        "memory (copies in and out included) and, ', device I/O', in device memory");
   return rep;
 }
 

@@ -117,6 +117,9 @@ TEST_F(Cli, BenchTimesBatchedCalls) {
              kOk, "encode, batch 3 mixed");
   EXPECT_RUN("bench --device cpu --depths none --step-depths 96 --no-fallback-step --batch 3 --reps 2 --json" + kSmall,
              kOk, "\"batch\": 3");
+  // The rows' engines are sized to the row, and the report says so.
+  EXPECT_RUN("bench --device cpu --depths none --step-depths 96 --no-fallback-step --batch 3 --reps 2" + kSmall, kOk,
+             "each engine holds max(depth, window) + 1 positions");
 }
 
 // --pool-profile: a line per row under the table and a pool_profile object per JSON row; the
