@@ -1,70 +1,56 @@
-// Internal: owning device resources. A device array with Status-returning allocation and
-// copies; handles of the runtime's streams, events and graphs, destroyed with their owner.
+// Internal: owning device resources. A device array (a cuda::DeviceBuffer with Status-returning
+// allocation and copies); handles of the runtime's streams, events and graphs, destroyed with their owner.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <fmt/format.h>
+#include <string_view>
 #include <utility>
+
+#include "ladder/cuda/cuda_backend.hpp"
 
 #include "cuda/dispatch.hpp"
 
 namespace ladder::cuda_detail {
 
+// cudaMalloc of n elements of T, owned from the moment it exists; n <= 0 gives an empty buffer.
+// `what` names the memory in the error (which buffer of which object ran out).
+template <class T>
+Status allocate_device_buffer(cuda::DeviceBuffer<T>& buffer, std::int64_t n, std::string_view what) {
+  buffer = {};
+  if (n <= 0) return {};
+  void* raw = nullptr;
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+  LADDER_TRY(cuda_status(cudaMalloc(&raw, bytes), fmt::format("allocating {} bytes of device memory for {}", bytes, what)));
+  buffer = cuda::DeviceBuffer<T>(static_cast<T*>(raw), n);
+  return {};
+}
+
+// A DeviceBuffer with Status-returning allocation and synchronous copies. Ownership is the
+// buffer's (rule of zero): move-only, freed when destroyed, reset or moved over.
 template <class T>
 class DeviceArray {
  public:
-  DeviceArray() = default;
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) {
-    o.p_ = nullptr;
-    o.n_ = 0;
-  }
-  DeviceArray& operator=(DeviceArray&& o) noexcept {
-    if (this != &o) {
-      reset();
-      p_ = o.p_;
-      n_ = o.n_;
-      o.p_ = nullptr;
-      o.n_ = 0;
-    }
-    return *this;
-  }
-  ~DeviceArray() { reset(); }
-
-  Status allocate(std::size_t n, const char* what) {
-    reset();
-    if (n == 0) return {};
-    void* raw = nullptr;
-    LADDER_TRY(cuda_status(cudaMalloc(&raw, n * sizeof(T)),
-                           fmt::format("allocating {} bytes of device memory for {}", n * sizeof(T), what)));
-    p_ = static_cast<T*>(raw);
-    n_ = n;
-    return {};
+  Status allocate(std::size_t n, std::string_view what) {
+    return allocate_device_buffer(buf_, static_cast<std::int64_t>(n), what);
   }
   Status upload(const T* src, std::size_t n) {
-    return cuda_status(cudaMemcpy(p_, src, n * sizeof(T), cudaMemcpyHostToDevice), "copying to the device");
+    return cuda_status(cudaMemcpy(get(), src, n * sizeof(T), cudaMemcpyHostToDevice), "copying to the device");
   }
-  Status download(T* dst, std::size_t n) const {
-    return cuda_status(cudaMemcpy(dst, p_, n * sizeof(T), cudaMemcpyDeviceToHost), "copying from the device");
-  }
+  Status download(T* dst, std::size_t n) const { return download_range(dst, 0, n); }
   Status download_range(T* dst, std::size_t offset, std::size_t n) const {
-    return cuda_status(cudaMemcpy(dst, p_ + offset, n * sizeof(T), cudaMemcpyDeviceToHost),
+    return cuda_status(cudaMemcpy(dst, get() + offset, n * sizeof(T), cudaMemcpyDeviceToHost),
                        "copying from the device");
   }
-  void reset() {
-    if (p_ != nullptr) cudaFree(p_);
-    p_ = nullptr;
-    n_ = 0;
-  }
-  T* get() const { return p_; }
-  std::size_t size() const { return n_; }
+  void reset() { buf_ = {}; }
+  T* get() const { return buf_.get(); }
+  std::size_t size() const { return static_cast<std::size_t>(buf_.size()); }
 
  private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
+  cuda::DeviceBuffer<T> buf_;
 };
 
 // A runtime handle (stream, event, graph, executable graph) owned by one object: destroyed when

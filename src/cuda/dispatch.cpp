@@ -452,14 +452,8 @@ Result<DeviceWorkspace> allocate_workspace(const ScratchNeeds& needs) {
   LADDER_TRY(cuda_detail::require_device());
   // Each buffer is the workspace's as soon as it is allocated: a later failure frees it with `ws`.
   DeviceWorkspace ws;
-  const auto grab = [](auto& buffer, std::int64_t n, const char* what) -> Status {
-    if (n <= 0) return {};
-    using Elem = std::remove_pointer_t<decltype(buffer.get())>;
-    void* raw = nullptr;
-    LADDER_TRY(cuda_detail::cuda_status(cudaMalloc(&raw, static_cast<std::size_t>(n) * sizeof(Elem)),
-                                        fmt::format("allocating {} elements of workspace {}", n, what)));
-    buffer = DeviceBuffer<Elem>(static_cast<Elem*>(raw), n);
-    return {};
+  const auto grab = [](auto& buffer, std::int64_t n, const char* what) {
+    return cuda_detail::allocate_device_buffer(buffer, n, fmt::format("workspace {} ({} elements)", what, n));
   };
   // Arrival counters: groups (KV head x 16-head tile) <= n_heads <= partials / one partial, so
   // this count covers every head shape whose partials fit (a few hundred KB at most); the last
