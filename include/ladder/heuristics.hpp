@@ -92,17 +92,25 @@ inline TcTiles tc_tiles_batched(int sequences) {
   return sequences >= kTcSwizzledTilesFromSequences ? TcTiles::swizzled : TcTiles::padded;
 }
 
-// GPU tensor-core producer, batched launches: warp slots one CTA walks in turn. A CTA per slot
-// paid its q load, pipeline fill and partial write for one or two blocks (batch 16 at 2,048:
-// 1,024 CTAs of 2 blocks, ~3.9 waves of 2 CTAs per SM; 67 us per layer against cuDNN's 16,
-// docs/perf.md 2026-12-01). Walking ceil(CTAs / resident CTAs) slots per CTA launches about one
-// wave. Batch 1 launches one CTA per slot (its slots do not fill the GPU). A launch shape only:
-// the bits are the same for every value. Measured (H200, docs/perf.md 2026-12-01): the
-// batch-16 layer 67 -> 49.7 us at 2,048 and 155 -> 115 us at 8,192; each walked slot still costs
-// ~7 us of undrained pipeline, which this rule does not touch.
-inline int tc_slots_per_cta(long long slot_ctas, long long resident_ctas) {
-  if (resident_ctas <= 0 || slot_ctas <= resident_ctas) return 1;
-  return static_cast<int>((slot_ctas + resident_ctas - 1) / resident_ctas);
+// GPU tensor-core producer, batched launches: the CTAs along y that walk one (entry, tile
+// group)'s warp slots, each CTA a strided share of them in turn. A CTA per slot paid its q load,
+// pipeline fill and partial write for one or two blocks (batch 16 at 2,048: 1,024 CTAs of 2
+// blocks, ~3.9 waves of 2 CTAs per SM; 67 us per layer against cuDNN's 16, docs/perf.md
+// 2026-12-01); walking about one wave took the batch-16 layer 67 -> 49.7 us at 2,048 and 155 ->
+// 115 us at 8,192 (H200). The extent is the largest power of two whose launch, `groups` (tile
+// groups x entries) times it, fits `resident_ctas`, at most `slots`: a power of two so a CTA's
+// share is whole fold groups of kTcFoldSlots (the producer then folds them and writes one partial
+// per group). Rounding the walk instead (ceil(groups x slots / resident) slots a CTA, the extent
+// rounded up per entry) gave batch 64 an extent of 3: 384 CTAs, 1.45 waves, no whole fold groups,
+// 118 MB of partials written per layer at 32,768 (H100, docs/perf.md change 79). One CTA per slot
+// where the slots fit at once, or the occupancy is unknown (0). A launch shape only: the bits are
+// the same for every value.
+inline int tc_walk_extent(long long groups, int slots, long long resident_ctas) {
+  if (slots <= 1 || resident_ctas <= 0 || groups * slots <= resident_ctas) return slots > 0 ? slots : 0;
+  const long long fit = groups > 0 ? resident_ctas / groups : resident_ctas;
+  int extent = 1;
+  while (2LL * extent <= fit && 2 * extent <= slots) extent *= 2;
+  return extent;
 }
 
 // GPU, batched launches (the engine's graphs): the reducer behind a store-fused producer is

@@ -140,7 +140,7 @@ struct BatchSpan {
 unsigned indirect_slots(const BatchSpan& batch);
 unsigned indirect_workgroups(const BatchSpan& batch);
 // The y extent of a batched tensor-core producer launch over `batch` (its count, max_visible):
-// c.tc_slots_per_cta slots per CTA when given, else tc_slots_per_cta's rule over the CTAs the
+// c.tc_slots_per_cta slots per CTA when given, else tc_walk_extent's rule over the CTAs the
 // device holds at once (one occupancy for every family and tile layout: shared memory admits
 // exactly kTcCtasPerSm of each, and 128 threads cannot run out of registers at two).
 unsigned tc_batched_ctas(const HeadShape& shape, const BatchSpan& batch, const ProducerChoice& c);

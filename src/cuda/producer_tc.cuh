@@ -1166,16 +1166,18 @@ long long tc_resident_ctas(int device) {
 }
 
 // The y extent of family Family's batched launch over `batch` with tiles in layout Tile: the
-// slots of the largest schedule the batch can reach (indirect_slots) walked
-// c.tc_slots_per_cta per CTA when given, else by tc_slots_per_cta's rule (heuristics.hpp).
+// slots of the largest schedule the batch can reach (indirect_slots) walked c.tc_slots_per_cta
+// per CTA when given, else tc_walk_extent's rule (heuristics.hpp).
 template <class Family, class Tile>
 unsigned tc_walk_ctas(const HeadShape& shape, const BatchSpan& batch, const ProducerChoice& c) {
   const unsigned slots = indirect_slots(batch);
-  const long long x = tc_groups(shape);
-  const int walk = c.tc_slots_per_cta > 0
-                       ? c.tc_slots_per_cta
-                       : tc_slots_per_cta(x * slots * batch.count, tc_resident_ctas<Family, TcKernel::walk, Tile>(c.device));
-  return (slots + static_cast<unsigned>(walk) - 1) / static_cast<unsigned>(walk);
+  if (c.tc_slots_per_cta > 0) {
+    const auto walk = static_cast<unsigned>(c.tc_slots_per_cta);
+    return (slots + walk - 1) / walk;
+  }
+  const long long groups = tc_groups(shape) * static_cast<long long>(batch.count);
+  return static_cast<unsigned>(
+      tc_walk_extent(groups, static_cast<int>(slots), tc_resident_ctas<Family, TcKernel::walk, Tile>(c.device)));
 }
 
 // How a tensor-core kernel's CTAs are launched: ordinary (the producer, the fused kernel), or
@@ -1235,7 +1237,7 @@ cudaError_t launch_producer_tc_tiles(const ProducerParams& p, const ProducerPara
 }
 
 // c: its tiles (the shared-memory layout: tiles_direct / tiles_batched), tc_slots_per_cta (warp
-// slots one CTA of a batched launch walks; 0: tc_slots_per_cta's rule) and device. programmatic:
+// slots one CTA of a batched launch walks; 0: tc_walk_extent's rule) and device. programmatic:
 // launched with PDL (only a family whose current row never comes from the plane).
 template <class Family>
 cudaError_t launch_producer_tc(const ProducerParams& p, const ProducerParams* dp, const ProducerChoice& c,

@@ -237,15 +237,36 @@ TEST(GpuSlotWalk, GridFormGivesTheTwoKernelBitsAtEveryWalk) {
                      "the grid form at " + walk_label(walk));
 }
 
-// The rule the launch uses by default: one CTA per slot until the slots outnumber the CTAs the
-// GPU holds at once, then enough slots per CTA for about one wave.
-TEST(GpuSlotWalk, DefaultRuleLaunchesAboutOneWave) {
-  EXPECT_EQ(tc_slots_per_cta(64, 264), 1);
-  EXPECT_EQ(tc_slots_per_cta(264, 264), 1);
-  EXPECT_EQ(tc_slots_per_cta(265, 264), 2);
-  EXPECT_EQ(tc_slots_per_cta(1024, 264), 4);
-  EXPECT_EQ(tc_slots_per_cta(4096, 264), 16);
-  EXPECT_EQ(tc_slots_per_cta(4096, 0), 1) << "unknown occupancy: one CTA per slot";
+// The rule the launch uses by default (tc_walk_extent): one CTA per slot until the slots
+// outnumber the CTAs the GPU holds at once, then the largest power of two along y whose launch
+// fits one wave, so that each CTA's share is whole fold groups. 264 resident CTAs: an H100's or
+// H200's 132 SMs x 2; 2 tile groups per entry, as the bench's layer launches (grid x = 2).
+TEST(GpuSlotWalk, DefaultRuleLaunchesOneWaveOfWholeFoldGroups) {
+  constexpr long long kResident = 264;
+  EXPECT_EQ(tc_walk_extent(2, 32, kResident), 32) << "64 slots fit: one CTA each";
+  EXPECT_EQ(tc_walk_extent(2, 132, kResident), 132) << "264 slots fit exactly";
+  EXPECT_EQ(tc_walk_extent(4 * 2, 128, kResident), 32) << "batch 4";
+  EXPECT_EQ(tc_walk_extent(16 * 2, 128, kResident), 8) << "batch 16";
+  EXPECT_EQ(tc_walk_extent(64 * 2, 128, kResident), 2) << "batch 64: rounding the walk gave 3, 1.45 waves";
+  EXPECT_EQ(tc_walk_extent(200 * 2, 128, kResident), 1) << "more entries than resident CTAs: each walks all";
+  EXPECT_EQ(tc_walk_extent(16 * 2, 4096, 0), 4096) << "unknown occupancy: one CTA per slot";
+  EXPECT_EQ(tc_walk_extent(16 * 2, 0, kResident), 0) << "no slots, no CTAs";
+  // Every batch from 1 to 256 over the schedules of 128 and 64 slots (32 and 16 fold groups of
+  // 4): one wave where the entries fit at all, and whole fold groups wherever a CTA walks at
+  // least a group's slots.
+  for (int batch = 1; batch <= 256; ++batch)
+    for (const int slots : {128, 64}) {
+      const long long groups = 2LL * batch;
+      const int y = tc_walk_extent(groups, slots, kResident);
+      ASSERT_GE(y, 1) << batch;
+      if (groups <= kResident) EXPECT_LE(groups * y, kResident) << "batch " << batch << ": one wave";
+      EXPECT_EQ(y & (y - 1), 0) << "batch " << batch << ": a power of two";
+      if (slots / y >= kTcFoldSlots) {
+        const int fold_groups = slots / kTcFoldSlots;
+        EXPECT_GT(tc_folded_groups_per_cta(fold_groups, kTcFoldSlots, y), 0)
+            << "batch " << batch << ", " << slots << " slots: whole fold groups at an extent of " << y;
+      }
+    }
 }
 
 // enqueue_layer_batch asks tc_batched_ctas for a layer's y extent before any of the layer's

@@ -148,7 +148,7 @@ struct LaunchTuning {
   // fetch finished would read the previous call's). 0 in every real use.
   unsigned debug_fetch_delay_ns = 0;
   // Tensor-core producer, batched launches: warp slots one CTA walks in turn (a launch shape:
-  // every value gives the same bits). 0 = the rule of heuristics.hpp (tc_slots_per_cta).
+  // every value gives the same bits). 0 = the rule of heuristics.hpp (tc_walk_extent).
   int tc_slots_per_cta = 0;
   // Batched reduce launches: the one-pass merge (every load in one round trip, three CTAs per
   // SM on the H200) or the lean one (loads in passes, four CTAs per SM). A launch shape: both
