@@ -97,20 +97,26 @@ inline TcTiles tc_tiles_batched(int sequences) {
 // pipeline fill and partial write for one or two blocks (batch 16 at 2,048: 1,024 CTAs of 2
 // blocks, ~3.9 waves of 2 CTAs per SM; 67 us per layer against cuDNN's 16, docs/perf.md
 // 2026-12-01); walking about one wave took the batch-16 layer 67 -> 49.7 us at 2,048 and 155 ->
-// 115 us at 8,192 (H200). The extent is the largest power of two whose launch, `groups` (tile
-// groups x entries) times it, fits `resident_ctas`, at most `slots`: a power of two so a CTA's
-// share is whole fold groups of kTcFoldSlots (the producer then folds them and writes one partial
-// per group). Rounding the walk instead (ceil(groups x slots / resident) slots a CTA, the extent
-// rounded up per entry) gave batch 64 an extent of 3: 384 CTAs, 1.45 waves, no whole fold groups,
-// 118 MB of partials written per layer at 32,768 (H100, docs/perf.md change 79). One CTA per slot
-// where the slots fit at once, or the occupancy is unknown (0). A launch shape only: the bits are
-// the same for every value.
+// 115 us at 8,192 (H200). The extent: `fit` = the most CTAs along y whose launch (`groups`, tile
+// groups x entries, times it) the GPU holds at once, at most `slots`; then the largest power of
+// two within fit when it fills at least kTcWalkWholeGroupsFill tenths of it (a power of two so a
+// CTA's share is whole fold groups of kTcFoldSlots: the producer folds them and writes one
+// partial per group), else fit itself (one partial per slot). Why both: rounding the walk instead
+// (ceil(groups x slots / resident) slots a CTA, the extent rounded up per entry) gave batch 64 an
+// extent of 3 on 264 resident CTAs: 384 CTAs, 1.45 waves, no whole fold groups, 118 MB of
+// partials written per layer at 32,768 and the reducer 7.5x batch 16's (H100, docs/perf.md change
+// 79); and a fold is worth about what those partials cost (~7 % of that layer: their writes and
+// the reducer's extra reads), so a power of two that idles more than a tenth of the wave (batch 16
+// on 114 SMs: fit 7, power 4) costs more than it saves. One CTA per slot where the slots fit at
+// once, or the occupancy is unknown (0). A launch shape only: the bits are the same for every value.
+inline constexpr int kTcWalkWholeGroupsFill = 9;
 inline int tc_walk_extent(long long groups, int slots, long long resident_ctas) {
   if (slots <= 1 || resident_ctas <= 0 || groups * slots <= resident_ctas) return slots > 0 ? slots : 0;
-  const long long fit = groups > 0 ? resident_ctas / groups : resident_ctas;
-  int extent = 1;
-  while (2LL * extent <= fit && 2 * extent <= slots) extent *= 2;
-  return extent;
+  const long long per_group = groups > 0 ? resident_ctas / groups : resident_ctas;
+  const int fit = per_group < 1 ? 1 : (per_group < slots ? static_cast<int>(per_group) : slots);
+  int power = 1;
+  while (2 * power <= fit) power *= 2;
+  return 10LL * power >= static_cast<long long>(kTcWalkWholeGroupsFill) * fit ? power : fit;
 }
 
 // GPU, batched launches (the engine's graphs): the reducer behind a store-fused producer is

@@ -251,15 +251,24 @@ TEST(GpuSlotWalk, DefaultRuleLaunchesOneWaveOfWholeFoldGroups) {
   EXPECT_EQ(tc_walk_extent(200 * 2, 128, kResident), 1) << "more entries than resident CTAs: each walks all";
   EXPECT_EQ(tc_walk_extent(16 * 2, 4096, 0), 4096) << "unknown occupancy: one CTA per slot";
   EXPECT_EQ(tc_walk_extent(16 * 2, 0, kResident), 0) << "no slots, no CTAs";
-  // Every batch from 1 to 256 over the schedules of 128 and 64 slots (32 and 16 fold groups of
-  // 4): one wave where the entries fit at all, and whole fold groups wherever a CTA walks at
-  // least a group's slots.
+  // 114 SMs x 2: batch 16 fits 7 along y; a power of two (4) would leave 43 % of the wave idle.
+  EXPECT_EQ(tc_walk_extent(16 * 2, 128, 228), 7);
+  EXPECT_EQ(tc_walk_extent(64 * 2, 128, 228), 1);
+  // On 264 resident CTAs, every batch from 1 to 256 over the schedules of 128 and 64 slots (32
+  // and 16 fold groups of 4): one wave where the entries fit at all, at least 9 tenths of it
+  // used; and at the engine's power-of-two batch buckets, whole fold groups wherever a CTA walks
+  // at least a group's slots.
   for (int batch = 1; batch <= 256; ++batch)
     for (const int slots : {128, 64}) {
       const long long groups = 2LL * batch;
       const int y = tc_walk_extent(groups, slots, kResident);
       ASSERT_GE(y, 1) << batch;
-      if (groups <= kResident) EXPECT_LE(groups * y, kResident) << "batch " << batch << ": one wave";
+      if (groups <= kResident) {
+        EXPECT_LE(groups * y, kResident) << "batch " << batch << ": one wave";
+        if (groups * slots > kResident)
+          EXPECT_GE(10 * groups * y, 9 * (kResident - groups + 1)) << "batch " << batch << ": the wave used";
+      }
+      if ((batch & (batch - 1)) != 0) continue;
       EXPECT_EQ(y & (y - 1), 0) << "batch " << batch << ": a power of two";
       if (slots / y >= kTcFoldSlots) {
         const int fold_groups = slots / kTcFoldSlots;
