@@ -29,7 +29,9 @@ case "${1:-}" in
     echo "device_run rc=$?" >>"$w/dev-run.txt"
     # A suite cut by its limit leaves sanitizer processes running (H100, 2026-12-07: the diagnostic
     # after it then read 0.25 of the roofline on 16 threads); the CPU rows need an idle host.
-    pkill -f compute-sanitizer; pkill -f ladder_gpu_tests; sleep 2
+    # The bracketed first letter keeps the pattern from matching a shell whose own command line
+    # holds it (an inline device command that did this killed itself, 2026-12-07 13:36Z).
+    pkill -f '[c]ompute-sanitizer'; pkill -f '[l]adder_gpu_tests'; sleep 2
     OUT=$w ROUNDS=0 timeout "${DIAG_LIMIT:-90}" bash docs/bench/cpu-xeon16-2026-12-07/diag.sh >"$w/diag.txt" 2>&1
     tar czf "$R/suite.tgz" --exclude=bin -C /tmp verify xdiag 2>/dev/null || tar czf "$R/suite.tgz" --exclude=bin -C /tmp verify
     ;;
