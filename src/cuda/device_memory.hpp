@@ -1,5 +1,6 @@
 // Internal: owning device resources. A device array (a cuda::DeviceBuffer with Status-returning
-// allocation and copies); handles of the runtime's streams, events and graphs, destroyed with their owner.
+// allocation and copies); handles of the runtime's streams, events and graphs, destroyed with
+// their owner.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,7 +25,8 @@ Status allocate_device_buffer(cuda::DeviceBuffer<T>& buffer, std::int64_t n, std
   if (n <= 0) return {};
   void* raw = nullptr;
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
-  LADDER_TRY(cuda_status(cudaMalloc(&raw, bytes), fmt::format("allocating {} bytes of device memory for {}", bytes, what)));
+  LADDER_TRY(cuda_status(cudaMalloc(&raw, bytes),
+                         fmt::format("allocating {} bytes of device memory for {}", bytes, what)));
   buffer = cuda::DeviceBuffer<T>(static_cast<T*>(raw), n);
   return {};
 }
