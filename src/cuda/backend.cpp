@@ -406,8 +406,9 @@ class CudaBackend final : public DeviceBackend {
   }
 
   // The prepared call's launches (the step graph's replays, or the eager launches), then the
-  // wait for them and the host-memory outputs copied out.
-  Status run(std::span<DeviceSequence* const> seqs, std::span<const SequenceStep> steps) override {
+  // wait for them and the host-memory outputs copied out. The sequences are those prepare() was
+  // given: call_ holds everything of them the launches need.
+  Status run(std::span<DeviceSequence* const> /*seqs*/, std::span<const SequenceStep> steps) override {
     if (!call_.ready || call_.n != static_cast<int>(steps.size()))
       return make_error(ErrorCode::internal, "the CUDA device ran a call it had not prepared");
     call_.ready = false;
