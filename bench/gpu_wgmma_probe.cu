@@ -60,6 +60,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -225,10 +226,11 @@ __host__ __device__ constexpr unsigned pt_offset(int pair, int kk) {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-// The consumer warpgroup's own barrier (id 0 is __syncthreads).
+// A consumer warpgroup's own named barrier: warpgroup c of a CTA uses id 1 + c (id 0 is
+// __syncthreads).
 constexpr int kConsumerBarrier = 1;
-__device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kConsumerBarrier), "n"(kConsumerThreads) : "memory");
+__device__ __forceinline__ void consumer_sync(int bar = kConsumerBarrier) {  // bar: an immediate where inlined
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "n"(kConsumerThreads) : "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -540,17 +542,29 @@ __global__ void __launch_bounds__(kConsumerThreads) bits_kernel(BitsIo io) {
 // =================================================================================================
 // time: the copy warp's ring (ws) and the wgmma tile (wg)
 // =================================================================================================
+// The ring's shape: kWgs consumer warpgroups (warps 0 .. 4 kWgs - 1) and one producer warp per
+// CTA, kStages K+V stages shared by the warpgroups, kCtasPerSm CTAs an SM. ws, wg and wgp run
+// WgLayout (one warpgroup, 3 stages, 2 CTAs an SM); wgs runs layouts of 2-4 warpgroups over one
+// ring in one CTA an SM: more consumer warps an SM than two CTAs of one warpgroup hold, for the
+// shared memory of fewer stages per warpgroup.
+template <int kWarpgroups, int kRingStages, int kCtasPerSmValue>
+struct RingLayout {
+  static constexpr int kWgs = kWarpgroups;
+  static constexpr int kStages = kRingStages;
+  static constexpr int kCtasPerSm = kCtasPerSmValue;
+  static constexpr int kProducerWarp = kWgs * kConsumerWarps;
+  static constexpr int kThreads = kWgs * kConsumerThreads + kWarpSize;
+};
 constexpr int kStages = 3;
-constexpr int kProducerWarp = kConsumerWarps;
-constexpr int kTimeThreads = kConsumerThreads + kWarpSize;  // 160
 constexpr int kCtasPerSm = 2;
+using WgLayout = RingLayout<1, kStages, kCtasPerSm>;
+constexpr int kTimeThreads = WgLayout::kThreads;  // 160
 constexpr int kStageBytes = 2 * KvTile::kBytes;  // K and V tiles: what one stage's barrier counts
 constexpr int kBoxRows = kBlockRows;             // a TMA box: 64 dims x one 32-row block
 constexpr int kBoxCols = KvTile::kBoxCols;
 
-struct TimeSmem {
-  alignas(1024) unsigned char k[kStages][KvTile::kBytes];
-  alignas(1024) unsigned char v[kStages][KvTile::kBytes];
+// One consumer warpgroup's own operands and exchange rows.
+struct WgBufs {
   alignas(1024) unsigned char q[2][QTile::kBytes];  // hi, lo
   // One P^T buffer (hi, lo): every warp has waited for the tile's P.V (wgmma.wait_group 0) before
   // the next tile's first consumer barrier, and P^T is written only after that barrier. A second
@@ -558,13 +572,30 @@ struct TimeSmem {
   alignas(1024) unsigned char pt[2][PTile::kBytes];
   float red_max[kConsumerWarps][kHeads];  // each warp's block max per head
   float red_sum[kConsumerWarps][kHeads];  // each warp's weight sum per head (slot end)
-  alignas(8) unsigned long long full[kStages];
-  alignas(8) unsigned long long empty[kStages];
 };
-constexpr std::size_t kTimeSmemBytes = sizeof(TimeSmem) + kSmemAlignSlack;
+template <class L>
+struct RingSmem {
+  alignas(1024) unsigned char k[L::kStages][KvTile::kBytes];
+  alignas(1024) unsigned char v[L::kStages][KvTile::kBytes];
+  WgBufs b[L::kWgs];
+  alignas(8) unsigned long long full[L::kStages];
+  alignas(8) unsigned long long empty[L::kStages];
+};
+using TimeSmem = RingSmem<WgLayout>;
+template <class L>
+constexpr std::size_t ring_smem_bytes() {
+  return sizeof(RingSmem<L>) + kSmemAlignSlack;
+}
+constexpr std::size_t kTimeSmemBytes = ring_smem_bytes<WgLayout>();
 constexpr std::size_t kSmemPerSm = 228 * 1024;
 constexpr std::size_t kSmemReservedPerCta = 1024;
-static_assert(kCtasPerSm * (kTimeSmemBytes + kSmemReservedPerCta) <= kSmemPerSm, "two CTAs per SM");
+constexpr std::size_t kMaxSmemPerCta = 227 * 1024;  // cudaFuncAttributeMaxDynamicSharedMemorySize's limit
+template <class L>
+constexpr bool ring_fits() {
+  return ring_smem_bytes<L>() <= kMaxSmemPerCta &&
+         L::kCtasPerSm * (ring_smem_bytes<L>() + kSmemReservedPerCta) <= kSmemPerSm;
+}
+static_assert(ring_fits<WgLayout>(), "two CTAs per SM");
 
 struct TmaMaps {
   CUtensorMap k;
@@ -594,32 +625,70 @@ __host__ __device__ inline int slot_block(const TimeWork& w, const SlotAt& a, in
   return a.s + w.slots_per_head * i;
 }
 
-
-__device__ __forceinline__ TimeSmem& time_smem(unsigned char* raw) {
-  return *reinterpret_cast<TimeSmem*>(align1024(raw));
+// Warpgroup c of CTA x walks slots v, v + walkers, ... with v = x kWgs + c (a "walker": one
+// consumer warpgroup, as wg's CTA is), walkers = gridDim.x kWgs. Its tiles, in walk order:
+template <class L>
+__device__ __forceinline__ int walker_tiles(const TimeWork& w, int walker) {
+  const int walkers = static_cast<int>(gridDim.x) * L::kWgs;
+  return walker < w.slots ? ((w.slots - 1 - walker) / walkers + 1) * w.tiles_per_slot : 0;
+}
+// The producer fills the shared ring tile by tile in rounds over the CTA's warpgroups (tile j of
+// warpgroup 0, 1, ..., then tile j + 1 ...), skipping one whose walk has ended; warpgroup c's
+// tile j is fill number fill_index(c, j), so it sits in stage fill % kStages, phase fill / kStages.
+// One warpgroup: fill j.
+template <class L>
+__device__ __forceinline__ int fill_index(const int (&tiles)[L::kWgs], int c, int j) {
+  int f = 0;
+#pragma unroll
+  for (int c2 = 0; c2 < L::kWgs; ++c2) f += min(tiles[c2], j) + ((c2 < c && tiles[c2] > j) ? 1 : 0);
+  return f;
+}
+template <class L>
+__device__ __forceinline__ void all_walker_tiles(const TimeWork& w, int (&tiles)[L::kWgs]) {
+#pragma unroll
+  for (int c = 0; c < L::kWgs; ++c) tiles[c] = walker_tiles<L>(w, static_cast<int>(blockIdx.x) * L::kWgs + c);
 }
 
-__device__ __forceinline__ void init_ring(TimeSmem& sm) {
+template <class L>
+__device__ __forceinline__ RingSmem<L>& ring_smem(unsigned char* raw) {
+  return *reinterpret_cast<RingSmem<L>*>(align1024(raw));
+}
+__device__ __forceinline__ TimeSmem& time_smem(unsigned char* raw) { return ring_smem<WgLayout>(raw); }
+
+template <class L>
+__device__ __forceinline__ void init_ring(RingSmem<L>& sm) {
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < L::kStages; ++s) {
       mbar_init(lc::smem_u32(&sm.full[s]), 1);                // the producer's expect_tx arrival
-      mbar_init(lc::smem_u32(&sm.empty[s]), kConsumerWarps);  // one release per consumer warp
+      mbar_init(lc::smem_u32(&sm.empty[s]), kConsumerWarps);  // one release per warp of the consuming warpgroup
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 }
 
-// The producer warp's lane 0: every tile of every slot of this CTA's walk (y, y + ctas, ...),
-// each into the next stage once the consumers released it.
-__device__ __forceinline__ void produce(const TimeWork& w, const TmaMaps& maps, TimeSmem& sm) {
+// The producer warp's lane 0: every tile of every walker of this CTA, in fill order, each into
+// the next stage once its consumers released it.
+template <class L>
+__device__ __forceinline__ void produce(const TimeWork& w, const TmaMaps& maps, RingSmem<L>& sm) {
   if (threadIdx.x % kWarpSize != 0) return;
+  int tiles[L::kWgs];
+  all_walker_tiles<L>(w, tiles);
+  int most = 0;
+#pragma unroll
+  for (int c = 0; c < L::kWgs; ++c) most = max(most, tiles[c]);
+  const int walkers = static_cast<int>(gridDim.x) * L::kWgs;
   int fill = 0;
-  for (int flat = blockIdx.x; flat < w.slots; flat += gridDim.x) {
-    const SlotAt at = slot_at(w, flat);
-    for (int i = 0; i < w.tiles_per_slot; ++i, ++fill) {
-      const int s = fill % kStages;
-      const int round = fill / kStages;
+  for (int j = 0; j < most; ++j) {
+#pragma unroll
+    for (int c = 0; c < L::kWgs; ++c) {
+      if (j >= tiles[c]) continue;
+      const int flat = static_cast<int>(blockIdx.x) * L::kWgs + c + (j / w.tiles_per_slot) * walkers;
+      const int i = j % w.tiles_per_slot;
+      const SlotAt at = slot_at(w, flat);
+      const int s = fill % L::kStages;
+      const int round = fill / L::kStages;
+      ++fill;
       if (round > 0) mbar_wait(lc::smem_u32(&sm.empty[s]), (round - 1) & 1);
       const unsigned full = lc::smem_u32(&sm.full[s]);
       mbar_expect(full, kStageBytes);
@@ -638,7 +707,8 @@ __device__ __forceinline__ void produce(const TimeWork& w, const TmaMaps& maps, 
   }
 }
 
-__device__ __forceinline__ void release(TimeSmem& sm, int s, int lane) {
+template <class L>
+__device__ __forceinline__ void release(RingSmem<L>& sm, int s, int lane) {
   __syncwarp();
   if (lane == 0) mbar_arrive(lc::smem_u32(&sm.empty[s]));
 }
@@ -650,7 +720,7 @@ __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) ws_kernel(TimeWork w
   TimeSmem& sm = time_smem(smem_raw);
   init_ring(sm);
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid / kWarpSize == kProducerWarp) {
+  if (tid / kWarpSize == WgLayout::kProducerWarp) {
     produce(w, maps, sm);
     return;
   }
@@ -679,31 +749,6 @@ struct WgState {
 // (rows g and g + 8).
 __device__ __forceinline__ constexpr int head_reg(int c4) { return 4 * (c4 >> 1) + (c4 & 1); }
 
-// The slot's q (f32 rows of its 16 heads) split into hi and lo Q^T tiles. Every consumer thread;
-// the first barrier ends the previous slot's wgmma reads (each warp waited for its own groups).
-template <KvDtype D>
-__device__ __forceinline__ void stage_q(const TimeWork& w, const SlotAt& at, TimeSmem& sm, int tid) {
-  consumer_sync();
-  const float* qg = w.q + (static_cast<std::int64_t>(at.seq) * w.n_kv + at.kvh) * kHeads * kHeadDim;
-  constexpr int kQuadsPerThread = kTrialQ / 4 / kConsumerThreads;
-  float4 x[kQuadsPerThread];
-#pragma unroll
-  for (int c = 0; c < kQuadsPerThread; ++c) x[c] = reinterpret_cast<const float4*>(qg)[tid + c * kConsumerThreads];
-#pragma unroll
-  for (int c = 0; c < kQuadsPerThread; ++c) {
-    const int e = 4 * (tid + c * kConsumerThreads);
-    const int h = e / kHeadDim;
-    const int d = e % kHeadDim;
-    unsigned hi[2], lo[2];
-    lc::split_pair<D>(x[c].x, x[c].y, hi[0], lo[0]);
-    lc::split_pair<D>(x[c].z, x[c].w, hi[1], lo[1]);
-    *reinterpret_cast<uint2*>(sm.q[0] + QTile::offset(h, d)) = make_uint2(hi[0], hi[1]);
-    *reinterpret_cast<uint2*>(sm.q[1] + QTile::offset(h, d)) = make_uint2(lo[0], lo[1]);
-  }
-  fence_proxy_async();
-  consumer_sync();
-}
-
 // stmatrix.x4.trans of this thread's four P words (token rows g, g + 8 x head n-tiles 0, 1) as
 // P^T rows (head) x token chunks: matrix m = 2 j + r is heads 8 j .. + 7 at tokens 16 w + 8 r ..
 // + 7, i.e. chunk 2 w + r of the head's row; lane 8 m + i addresses row i of matrix m.
@@ -717,193 +762,6 @@ __device__ __forceinline__ void store_pt(unsigned char* pt, int warp, int lane, 
                "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
 }
-
-template <KvDtype D>
-__global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wg_kernel(TimeWork w, const __grid_constant__ TmaMaps maps) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  TimeSmem& sm = time_smem(smem_raw);
-  init_ring(sm);
-  const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / kWarpSize;
-  if (warp == kProducerWarp) {
-    produce(w, maps, sm);
-    return;
-  }
-  const int lane = tid % kWarpSize;
-  const int g = lane / 4;
-  const int qd = lane % 4;
-  const int my_pair = warp / 2;  // the pair whose block rows this warp's score rows are
-  // Descriptor low words of the fixed operands; a stage's K and V ones per tile.
-  const unsigned q_hi = Sw128Desc::k_major_lo(lc::smem_u32(sm.q[0]));
-  const unsigned q_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.q[1]));
-  const unsigned pt_hi = Sw128Desc::k_major_lo(lc::smem_u32(sm.pt[0]));
-  const unsigned pt_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.pt[1]));
-  int use = 0;
-  int staged = -1;  // the (sequence, KV head) whose q is staged
-  for (int flat = blockIdx.x; flat < w.slots; flat += gridDim.x) {
-    const SlotAt at = slot_at(w, flat);
-    const int qkey = at.seq * w.n_kv + at.kvh;
-    if (qkey != staged) {
-      stage_q<D>(w, at, sm, tid);
-      staged = qkey;
-    }
-    WgState st;
-#pragma unroll
-    for (int c4 = 0; c4 < 4; ++c4) {
-      st.m[0][c4] = -INFINITY;
-      st.m[1][c4] = -INFINITY;
-      st.s[c4] = 0.0f;
-    }
-#pragma unroll
-    for (int p = 0; p < kPairs; ++p)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int i = 0; i < kAccRegs; ++i) st.o[p][h][i] = 0.0f;
-
-    for (int t = 0; t < w.tiles_per_slot; ++t, ++use) {
-      const int s = use % kStages;
-      mbar_wait(lc::smem_u32(&sm.full[s]), (use / kStages) & 1);
-      const unsigned k_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.k[s]));
-      const unsigned v_lo = Sw128Desc::mn_major_lo(lc::smem_u32(sm.v[s]));
-
-      // Scores S^T (64 tokens x 16 heads): 16 wgmma, hi then lo per k-step.
-      float acc[kAccRegs];
-#pragma unroll
-      for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.0f;
-      fence_operand(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kScoreSteps; ++kk) {
-        const std::uint64_t a = Sw128Desc::at(k_lo, kstep_offset<KvTile>(kk));
-        wgmma_m64n16k16<D, 0>(acc, a, Sw128Desc::at(q_hi, kstep_offset<QTile>(kk)));
-        wgmma_m64n16k16<D, 0>(acc, a, Sw128Desc::at(q_lo, kstep_offset<QTile>(kk)));
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_operand(acc);
-
-      // This warp's max per head over its 16 tokens (rows g, g + 8, then the 8 lane groups).
-      float wmax[4];
-#pragma unroll
-      for (int c4 = 0; c4 < 4; ++c4) {
-        const int i = head_reg(c4);
-        acc[i] *= w.scale_log2;
-        acc[i + 2] *= w.scale_log2;
-        float mx = fmaxf(acc[i], acc[i + 2]);
-        mx = fmaxf(mx, __shfl_xor_sync(lc::kFullMask, mx, 4));
-        mx = fmaxf(mx, __shfl_xor_sync(lc::kFullMask, mx, 8));
-        mx = fmaxf(mx, __shfl_xor_sync(lc::kFullMask, mx, 16));
-        wmax[c4] = mx;
-      }
-      if (g == 0) {
-#pragma unroll
-        for (int c4 = 0; c4 < 4; ++c4) sm.red_max[warp][8 * (c4 >> 1) + 2 * qd + (c4 & 1)] = wmax[c4];
-      }
-      consumer_sync();
-      // Both pairs' block maxima of this thread's heads: every warp rescales both pairs' o.
-      float corr[kPairs][4];
-#pragma unroll
-      for (int p = 0; p < kPairs; ++p)
-#pragma unroll
-        for (int c4 = 0; c4 < 4; ++c4) {
-          const int head = 8 * (c4 >> 1) + 2 * qd + (c4 & 1);
-          const float bm = fmaxf(sm.red_max[2 * p][head], sm.red_max[2 * p + 1][head]);
-          const float m_new = fmaxf(st.m[p][c4], bm);
-          corr[p][c4] = ex2(st.m[p][c4] - m_new);
-          st.m[p][c4] = m_new;
-        }
-      // Weights of this warp's rows, their sum per head, the hi/lo split into P^T.
-      unsigned phi[4], plo[4];
-#pragma unroll
-      for (int c4 = 0; c4 < 4; ++c4) {
-        const int i = head_reg(c4);
-        const float m = my_pair == 0 ? st.m[0][c4] : st.m[1][c4];
-        acc[i] = ex2(acc[i] - m);
-        acc[i + 2] = ex2(acc[i + 2] - m);
-        float sum = acc[i] + acc[i + 2];
-        sum += __shfl_xor_sync(lc::kFullMask, sum, 4);
-        sum += __shfl_xor_sync(lc::kFullMask, sum, 8);
-        sum += __shfl_xor_sync(lc::kFullMask, sum, 16);
-        st.s[c4] = st.s[c4] * (my_pair == 0 ? corr[0][c4] : corr[1][c4]) + sum;
-      }
-      // stmatrix registers: (row g | g + 8) x (n-tile 0 | 1), heads 2q, 2q + 1 of the n-tile.
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int i = 4 * j + 2 * r;
-          lc::split_pair<D>(acc[i], acc[i + 1], phi[2 * j + r], plo[2 * j + r]);
-        }
-      store_pt(sm.pt[0], warp, lane, phi);
-      store_pt(sm.pt[1], warp, lane, plo);
-      fence_proxy_async();
-      // o *= corr, then both pairs' P.V once every warp's P^T is written.
-#pragma unroll
-      for (int p = 0; p < kPairs; ++p)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int i = 0; i < kAccRegs; ++i) st.o[p][h][i] *= corr[p][(i >> 2) * 2 + (i & 1)];
-      consumer_sync();
-#pragma unroll
-      for (int p = 0; p < kPairs; ++p)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) fence_operand(st.o[p][h]);
-      wgmma_fence();
-#pragma unroll
-      for (int p = 0; p < kPairs; ++p)
-#pragma unroll
-        for (int kk = 0; kk < kPairTokenSteps; ++kk)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const std::uint64_t a = Sw128Desc::at(v_lo, vt_offset(p, kk, h));
-            wgmma_m64n16k16<D, 1>(st.o[p][h], a, Sw128Desc::at(pt_hi, pt_offset(p, kk)));
-            wgmma_m64n16k16<D, 1>(st.o[p][h], a, Sw128Desc::at(pt_lo, pt_offset(p, kk)));
-          }
-      wgmma_commit();
-      wgmma_wait<0>();
-#pragma unroll
-      for (int p = 0; p < kPairs; ++p)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) fence_operand(st.o[p][h]);
-      release(sm, s, lane);
-    }
-
-    // Slot end: the pairs' sums (each pair's two warps), the pairs merged, one partial per head.
-    if (g == 0) {
-#pragma unroll
-      for (int c4 = 0; c4 < 4; ++c4) sm.red_sum[warp][8 * (c4 >> 1) + 2 * qd + (c4 & 1)] = st.s[c4];
-    }
-    consumer_sync();
-    float* part = w.partials + static_cast<std::int64_t>(flat) * kHeads * kPartialFloats;
-#pragma unroll
-    for (int c4 = 0; c4 < 4; ++c4) {
-      const int head = 8 * (c4 >> 1) + 2 * qd + (c4 & 1);
-      const float m_all = fmaxf(st.m[0][c4], st.m[1][c4]);
-      const float c0 = ex2(st.m[0][c4] - m_all);
-      const float c1 = ex2(st.m[1][c4] - m_all);
-      const float s_all = (sm.red_sum[0][head] + sm.red_sum[1][head]) * c0 +
-                          (sm.red_sum[2][head] + sm.red_sum[3][head]) * c1;
-      if (warp == 0 && g == 0) {
-        part[head * kPartialFloats + 0] = m_all;
-        part[head * kPartialFloats + 1] = s_all;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int i = head_reg(c4) + 2 * r;
-          const AccAt a = acc_at(warp, lane, i);  // row = dim within the half
-          part[head * kPartialFloats + 2 + 64 * h + a.row] = st.o[0][h][i] * c0 + st.o[1][h][i] * c1;
-        }
-    }
-  }
-}
-
-// wg's tile body is written out here, not shared with wgp through issue_scores / softmax_pv below:
-// the kernel stays as it ran on the H100 (docs/perf.md, probes 77 and 77b); sharing them changed
-// its SASS (952 -> 960 instructions) and there was no device time left to time it again.
 
 // =================================================================================================
 // wgp: wg software-pipelined within the warpgroup
@@ -941,7 +799,7 @@ __device__ __forceinline__ QRegs load_q(const TimeWork& w, const SlotAt& at, int
 }
 // stage_q's split and stores from registers; the caller guarantees that no wgmma reads Q^T.
 template <KvDtype D>
-__device__ __forceinline__ void store_q(const QRegs& r, TimeSmem& sm, int tid) {
+__device__ __forceinline__ void store_q(const QRegs& r, WgBufs& b, int bar, int tid) {
 #pragma unroll
   for (int c = 0; c < kQQuads; ++c) {
     const int e = 4 * (tid + c * kConsumerThreads);
@@ -950,11 +808,11 @@ __device__ __forceinline__ void store_q(const QRegs& r, TimeSmem& sm, int tid) {
     unsigned hi[2], lo[2];
     lc::split_pair<D>(r.x[c].x, r.x[c].y, hi[0], lo[0]);
     lc::split_pair<D>(r.x[c].z, r.x[c].w, hi[1], lo[1]);
-    *reinterpret_cast<uint2*>(sm.q[0] + QTile::offset(h, d)) = make_uint2(hi[0], hi[1]);
-    *reinterpret_cast<uint2*>(sm.q[1] + QTile::offset(h, d)) = make_uint2(lo[0], lo[1]);
+    *reinterpret_cast<uint2*>(b.q[0] + QTile::offset(h, d)) = make_uint2(hi[0], hi[1]);
+    *reinterpret_cast<uint2*>(b.q[1] + QTile::offset(h, d)) = make_uint2(lo[0], lo[1]);
   }
   fence_proxy_async();
-  consumer_sync();
+  consumer_sync(bar);
 }
 
 __device__ __forceinline__ void reset_state(WgState& st) {
@@ -991,7 +849,7 @@ __device__ __forceinline__ void issue_scores(float (&acc)[kAccRegs], unsigned k_
 // wg's tile from the completed scores on: the stand-in softmax, P^T, o's rescale and the 16 P.V
 // wgmma, committed as one group; no wait. Instruction for instruction wg's code.
 template <KvDtype D>
-__device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, TimeSmem& sm, float scale_log2,
+__device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, WgBufs& b, int bar, float scale_log2,
                                            unsigned v_lo, unsigned pt_hi, unsigned pt_lo, int warp, int lane) {
   const int g = lane / 4;
   const int qd = lane % 4;
@@ -1010,16 +868,16 @@ __device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, 
   }
   if (g == 0) {
 #pragma unroll
-    for (int c4 = 0; c4 < 4; ++c4) sm.red_max[warp][8 * (c4 >> 1) + 2 * qd + (c4 & 1)] = wmax[c4];
+    for (int c4 = 0; c4 < 4; ++c4) b.red_max[warp][8 * (c4 >> 1) + 2 * qd + (c4 & 1)] = wmax[c4];
   }
-  consumer_sync();
+  consumer_sync(bar);
   float corr[kPairs][4];
 #pragma unroll
   for (int p = 0; p < kPairs; ++p)
 #pragma unroll
     for (int c4 = 0; c4 < 4; ++c4) {
       const int head = 8 * (c4 >> 1) + 2 * qd + (c4 & 1);
-      const float bm = fmaxf(sm.red_max[2 * p][head], sm.red_max[2 * p + 1][head]);
+      const float bm = fmaxf(b.red_max[2 * p][head], b.red_max[2 * p + 1][head]);
       const float m_new = fmaxf(st.m[p][c4], bm);
       corr[p][c4] = ex2(st.m[p][c4] - m_new);
       st.m[p][c4] = m_new;
@@ -1044,8 +902,8 @@ __device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, 
       const int i = 4 * j + 2 * r;
       lc::split_pair<D>(acc[i], acc[i + 1], phi[2 * j + r], plo[2 * j + r]);
     }
-  store_pt(sm.pt[0], warp, lane, phi);
-  store_pt(sm.pt[1], warp, lane, plo);
+  store_pt(b.pt[0], warp, lane, phi);
+  store_pt(b.pt[1], warp, lane, plo);
   fence_proxy_async();
 #pragma unroll
   for (int p = 0; p < kPairs; ++p)
@@ -1053,7 +911,7 @@ __device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, 
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int i = 0; i < kAccRegs; ++i) st.o[p][h][i] *= corr[p][(i >> 2) * 2 + (i & 1)];
-  consumer_sync();
+  consumer_sync(bar);
 #pragma unroll
   for (int p = 0; p < kPairs; ++p)
 #pragma unroll
@@ -1080,15 +938,15 @@ __device__ __forceinline__ void fence_o(WgState& st) {
 }
 
 // wg's slot end: the pairs' sums, the pairs merged, one partial per head (o must be complete).
-__device__ __forceinline__ void write_partial(const TimeWork& w, int flat, const WgState& st, TimeSmem& sm, int warp,
+__device__ __forceinline__ void write_partial(const TimeWork& w, int flat, const WgState& st, WgBufs& b, int bar, int warp,
                                               int lane) {
   const int g = lane / 4;
   const int qd = lane % 4;
   if (g == 0) {
 #pragma unroll
-    for (int c4 = 0; c4 < 4; ++c4) sm.red_sum[warp][8 * (c4 >> 1) + 2 * qd + (c4 & 1)] = st.s[c4];
+    for (int c4 = 0; c4 < 4; ++c4) b.red_sum[warp][8 * (c4 >> 1) + 2 * qd + (c4 & 1)] = st.s[c4];
   }
-  consumer_sync();
+  consumer_sync(bar);
   float* part = w.partials + static_cast<std::int64_t>(flat) * kHeads * kPartialFloats;
 #pragma unroll
   for (int c4 = 0; c4 < 4; ++c4) {
@@ -1097,7 +955,7 @@ __device__ __forceinline__ void write_partial(const TimeWork& w, int flat, const
     const float c0 = ex2(st.m[0][c4] - m_all);
     const float c1 = ex2(st.m[1][c4] - m_all);
     const float s_all =
-        (sm.red_sum[0][head] + sm.red_sum[1][head]) * c0 + (sm.red_sum[2][head] + sm.red_sum[3][head]) * c1;
+        (b.red_sum[0][head] + b.red_sum[1][head]) * c0 + (b.red_sum[2][head] + b.red_sum[3][head]) * c1;
     if (warp == 0 && g == 0) {
       part[head * kPartialFloats + 0] = m_all;
       part[head * kPartialFloats + 1] = s_all;
@@ -1113,6 +971,90 @@ __device__ __forceinline__ void write_partial(const TimeWork& w, int flat, const
   }
 }
 
+// =================================================================================================
+// wg and wgs: one walker's tiles in series, kWgs walkers a CTA over one ring
+// =================================================================================================
+// Warpgroup c is walker v = x kWgs + c: for each of its slots it stages q (when the sequence or KV
+// head changes), and per tile waits for its stage, issues the 16 score wgmma, waits, runs the
+// stand-in softmax and the 16 P.V wgmma, waits and releases the stage; at the slot end it writes
+// the partial. A slot's math depends on the slot alone, so every layout gives wg's partials bit for
+// bit (checked). wg = WgLayout (2 CTAs of one warpgroup an SM); wgs = 2-4 warpgroups over one
+// shared ring, one CTA an SM.
+// Warpgroup C's walk. C is a template argument so that its buffers' addresses, and so the wgmma
+// descriptors, stay warp-uniform to the compiler (uniform registers): with C read from the warp
+// index, ptxas moved them to vector registers (R2UR before every wgmma) and wg took 161
+// registers instead of 111.
+template <KvDtype D, class L, int C>
+__device__ __forceinline__ void walk(const TimeWork& w, RingSmem<L>& sm, int warp, int tid) {
+  const int lane = tid % kWarpSize;
+  constexpr int kBar = kConsumerBarrier + C;
+  WgBufs& b = sm.b[C];
+  int tiles[L::kWgs];
+  all_walker_tiles<L>(w, tiles);
+  const int walkers = static_cast<int>(gridDim.x) * L::kWgs;
+  const unsigned q_hi = Sw128Desc::k_major_lo(lc::smem_u32(b.q[0]));
+  const unsigned q_lo = Sw128Desc::k_major_lo(lc::smem_u32(b.q[1]));
+  const unsigned pt_hi = Sw128Desc::k_major_lo(lc::smem_u32(b.pt[0]));
+  const unsigned pt_lo = Sw128Desc::k_major_lo(lc::smem_u32(b.pt[1]));
+  int j = 0;
+  int staged = -1;  // the (sequence, KV head) whose q is staged
+  for (int flat = static_cast<int>(blockIdx.x) * L::kWgs + C; flat < w.slots; flat += walkers) {
+    const SlotAt at = slot_at(w, flat);
+    const int qkey = at.seq * w.n_kv + at.kvh;
+    if (qkey != staged) {
+      consumer_sync(kBar);  // every warp's wgmma reads of the old Q^T are over (each waited for its groups)
+      store_q<D>(load_q(w, at, tid), b, kBar, tid);
+      staged = qkey;
+    }
+    WgState st;
+    reset_state(st);
+    for (int t = 0; t < w.tiles_per_slot; ++t, ++j) {
+      const int fill = fill_index<L>(tiles, C, j);
+      const int s = fill % L::kStages;
+      mbar_wait(lc::smem_u32(&sm.full[s]), (fill / L::kStages) & 1);
+      float acc[kAccRegs];
+      issue_scores<D>(acc, Sw128Desc::k_major_lo(lc::smem_u32(sm.k[s])), q_hi, q_lo);
+      wgmma_wait<0>();
+      fence_operand(acc);
+      softmax_pv<D>(acc, st, b, kBar, w.scale_log2, Sw128Desc::mn_major_lo(lc::smem_u32(sm.v[s])), pt_hi, pt_lo,
+                    warp, lane);
+      wgmma_wait<0>();
+      fence_o(st);
+      release(sm, s, lane);
+    }
+    write_partial(w, flat, st, b, kBar, warp, lane);
+  }
+}
+template <KvDtype D, class L, int C = 0>
+__device__ __forceinline__ void walk_of(int c, const TimeWork& w, RingSmem<L>& sm, int warp, int tid) {
+  if constexpr (C < L::kWgs) {
+    if (c == C) {
+      walk<D, L, C>(w, sm, warp, tid);
+    } else {
+      walk_of<D, L, C + 1>(c, w, sm, warp, tid);
+    }
+  }
+}
+template <KvDtype D, class L>
+__global__ void __launch_bounds__(L::kThreads, L::kCtasPerSm) wgs_kernel(TimeWork w, const __grid_constant__ TmaMaps maps) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  RingSmem<L>& sm = ring_smem<L>(smem_raw);
+  init_ring(sm);
+  const int warp_all = static_cast<int>(threadIdx.x) / kWarpSize;
+  if (warp_all == L::kProducerWarp) {
+    produce(w, maps, sm);
+    return;
+  }
+  walk_of<D, L>(warp_all / kConsumerWarps, w, sm, warp_all % kConsumerWarps,
+                static_cast<int>(threadIdx.x) % kConsumerThreads);
+}
+// Two warpgroups over 6 stages (the shared memory of wg's two CTAs in one), three over 5, four
+// over 5: 8, 12 and 16 consumer warps an SM, 3, 1.7 and 1.25 stages a warpgroup.
+using Wgs2Layout = RingLayout<2, 6, 1>;
+using Wgs3Layout = RingLayout<3, 5, 1>;
+using Wgs4Layout = RingLayout<4, 5, 1>;
+static_assert(ring_fits<Wgs2Layout>() && ring_fits<Wgs3Layout>() && ring_fits<Wgs4Layout>(), "one CTA an SM");
+
 template <KvDtype D>
 __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wgp_kernel(TimeWork w, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -1120,7 +1062,7 @@ __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wgp_kernel(TimeWork 
   init_ring(sm);
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / kWarpSize;
-  if (warp == kProducerWarp) {
+  if (warp == WgLayout::kProducerWarp) {
     produce(w, maps, sm);
     return;
   }
@@ -1128,17 +1070,17 @@ __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wgp_kernel(TimeWork 
   if (flat >= w.slots) return;
   const int lane = tid % kWarpSize;
   const int step_slots = static_cast<int>(gridDim.x);
-  const unsigned q_hi = Sw128Desc::k_major_lo(lc::smem_u32(sm.q[0]));
-  const unsigned q_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.q[1]));
-  const unsigned pt_hi = Sw128Desc::k_major_lo(lc::smem_u32(sm.pt[0]));
-  const unsigned pt_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.pt[1]));
+  const unsigned q_hi = Sw128Desc::k_major_lo(lc::smem_u32(sm.b[0].q[0]));
+  const unsigned q_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.b[0].q[1]));
+  const unsigned pt_hi = Sw128Desc::k_major_lo(lc::smem_u32(sm.b[0].pt[0]));
+  const unsigned pt_lo = Sw128Desc::k_major_lo(lc::smem_u32(sm.b[0].pt[1]));
   auto full_bar = [&](int u) { return lc::smem_u32(&sm.full[u % kStages]); };
   auto k_desc = [&](int u) { return Sw128Desc::k_major_lo(lc::smem_u32(sm.k[u % kStages])); };
   auto v_desc = [&](int u) { return Sw128Desc::mn_major_lo(lc::smem_u32(sm.v[u % kStages])); };
 
   // Prologue: the first slot's q (no wgmma has run: init_ring's __syncthreads orders it), the
   // next slot's q into registers, S(0).
-  store_q<D>(load_q(w, slot_at(w, flat), tid), sm, tid);
+  store_q<D>(load_q(w, slot_at(w, flat), tid), sm.b[0], kConsumerBarrier, tid);
   QRegs q_next{};
   if (flat + step_slots < w.slots) q_next = load_q(w, slot_at(w, flat + step_slots), tid);
   float sa[kAccRegs], sb[kAccRegs];
@@ -1158,7 +1100,7 @@ __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wgp_kernel(TimeWork 
     if (t + 1 < w.tiles_per_slot) {
       mbar_wait(full_bar(use + 1), ((use + 1) / kStages) & 1);
       issue_scores<D>(sn, k_desc(use + 1), q_hi, q_lo);  // runs during the softmax
-      softmax_pv<D>(sc, st, sm, w.scale_log2, v_desc(use), pt_hi, pt_lo, warp, lane);
+      softmax_pv<D>(sc, st, sm.b[0], kConsumerBarrier, w.scale_log2, v_desc(use), pt_hi, pt_lo, warp, lane);
       wgmma_wait<0>();  // pending were S(use + 1), P.V(use): both done (in order)
       fence_o(st);
       fence_operand(sn);
@@ -1167,25 +1109,25 @@ __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wgp_kernel(TimeWork 
       ++use;
       return true;
     }
-    softmax_pv<D>(sc, st, sm, w.scale_log2, v_desc(use), pt_hi, pt_lo, warp, lane);
+    softmax_pv<D>(sc, st, sm.b[0], kConsumerBarrier, w.scale_log2, v_desc(use), pt_hi, pt_lo, warp, lane);
     const int next = flat + step_slots;
     if (next >= w.slots) {
       wgmma_wait<0>();  // P.V(use)
       fence_o(st);
       release(sm, s, lane);
-      write_partial(w, flat, st, sm, warp, lane);
+      write_partial(w, flat, st, sm.b[0], kConsumerBarrier, warp, lane);
       return false;
     }
     // The next slot's q, restaged every slot (wg skips a slot of the same q; no shape here has
     // one: (a) is one slot a CTA, (b) and (c) change sequence every slot). S(use), Q^T's last
     // reader, completed in every warp before the softmax's barriers.
-    store_q<D>(q_next, sm, tid);
+    store_q<D>(q_next, sm.b[0], kConsumerBarrier, tid);
     mbar_wait(full_bar(use + 1), ((use + 1) / kStages) & 1);
     issue_scores<D>(sn, k_desc(use + 1), q_hi, q_lo);  // runs during the partial
     wgmma_wait<1>();  // pending were P.V(use), S(use + 1): P.V(use) done
     fence_o(st);
     release(sm, s, lane);
-    write_partial(w, flat, st, sm, warp, lane);
+    write_partial(w, flat, st, sm.b[0], kConsumerBarrier, warp, lane);
     wgmma_wait<0>();  // S(use + 1)
     fence_operand(sn);
     flat = next;
@@ -1684,8 +1626,32 @@ SlotCheck check_slot(const TimeWork& w, int flat, const KvWord* k_plane, const K
 }
 constexpr double kMaxMErr = 1e-4, kMaxSErr = 1e-3, kMaxOErr = 1e-3;
 
+// One timed kernel: its launch shape follows its layout.
+struct TimedKernel {
+  const char* name;
+  void (*fn)(TimeWork, const TmaMaps);
+  int wgs;                 // consumer warpgroups a CTA (walkers a CTA)
+  int threads;
+  std::size_t smem;
+  bool wgmma;              // needs the sm_90a image; its partials are checked
+};
+template <class L>
+TimedKernel timed(const char* name, void (*fn)(TimeWork, const TmaMaps), bool wgmma) {
+  return TimedKernel{name, fn, L::kWgs, L::kThreads, ring_smem_bytes<L>(), wgmma};
+}
+// wg's walkers are the shape's CTAs (the schedule's 256); a layout of several warpgroups takes as
+// many walkers as fill its CTAs on every SM (walks of k = ceil(slots / (SMs x warpgroups)) slots,
+// ceil(slots / k) walkers), as tc_walk_extent would.
+int ctas_for(const TimedKernel& k, const Shape& sh, int slots, int sms) {
+  if (k.wgs == 1) return sh.ctas;
+  const int per_walker = (slots + sms * k.wgs - 1) / (sms * k.wgs);
+  const int walkers = (slots + per_walker - 1) / per_walker;
+  return (walkers + k.wgs - 1) / k.wgs;
+}
+
 template <KvDtype D>
-bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wgp, bool do_read, bool check, int reps) {
+bool run_time(const std::vector<int>& shapes, const std::vector<std::string>& kernels, bool do_read, bool check,
+              int reps) {
   int has = 0;
   {
     int* d = nullptr;
@@ -1694,29 +1660,39 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
     PROBE_CHECK(cudaMemcpy(&has, d, sizeof(int), cudaMemcpyDeviceToHost));
     PROBE_CHECK(cudaFree(d));
   }
-  if (!has && (do_wg || do_wgp)) {
-    std::fprintf(stderr, "the device runs the sm_90 image: no wgmma (needs sm_90a, an H100/H200)\n");
-    std::exit(3);
-  }
+  const TimedKernel all[] = {
+      timed<WgLayout>("ws", ws_kernel, false),
+      timed<WgLayout>("wg", wgs_kernel<D, WgLayout>, true),
+      timed<WgLayout>("wgp", wgp_kernel<D>, true),
+      timed<Wgs2Layout>("wgs2", wgs_kernel<D, Wgs2Layout>, true),
+      timed<Wgs3Layout>("wgs3", wgs_kernel<D, Wgs3Layout>, true),
+      timed<Wgs4Layout>("wgs4", wgs_kernel<D, Wgs4Layout>, true),
+  };
+  std::vector<TimedKernel> run;
+  for (const TimedKernel& k : all)
+    if (std::find(kernels.begin(), kernels.end(), k.name) != kernels.end()) run.push_back(k);
+  for (const TimedKernel& k : run)
+    if (k.wgmma && !has) {
+      std::fprintf(stderr, "the device runs the sm_90 image: no wgmma (needs sm_90a, an H100/H200)\n");
+      std::exit(3);
+    }
   const probe_host::EncodeTiled encode = probe_host::get_encode();
   int sms = 0;
   PROBE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  PROBE_CHECK(cudaFuncSetAttribute(ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTimeSmemBytes)));
-  PROBE_CHECK(cudaFuncSetAttribute(wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kTimeSmemBytes)));
-  PROBE_CHECK(cudaFuncSetAttribute(wgp_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kTimeSmemBytes)));
-  int occ_ws = 0, occ_wg = 0, occ_wgp = 0;
-  PROBE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_ws, ws_kernel, kTimeThreads, kTimeSmemBytes));
-  PROBE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_wg, wg_kernel<D>, kTimeThreads, kTimeSmemBytes));
-  PROBE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_wgp, wgp_kernel<D>, kTimeThreads, kTimeSmemBytes));
-  cudaFuncAttributes fa{}, fp{};
-  PROBE_CHECK(cudaFuncGetAttributes(&fa, wg_kernel<D>));
-  PROBE_CHECK(cudaFuncGetAttributes(&fp, wgp_kernel<D>));
-  std::printf("dtype %s, %d SMs, smem %zu B a CTA, CTAs per SM: ws %d, wg %d, wgp %d; registers (local B): wg %d (%zu), "
-              "wgp %d (%zu)\n",
-              dtype_name<D>(), sms, kTimeSmemBytes, occ_ws, occ_wg, occ_wgp, fa.numRegs, fa.localSizeBytes,
-              fp.numRegs, fp.localSizeBytes);
+  std::printf("dtype %s, %d SMs\n", dtype_name<D>(), sms);
+  for (const TimedKernel& k : run) {
+    PROBE_CHECK(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.smem)));
+    int occ = 0;
+    PROBE_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k.fn, k.threads, k.smem));
+    cudaFuncAttributes fa{};
+    PROBE_CHECK(cudaFuncGetAttributes(&fa, k.fn));
+    std::printf("kernel %-5s %d warpgroups, %3d threads, smem %6zu B a CTA, %d CTAs per SM, %3d registers, %zu B local\n",
+                k.name, k.wgs, k.threads, k.smem, occ, fa.numRegs, fa.localSizeBytes);
+    if (occ < 1) {
+      std::fprintf(stderr, "kernel %s cannot be resident\n", k.name);
+      std::exit(2);
+    }
+  }
   unsigned* sink = nullptr;
   PROBE_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
   bool ok = true;
@@ -1759,29 +1735,33 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
     for (float& x : q) x = static_cast<float>(rng.uni(-8, 8));  // scores spread ~2^+-8 apart
     float* qd = nullptr;
     float* partials = nullptr;
+    const std::size_t part_floats = static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats;
     PROBE_CHECK(cudaMalloc(&qd, q.size() * sizeof(float)));
     PROBE_CHECK(cudaMemcpy(qd, q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
-    PROBE_CHECK(cudaMalloc(&partials, static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats * sizeof(float)));
+    PROBE_CHECK(cudaMalloc(&partials, part_floats * sizeof(float)));
     w.q = qd;
     w.partials = partials;
     PROBE_CHECK(cudaDeviceSynchronize());
 
-    auto report = [&](const char* kernel, float us) {
+    auto report = [&](const char* kernel, int ctas, float us) {
       std::printf("%-6s %-6s %5d %6d %6d %6d %10.1f %10.2f %8.0f\n", kernel, sh.name, sh.seqs, sh.tokens, w.slots,
-                  sh.ctas, bytes / 1e6, us, bytes / (us * 1e3));
+                  ctas, bytes / 1e6, us, bytes / (us * 1e3));
       std::fflush(stdout);
     };
-    // Before timing: a kernel's partials of a few slots against an f64 host reference of the stand-in math.
-    using TimeKernel = void (*)(TimeWork, const TmaMaps);
-    auto check_kernel = [&](const char* name, TimeKernel kernel) {
-      PROBE_CHECK(cudaMemset(partials, 0xff, static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats * sizeof(float)));
-      kernel<<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[0]);
+    // Before timing: a kernel's partials of a few slots against an f64 host reference of the
+    // stand-in math, and all of them against the first checked kernel's bits.
+    std::vector<float> first_part;
+    const char* first_name = nullptr;
+    auto check_kernel = [&](const TimedKernel& k) {
+      const int ctas = ctas_for(k, sh, w.slots, sms);
+      PROBE_CHECK(cudaMemset(partials, 0xff, part_floats * sizeof(float)));
+      k.fn<<<ctas, k.threads, k.smem>>>(w, maps[0]);
       PROBE_CHECK(cudaGetLastError());
       PROBE_CHECK(cudaDeviceSynchronize());
-      std::vector<float> part(static_cast<std::size_t>(w.slots) * kHeads * kPartialFloats);
+      std::vector<float> part(part_floats);
       PROBE_CHECK(cudaMemcpy(part.data(), partials, part.size() * sizeof(float), cudaMemcpyDeviceToHost));
-      // The first slots of CTA 0 (its second one restages q in the walking shapes), a middle one,
-      // the last.
+      // The first slots of walker 0 (its second one restages q in the walking shapes), a middle
+      // one, the last.
       std::vector<int> which = {0, 1, sh.ctas < w.slots ? sh.ctas : w.slots - 1, w.slots / 2 + 3, w.slots - 1};
       SlotCheck worst;
       for (int f : which) {
@@ -1794,22 +1774,23 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
                         std::isfinite(worst.m_err + worst.s_err + worst.o_err);
       std::printf("check  %-6s %s partials of %zu slots vs f64 stand-in: max m err %.2e, s rel err %.2e, o/s err "
                   "%.2e: %s\n",
-                  sh.name, name, which.size(), worst.m_err, worst.s_err, worst.o_err, pass ? "PASS" : "FAIL");
+                  sh.name, k.name, which.size(), worst.m_err, worst.s_err, worst.o_err, pass ? "PASS" : "FAIL");
       ok = ok && pass;
-      return part;
-    };
-    if (check) {
-      std::vector<float> part_wg, part_wgp;
-      if (do_wg) part_wg = check_kernel("wg", wg_kernel<D>);
-      if (do_wgp) part_wgp = check_kernel("wgp", wgp_kernel<D>);
-      // wgp keeps every accumulation order of wg: the partials should be wg's bits.
-      if (do_wg && do_wgp) {
-        std::size_t differ = 0;
-        for (std::size_t i = 0; i < part_wg.size(); ++i) differ += bits_of(part_wg[i]) != bits_of(part_wgp[i]);
-        std::printf("check  %-6s wgp partials against wg's, all %zu floats: %zu differ in bits%s\n", sh.name,
-                    part_wg.size(), differ, differ ? " (same math, other order?)" : "");
+      // Every kernel keeps wg's accumulation order per slot: the partials should be the same bits.
+      if (first_name == nullptr) {
+        first_part = std::move(part);
+        first_name = k.name;
+        return;
       }
-    }
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < part.size(); ++i) differ += bits_of(part[i]) != bits_of(first_part[i]);
+      std::printf("check  %-6s %s partials against %s's, all %zu floats: %zu differ in bits%s\n", sh.name, k.name,
+                  first_name, part.size(), differ, differ ? " (FAIL: same math per slot)" : "");
+      ok = ok && differ == 0;
+    };
+    if (check)
+      for (const TimedKernel& k : run)
+        if (k.wgmma) check_kernel(k);
     if (do_read) {
       // The library's read probe over the same bytes (K plane then V plane), best of 2, 4, 8 CTAs per SM.
       float best = 1e30f;
@@ -1819,20 +1800,12 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
                                                        static_cast<std::int64_t>(2 * plane_bytes),
                                                        static_cast<unsigned>(per_sm * sms), 1u, sink, nullptr));
                         }));
-      report("read", best);
+      report("read", sms, best);
     }
-    if (do_ws)
-      report("ws", median_us(reps, [&](int i) {
-               ws_kernel<<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[i % copies]);
-             }));
-    if (do_wg)
-      report("wg", median_us(reps, [&](int i) {
-               wg_kernel<D><<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[i % copies]);
-             }));
-    if (do_wgp)
-      report("wgp", median_us(reps, [&](int i) {
-               wgp_kernel<D><<<sh.ctas, kTimeThreads, kTimeSmemBytes>>>(w, maps[i % copies]);
-             }));
+    for (const TimedKernel& k : run) {
+      const int ctas = ctas_for(k, sh, w.slots, sms);
+      report(k.name, ctas, median_us(reps, [&](int i) { k.fn<<<ctas, k.threads, k.smem>>>(w, maps[i % copies]); }));
+    }
     PROBE_CHECK(cudaFree(planes));
     PROBE_CHECK(cudaFree(qd));
     PROBE_CHECK(cudaFree(partials));
@@ -1844,7 +1817,7 @@ bool run_time(const std::vector<int>& shapes, bool do_ws, bool do_wg, bool do_wg
 void usage(const char* argv0) {
   std::printf(
       "usage: %s bits [--trials N=4096] [--dtype f16|bf16|both=both]\n"
-      "       %s time [--shape a|b|c|all=all] [--kernel ws|wg|wgp|read|all=all] [--reps N=20] [--dtype f16|bf16=f16]\n"
+      "       %s time [--shape a|b|c|all=all] [--kernel LIST=all] [--reps N=20] [--dtype f16|bf16=f16]\n"
       "                [--no-check]\n"
       "\n"
       "bits  (design.md stage 1) the producer's score chain (8 k-steps of K.q_hi then K.q_lo, 64 tokens x 16\n"
@@ -1862,9 +1835,11 @@ void usage(const char* argv0) {
       "      first scores issued before the partial), same math in the same order; read = the library's\n"
       "      streaming read of the same bytes. Shapes: a = 1 x 32768 tokens (256 CTAs, one 8-block slot each), b = 16 x 2048 (1024\n"
       "      two-block slots, 4 per CTA), c = 16 x 32768 (4096 8-block slots, 16 per CTA). Median of --reps\n"
-      "      launches over copies of the planes that rotate past L2. Before timing, wg's and wgp's partials of\n"
-      "      5 slots are checked against an f64 reference of the same math (FAIL: exit 5), and wgp's partials\n"
-      "      against wg's bits (a count of differing floats; 0 expected, not an exit status).\n"
+      "      launches over copies of the planes that rotate past L2. wgs2, wgs3, wgs4 = wg's tile in 2, 3 or 4 consumer warpgroups of one CTA an SM,\n"
+      "      sharing one ring of 6, 5 and 5 stages (each warpgroup walks its own slots; more consumer warps an SM\n"
+      "      than wg's two CTAs hold). LIST: comma-separated names of ws, wg, wgp, wgs2, wgs3, wgs4, read, or all.\n"
+      "      Every wgmma kernel's partials are checked against the f64 stand-in and against the first checked\n"
+      "      kernel's bits (a slot's math does not depend on the layout): any FAIL exits 5.\n"
       "Needs an sm_90a device image (H100/H200): exits 3 when the device runs the sm_90 one.\n",
       argv0, argv0);
 }
@@ -1922,17 +1897,27 @@ int main(int argc, char** argv) {
     std::vector<int> shapes;
     for (int s = 0; s < static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0])); ++s)
       if (shape == "all" || shape == kShapes[s].name) shapes.push_back(s);
-    if (shapes.empty() || reps <= 0 || (dtype != "f16" && dtype != "bf16") ||
-        (kernel != "all" && kernel != "ws" && kernel != "wg" && kernel != "wgp" && kernel != "read")) {
+    static const char* const kKernelNames[] = {"ws", "wg", "wgp", "wgs2", "wgs3", "wgs4", "read"};
+    std::vector<std::string> kernels;
+    if (kernel == "all") {
+      kernels.assign(std::begin(kKernelNames), std::end(kKernelNames));
+    } else {
+      for (std::size_t at = 0; at <= kernel.size();) {
+        const std::size_t comma = std::min(kernel.find(',', at), kernel.size());
+        kernels.push_back(kernel.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
+    bool known = !kernels.empty();
+    for (const std::string& k : kernels)
+      known = known && std::find(std::begin(kKernelNames), std::end(kKernelNames), k) != std::end(kKernelNames);
+    if (shapes.empty() || reps <= 0 || (dtype != "f16" && dtype != "bf16") || !known) {
       usage(argv[0]);
       return 2;
     }
-    const bool ws = kernel == "all" || kernel == "ws";
-    const bool wg = kernel == "all" || kernel == "wg";
-    const bool wgp = kernel == "all" || kernel == "wgp";
-    const bool rd = kernel == "all" || kernel == "read";
-    const bool ok = dtype == "bf16" ? run_time<KvDtype::bf16>(shapes, ws, wg, wgp, rd, check, reps)
-                                    : run_time<KvDtype::f16>(shapes, ws, wg, wgp, rd, check, reps);
+    const bool rd = std::find(kernels.begin(), kernels.end(), "read") != kernels.end();
+    const bool ok = dtype == "bf16" ? run_time<KvDtype::bf16>(shapes, kernels, rd, check, reps)
+                                    : run_time<KvDtype::f16>(shapes, kernels, rd, check, reps);
     return ok ? 0 : 5;
   }
   usage(argv[0]);

@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # Stages 1 and 2 of docs/bench/pending-wgmma/design.md on the GPU machine, in one device call:
-# `ladder_wgmma_probe bits` (the bit probe: mma.sync against wgmma, f16 and bf16), then `time` (ws,
-# wg and wgp, the software-pipelined wg, at shapes a, b, c beside the read ceiling, f16; shape a
-# again in bf16), then, where ncu exists, ncu on one launch of each kernel in NCU_KERNELS (default
-# wgp; ws and wg were profiled on 2026-12-07) at shapes a and b. Everything goes into ONE archive,
-# $OUT/wgmma.tgz (the device tool brings back at most 8 files), with a short summary.txt beside it.
+# `ladder_wgmma_probe bits` (the bit probe: mma.sync against wgmma, f16 and bf16), then `time`
+# (TIME_KERNELS, default all: ws, wg, wgp, wgs2-4 at shapes a, b, c beside the read ceiling, f16;
+# shape BF16_SHAPE, default a, again in bf16), then, where ncu exists, ncu on one launch of each
+# kernel in NCU_KERNELS (default wgp) at each shape of NCU_SHAPES (default "a b"). Everything goes
+# into ONE archive, $OUT/wgmma.tgz (the device tool brings back at most 8 files), with a short
+# summary.txt beside it.
 #
-#   docs/bench/pending-wgmma/probe.sh [DIR=.carry/wgmma]
+#   [SKIP_BITS=1] [TIME_KERNELS=wg,wgs3,read] [NCU_KERNELS="wg wgs3"] [NCU_SHAPES="b c"] \
+#     docs/bench/pending-wgmma/probe.sh [DIR=.carry/wgmma]
 #
 # DIR holds ladder_wgmma_probe.xz (or ladder_wgmma_probe), built on the build machine:
 #   ninja -C build-wg ladder_wgmma_probe
 #   mkdir -p .carry/wgmma && xz -9 -T2 -c build-wg/ladder_wgmma_probe > .carry/wgmma/ladder_wgmma_probe.xz
 # Every step runs under `timeout`; the whole stays under ~120 s (bits ~15 s, time ~20 s, each ncu
-# at most 22 s). Exit status: the worst of bits (4: a way broken) and time (5: wg's or wgp's check
+# at most 22 s). Exit status: the worst of bits (4: a way broken) and time (5: a kernel's check
 # failed).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 DIR=${1:-.carry/wgmma}
 NCU_KERNELS=${NCU_KERNELS:-wgp}
+NCU_SHAPES=${NCU_SHAPES:-a b}
+TIME_KERNELS=${TIME_KERNELS:-all}
 : "${OUT:=$PWD/wgmma-out}"
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/wgmma.XXXXXX)
@@ -51,9 +55,9 @@ step() {  # step NAME SECONDS ARGS...: the probe's output in $res/NAME.txt, its 
   date -u
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total --format=csv 2>&1
 } >"$res/device.txt"
-step bits 60 bits
-step time 60 time
-step time_bf16_a 20 time --shape a --dtype bf16
+[ -z "${SKIP_BITS:-}" ] && step bits 60 bits
+step time 90 time --kernel "$TIME_KERNELS"
+step "time_bf16_${BF16_SHAPE:-a}" 30 time --shape "${BF16_SHAPE:-a}" --dtype bf16 --kernel "$TIME_KERNELS"
 
 NCU=$(command -v ncu || true)
 [ -z "$NCU" ] && [ -x /usr/local/cuda/bin/ncu ] && NCU=/usr/local/cuda/bin/ncu
@@ -62,10 +66,21 @@ if [ -n "$NCU" ]; then
   # sections design.md asks for: duration, DRAM bytes and throughput, eligible warps and issue
   # rate, stall reasons, occupancy and launch resources, instruction counts. (The tensor pipe's
   # f16 -> f32 operations were counted for wg on 2026-12-07; wgp issues the same 32 wgmma a tile.)
+  # wg and wgs2-4 are one template (wgs_kernel<dtype, RingLayout<warpgroups, stages, CTAs an SM>>):
+  # matched by their layout in the mangled name.
+  ncu_regex() {
+    case $1 in
+      wg) echo 'wgs_kernel.*RingLayoutILi1ELi3ELi2' ;;
+      wgs2) echo 'wgs_kernel.*RingLayoutILi2E' ;;
+      wgs3) echo 'wgs_kernel.*RingLayoutILi3E' ;;
+      wgs4) echo 'wgs_kernel.*RingLayoutILi4E' ;;
+      *) echo "${1}_kernel" ;;
+    esac
+  }
   for k in $NCU_KERNELS; do
-    for s in a b; do
+    for s in $NCU_SHAPES; do
       t0=$SECONDS
-      timeout 22 "$NCU" -k "regex:${k}_kernel" --launch-skip 1 --launch-count 1 \
+      timeout 30 "$NCU" --kernel-name-base mangled -k "regex:$(ncu_regex "$k")" --launch-skip 1 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
         --section WarpStateStats --section Occupancy --section LaunchStats --section InstructionStats \
         --metrics dram__bytes_read.sum,smsp__inst_executed.sum,gpu__time_duration.sum \
@@ -79,5 +94,5 @@ fi
 echo "status=$status" >>"$res/summary.txt"
 cp "$res/summary.txt" "$OUT/summary.txt"
 tar -C "$work" -czf "$OUT/wgmma.tgz" wgmma
-cat "$res/summary.txt" "$res/bits.txt" "$res/time.txt" "$res/time_bf16_a.txt"
+cat "$res/summary.txt" "$res"/bits.txt "$res"/time*.txt 2>/dev/null
 exit "$status"
