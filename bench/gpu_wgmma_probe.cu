@@ -596,6 +596,12 @@ constexpr bool ring_fits() {
          L::kCtasPerSm * (ring_smem_bytes<L>() + kSmemReservedPerCta) <= kSmemPerSm;
 }
 static_assert(ring_fits<WgLayout>(), "two CTAs per SM");
+// Each warpgroup holds at most one stage, so with more stages than warpgroups the producer is
+// never more than one phase ahead of a stage's previous consumer (see walk()).
+template <class L>
+constexpr bool ring_sound() {
+  return L::kStages > L::kWgs;
+}
 
 struct TmaMaps {
   CUtensorMap k;
@@ -1011,7 +1017,14 @@ __device__ __forceinline__ void walk(const TimeWork& w, RingSmem<L>& sm, int war
     for (int t = 0; t < w.tiles_per_slot; ++t, ++j) {
       const int fill = fill_index<L>(tiles, C, j);
       const int s = fill % L::kStages;
-      mbar_wait(lc::smem_u32(&sm.full[s]), (fill / L::kStages) & 1);
+      const int round = fill / L::kStages;
+      // A parity wait is only sound one phase ahead. With several warpgroups the stage's previous
+      // fill (round - 1) belongs to another one and may still be in flight: its full phase then
+      // has round - 2's parity, which is ours, and the wait would pass on old bytes (probe 80's
+      // first run: a fault and a hang). Its release (empty phase round - 1) proves it landed. The
+      // fill before it was released before the producer issued round - 1 (kStages > kWgs).
+      if (L::kWgs > 1 && round > 0) mbar_wait(lc::smem_u32(&sm.empty[s]), (round - 1) & 1);
+      mbar_wait(lc::smem_u32(&sm.full[s]), round & 1);
       float acc[kAccRegs];
       issue_scores<D>(acc, Sw128Desc::k_major_lo(lc::smem_u32(sm.k[s])), q_hi, q_lo);
       wgmma_wait<0>();
@@ -1054,6 +1067,7 @@ using Wgs2Layout = RingLayout<2, 6, 1>;
 using Wgs3Layout = RingLayout<3, 5, 1>;
 using Wgs4Layout = RingLayout<4, 5, 1>;
 static_assert(ring_fits<Wgs2Layout>() && ring_fits<Wgs3Layout>() && ring_fits<Wgs4Layout>(), "one CTA an SM");
+static_assert(ring_sound<Wgs2Layout>() && ring_sound<Wgs3Layout>() && ring_sound<Wgs4Layout>(), "parity waits");
 
 template <KvDtype D>
 __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) wgp_kernel(TimeWork w, const __grid_constant__ TmaMaps maps) {
