@@ -619,6 +619,7 @@ struct TimeWork {
   float* partials;      // [slots][16][130]
   float scale_log2;     // log2(e) / sqrt(128): scores in log2 units
   unsigned never;
+  long long hold_cycles;  // ws only: clock cycles each consumer warp holds a tile before releasing it
   unsigned* sink;
 };
 struct SlotAt {
@@ -739,6 +740,13 @@ __global__ void __launch_bounds__(kTimeThreads, kCtasPerSm) ws_kernel(TimeWork w
       const uint4 kx = *reinterpret_cast<const uint4*>(sm.k[s] + 16 * tid);
       const uint4 vx = *reinterpret_cast<const uint4*>(sm.v[s] + 16 * tid);
       acc ^= kx.x ^ vx.w;
+      // A stand-in for a tile's arithmetic: the stage stays held, no issue slot or byte is used
+      // but the clock reads (how long a consumer may hold a tile before the stream slows).
+      if (w.hold_cycles > 0) {
+        const long long start = clock64();
+        while (clock64() - start < w.hold_cycles) {
+        }
+      }
       release(sm, s, tid % kWarpSize);
     }
   if (acc == w.never) w.sink[0] = acc;
@@ -1665,7 +1673,7 @@ int ctas_for(const TimedKernel& k, const Shape& sh, int slots, int sms) {
 
 template <KvDtype D>
 bool run_time(const std::vector<int>& shapes, const std::vector<std::string>& kernels, bool do_read, bool check,
-              int reps) {
+              int reps, const std::vector<long long>& holds) {
   int has = 0;
   {
     int* d = nullptr;
@@ -1710,7 +1718,7 @@ bool run_time(const std::vector<int>& shapes, const std::vector<std::string>& ke
   unsigned* sink = nullptr;
   PROBE_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
   bool ok = true;
-  std::printf("%-6s %-6s %5s %6s %6s %6s %10s %10s %8s\n", "kernel", "shape", "seqs", "tokens", "slots", "ctas",
+  std::printf("%-8s %-6s %5s %6s %6s %6s %10s %10s %8s\n", "kernel", "shape", "seqs", "tokens", "slots", "ctas",
               "MB", "median_us", "GB/s");
   for (const int si : shapes) {
     const Shape& sh = kShapes[si];
@@ -1758,7 +1766,7 @@ bool run_time(const std::vector<int>& shapes, const std::vector<std::string>& ke
     PROBE_CHECK(cudaDeviceSynchronize());
 
     auto report = [&](const char* kernel, int ctas, float us) {
-      std::printf("%-6s %-6s %5d %6d %6d %6d %10.1f %10.2f %8.0f\n", kernel, sh.name, sh.seqs, sh.tokens, w.slots,
+      std::printf("%-8s %-6s %5d %6d %6d %6d %10.1f %10.2f %8.0f\n", kernel, sh.name, sh.seqs, sh.tokens, w.slots,
                   ctas, bytes / 1e6, us, bytes / (us * 1e3));
       std::fflush(stdout);
     };
@@ -1819,6 +1827,14 @@ bool run_time(const std::vector<int>& shapes, const std::vector<std::string>& ke
     for (const TimedKernel& k : run) {
       const int ctas = ctas_for(k, sh, w.slots, sms);
       report(k.name, ctas, median_us(reps, [&](int i) { k.fn<<<ctas, k.threads, k.smem>>>(w, maps[i % copies]); }));
+      if (std::strcmp(k.name, "ws") != 0) continue;
+      for (const long long hold : holds) {
+        TimeWork held = w;
+        held.hold_cycles = hold;
+        const std::string name = "ws@" + std::to_string(hold);
+        report(name.c_str(), ctas,
+               median_us(reps, [&](int i) { k.fn<<<ctas, k.threads, k.smem>>>(held, maps[i % copies]); }));
+      }
     }
     PROBE_CHECK(cudaFree(planes));
     PROBE_CHECK(cudaFree(qd));
@@ -1832,7 +1848,7 @@ void usage(const char* argv0) {
   std::printf(
       "usage: %s bits [--trials N=4096] [--dtype f16|bf16|both=both]\n"
       "       %s time [--shape a|b|c|all=all] [--kernel LIST=all] [--reps N=20] [--dtype f16|bf16=f16]\n"
-      "                [--no-check]\n"
+      "                [--no-check] [--hold CYCLES,...]\n"
       "\n"
       "bits  (design.md stage 1) the producer's score chain (8 k-steps of K.q_hi then K.q_lo, 64 tokens x 16\n"
       "      heads) and P.V chain (2 16-token steps of P_hi.V then P_lo.V per pair) by the producer's mma.sync\n"
@@ -1854,6 +1870,8 @@ void usage(const char* argv0) {
       "      than wg's two CTAs hold). LIST: comma-separated names of ws, wg, wgp, wgs2, wgs3, wgs4, read, or all.\n"
       "      Every wgmma kernel's partials are checked against the f64 stand-in and against the first checked\n"
       "      kernel's bits (a slot's math does not depend on the layout): any FAIL exits 5.\n"
+      "      --hold adds a ws row per cycle count: each consumer warp holds every tile that many clock\n"
+      "      cycles (a spin on clock64) before releasing it, a stand-in for a tile's arithmetic.\n"
       "Needs an sm_90a device image (H100/H200): exits 3 when the device runs the sm_90 one.\n",
       argv0, argv0);
 }
@@ -1870,6 +1888,7 @@ int main(int argc, char** argv) {
   std::string dtype = mode == "bits" ? "both" : "f16";
   std::string shape = "all", kernel = "all";
   int trials = 4096, reps = 20;
+  std::vector<long long> holds;
   bool check = true;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -1886,6 +1905,19 @@ int main(int argc, char** argv) {
     else if (a == "--kernel") kernel = value();
     else if (a == "--reps") reps = std::atoi(value().c_str());
     else if (a == "--no-check") check = false;
+    else if (a == "--hold") {
+      const std::string list = value();
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        const long long c = std::atoll(list.substr(at, comma - at).c_str());
+        if (c <= 0) {
+          std::fprintf(stderr, "--hold takes positive cycle counts\n");
+          return 2;
+        }
+        holds.push_back(c);
+        at = comma + 1;
+      }
+    }
     else {
       std::fprintf(stderr, "unknown argument %s (--help)\n", a.c_str());
       return 2;
@@ -1930,8 +1962,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     const bool rd = std::find(kernels.begin(), kernels.end(), "read") != kernels.end();
-    const bool ok = dtype == "bf16" ? run_time<KvDtype::bf16>(shapes, kernels, rd, check, reps)
-                                    : run_time<KvDtype::f16>(shapes, kernels, rd, check, reps);
+    const bool ok = dtype == "bf16" ? run_time<KvDtype::bf16>(shapes, kernels, rd, check, reps, holds)
+                                    : run_time<KvDtype::f16>(shapes, kernels, rd, check, reps, holds);
     return ok ? 0 : 5;
   }
   usage(argv[0]);
