@@ -573,20 +573,25 @@ struct WgBufs {
   float red_max[kConsumerWarps][kHeads];  // each warp's block max per head
   float red_sum[kConsumerWarps][kHeads];  // each warp's weight sum per head (slot end)
 };
+// When a consumer gives a stage back: whole (K and V together, after the tile's P.V), or
+// k_after_scores (K once the scores are computed, V after the P.V: K and V then have their own
+// full and empty barriers, and the producer fills K one tile ahead of V).
+enum class StageRelease { whole, k_after_scores };
 template <class L>
 struct RingSmem {
   alignas(1024) unsigned char k[L::kStages][KvTile::kBytes];
   alignas(1024) unsigned char v[L::kStages][KvTile::kBytes];
   WgBufs b[L::kWgs];
-  alignas(8) unsigned long long full[L::kStages];
+  alignas(8) unsigned long long full[L::kStages];   // whole: K and V; k_after_scores: K
   alignas(8) unsigned long long empty[L::kStages];
+  alignas(8) unsigned long long full_v[L::kStages];  // k_after_scores only
+  alignas(8) unsigned long long empty_v[L::kStages];
 };
 using TimeSmem = RingSmem<WgLayout>;
 template <class L>
 constexpr std::size_t ring_smem_bytes() {
   return sizeof(RingSmem<L>) + kSmemAlignSlack;
 }
-constexpr std::size_t kTimeSmemBytes = ring_smem_bytes<WgLayout>();
 constexpr std::size_t kSmemPerSm = 228 * 1024;
 constexpr std::size_t kSmemReservedPerCta = 1024;
 constexpr std::size_t kMaxSmemPerCta = 227 * 1024;  // cudaFuncAttributeMaxDynamicSharedMemorySize's limit
@@ -668,6 +673,8 @@ __device__ __forceinline__ void init_ring(RingSmem<L>& sm) {
     for (int s = 0; s < L::kStages; ++s) {
       mbar_init(lc::smem_u32(&sm.full[s]), 1);                // the producer's expect_tx arrival
       mbar_init(lc::smem_u32(&sm.empty[s]), kConsumerWarps);  // one release per warp of the consuming warpgroup
+      mbar_init(lc::smem_u32(&sm.full_v[s]), 1);
+      mbar_init(lc::smem_u32(&sm.empty_v[s]), kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -714,10 +721,50 @@ __device__ __forceinline__ void produce(const TimeWork& w, const TmaMaps& maps, 
   }
 }
 
+// k_after_scores' producer (one warpgroup: fill j is tile j of the walk): K(j + 1) is issued before
+// V(j), each into its stage once its previous occupant's consumers released that half.
+template <class L>
+__device__ __forceinline__ void produce_split(const TimeWork& w, const TmaMaps& maps, RingSmem<L>& sm) {
+  static_assert(L::kWgs == 1, "K ahead of V is built for one warpgroup");
+  if (threadIdx.x % kWarpSize != 0) return;
+  const int tiles = walker_tiles<L>(w, static_cast<int>(blockIdx.x));
+  const int walkers = static_cast<int>(gridDim.x);
+  auto issue = [&](int j, bool is_k) {
+    const int flat = static_cast<int>(blockIdx.x) + (j / w.tiles_per_slot) * walkers;
+    const int i = j % w.tiles_per_slot;
+    const SlotAt at = slot_at(w, flat);
+    const int s = j % L::kStages;
+    const int round = j / L::kStages;
+    if (round > 0) mbar_wait(lc::smem_u32(is_k ? &sm.empty[s] : &sm.empty_v[s]), (round - 1) & 1);
+    const unsigned full = lc::smem_u32(is_k ? &sm.full[s] : &sm.full_v[s]);
+    mbar_expect(full, KvTile::kBytes);
+    unsigned char* dst = is_k ? sm.k[s] : sm.v[s];
+#pragma unroll
+    for (int blk = 0; blk < kBlocksPerTile; ++blk) {
+      const int y = at.seq * w.tokens + slot_block(w, at, kBlocksPerTile * i + blk) * kBlockRows;
+#pragma unroll
+      for (int box = 0; box < KvTile::kBoxes; ++box) {
+        const int x = at.kvh * kHeadDim + box * kBoxCols;
+        const unsigned off = box * KvTile::kBoxBytes + blk * kBoxRows * KvTile::kRowBytes;
+        tma_2d(lc::smem_u32(dst) + off, is_k ? &maps.k : &maps.v, x, y, full);
+      }
+    }
+  };
+  for (int j = 0; j <= tiles; ++j) {
+    if (j < tiles) issue(j, true);
+    if (j > 0) issue(j - 1, false);
+  }
+}
+
 template <class L>
 __device__ __forceinline__ void release(RingSmem<L>& sm, int s, int lane) {
   __syncwarp();
   if (lane == 0) mbar_arrive(lc::smem_u32(&sm.empty[s]));
+}
+
+__device__ __forceinline__ void release_bar(unsigned long long& bar, int lane) {
+  __syncwarp();
+  if (lane == 0) mbar_arrive(lc::smem_u32(&bar));
 }
 
 // ws: the ring alone; the consumers read one 16-byte word of each tile into an xor that escapes
@@ -860,11 +907,11 @@ __device__ __forceinline__ void issue_scores(float (&acc)[kAccRegs], unsigned k_
   wgmma_commit();
 }
 
-// wg's tile from the completed scores on: the stand-in softmax, P^T, o's rescale and the 16 P.V
-// wgmma, committed as one group; no wait. Instruction for instruction wg's code.
+// wg's tile from the completed scores to P^T in shared memory: the stand-in softmax, P's split
+// and stmatrix, o's rescale, and the barrier after which every warp's P^T is written.
 template <KvDtype D>
-__device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, WgBufs& b, int bar, float scale_log2,
-                                           unsigned v_lo, unsigned pt_hi, unsigned pt_lo, int warp, int lane) {
+__device__ __forceinline__ void softmax_p(float (&acc)[kAccRegs], WgState& st, WgBufs& b, int bar, float scale_log2,
+                                          int warp, int lane) {
   const int g = lane / 4;
   const int qd = lane % 4;
   const int my_pair = warp / 2;
@@ -926,6 +973,10 @@ __device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, 
 #pragma unroll
       for (int i = 0; i < kAccRegs; ++i) st.o[p][h][i] *= corr[p][(i >> 2) * 2 + (i & 1)];
   consumer_sync(bar);
+}
+// The tile's 16 P.V wgmma (V^T from the stage, P^T hi then lo), committed as one group; no wait.
+template <KvDtype D>
+__device__ __forceinline__ void issue_pv(WgState& st, unsigned v_lo, unsigned pt_hi, unsigned pt_lo) {
 #pragma unroll
   for (int p = 0; p < kPairs; ++p)
 #pragma unroll
@@ -942,6 +993,13 @@ __device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, 
         wgmma_m64n16k16<D, 1>(st.o[p][h], a, Sw128Desc::at(pt_lo, pt_offset(p, kk)));
       }
   wgmma_commit();
+}
+// softmax_p then issue_pv: instruction for instruction wg's tile after its scores.
+template <KvDtype D>
+__device__ __forceinline__ void softmax_pv(float (&acc)[kAccRegs], WgState& st, WgBufs& b, int bar, float scale_log2,
+                                           unsigned v_lo, unsigned pt_hi, unsigned pt_lo, int warp, int lane) {
+  softmax_p<D>(acc, st, b, bar, scale_log2, warp, lane);
+  issue_pv<D>(st, v_lo, pt_hi, pt_lo);
 }
 
 __device__ __forceinline__ void fence_o(WgState& st) {
@@ -998,7 +1056,7 @@ __device__ __forceinline__ void write_partial(const TimeWork& w, int flat, const
 // descriptors, stay warp-uniform to the compiler (uniform registers): with C read from the warp
 // index, ptxas moved them to vector registers (R2UR before every wgmma) and wg took 161
 // registers instead of 111.
-template <KvDtype D, class L, int C>
+template <KvDtype D, class L, StageRelease R, int C>
 __device__ __forceinline__ void walk(const TimeWork& w, RingSmem<L>& sm, int warp, int tid) {
   const int lane = tid % kWarpSize;
   constexpr int kBar = kConsumerBarrier + C;
@@ -1037,37 +1095,51 @@ __device__ __forceinline__ void walk(const TimeWork& w, RingSmem<L>& sm, int war
       issue_scores<D>(acc, Sw128Desc::k_major_lo(lc::smem_u32(sm.k[s])), q_hi, q_lo);
       wgmma_wait<0>();
       fence_operand(acc);
-      softmax_pv<D>(acc, st, b, kBar, w.scale_log2, Sw128Desc::mn_major_lo(lc::smem_u32(sm.v[s])), pt_hi, pt_lo,
-                    warp, lane);
-      wgmma_wait<0>();
-      fence_o(st);
-      release(sm, s, lane);
+      const unsigned v_lo = Sw128Desc::mn_major_lo(lc::smem_u32(sm.v[s]));
+      if constexpr (R == StageRelease::whole) {
+        softmax_pv<D>(acc, st, b, kBar, w.scale_log2, v_lo, pt_hi, pt_lo, warp, lane);
+        wgmma_wait<0>();
+        fence_o(st);
+        release(sm, s, lane);
+      } else {
+        release_bar(sm.empty[s], lane);  // this warp's score wgmma are done: its reads of K are over
+        softmax_p<D>(acc, st, b, kBar, w.scale_log2, warp, lane);
+        mbar_wait(lc::smem_u32(&sm.full_v[s]), round & 1);
+        issue_pv<D>(st, v_lo, pt_hi, pt_lo);
+        wgmma_wait<0>();
+        fence_o(st);
+        release_bar(sm.empty_v[s], lane);
+      }
     }
     write_partial(w, flat, st, b, kBar, warp, lane);
   }
 }
-template <KvDtype D, class L, int C = 0>
+template <KvDtype D, class L, StageRelease R, int C = 0>
 __device__ __forceinline__ void walk_of(int c, const TimeWork& w, RingSmem<L>& sm, int warp, int tid) {
   if constexpr (C < L::kWgs) {
     if (c == C) {
-      walk<D, L, C>(w, sm, warp, tid);
+      walk<D, L, R, C>(w, sm, warp, tid);
     } else {
-      walk_of<D, L, C + 1>(c, w, sm, warp, tid);
+      walk_of<D, L, R, C + 1>(c, w, sm, warp, tid);
     }
   }
 }
-template <KvDtype D, class L>
+template <KvDtype D, class L, StageRelease R = StageRelease::whole>
 __global__ void __launch_bounds__(L::kThreads, L::kCtasPerSm) wgs_kernel(TimeWork w, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   RingSmem<L>& sm = ring_smem<L>(smem_raw);
   init_ring(sm);
   const int warp_all = static_cast<int>(threadIdx.x) / kWarpSize;
   if (warp_all == L::kProducerWarp) {
-    produce(w, maps, sm);
+    if constexpr (R == StageRelease::whole) {
+      produce(w, maps, sm);
+    } else {
+      produce_split(w, maps, sm);
+    }
     return;
   }
-  walk_of<D, L>(warp_all / kConsumerWarps, w, sm, warp_all % kConsumerWarps,
-                static_cast<int>(threadIdx.x) % kConsumerThreads);
+  walk_of<D, L, R>(warp_all / kConsumerWarps, w, sm, warp_all % kConsumerWarps,
+                   static_cast<int>(threadIdx.x) % kConsumerThreads);
 }
 // Two warpgroups over 6 stages (the shared memory of wg's two CTAs in one), three over 5, four
 // over 5: 8, 12 and 16 consumer warps an SM, 3, 1.7 and 1.25 stages a warpgroup.
@@ -1686,6 +1758,7 @@ bool run_time(const std::vector<int>& shapes, const std::vector<std::string>& ke
       timed<WgLayout>("ws", ws_kernel, false),
       timed<WgLayout>("wg", wgs_kernel<D, WgLayout>, true),
       timed<WgLayout>("wgp", wgp_kernel<D>, true),
+      timed<WgLayout>("wgk", wgs_kernel<D, WgLayout, StageRelease::k_after_scores>, true),
       timed<Wgs2Layout>("wgs2", wgs_kernel<D, Wgs2Layout>, true),
       timed<Wgs3Layout>("wgs3", wgs_kernel<D, Wgs3Layout>, true),
       timed<Wgs4Layout>("wgs4", wgs_kernel<D, Wgs4Layout>, true),
@@ -1867,7 +1940,9 @@ void usage(const char* argv0) {
       "      two-block slots, 4 per CTA), c = 16 x 32768 (4096 8-block slots, 16 per CTA). Median of --reps\n"
       "      launches over copies of the planes that rotate past L2. wgs2, wgs3, wgs4 = wg's tile in 2, 3 or 4 consumer warpgroups of one CTA an SM,\n"
       "      sharing one ring of 6, 5 and 5 stages (each warpgroup walks its own slots; more consumer warps an SM\n"
-      "      than wg's two CTAs hold). LIST: comma-separated names of ws, wg, wgp, wgs2, wgs3, wgs4, read, or all.\n"
+      "      than wg's two CTAs hold). wgk = wg with each stage's K given back once the scores are computed and\n"
+      "      its V after the P.V (K filled one tile ahead of V). LIST: comma-separated names of ws, wg, wgp, wgk,\n"
+      "      wgs2, wgs3, wgs4, read, or all.\n"
       "      Every wgmma kernel's partials are checked against the f64 stand-in and against the first checked\n"
       "      kernel's bits (a slot's math does not depend on the layout): any FAIL exits 5.\n"
       "      --hold adds a ws row per cycle count: each consumer warp holds every tile that many clock\n"
@@ -1943,7 +2018,7 @@ int main(int argc, char** argv) {
     std::vector<int> shapes;
     for (int s = 0; s < static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0])); ++s)
       if (shape == "all" || shape == kShapes[s].name) shapes.push_back(s);
-    static const char* const kKernelNames[] = {"ws", "wg", "wgp", "wgs2", "wgs3", "wgs4", "read"};
+    static const char* const kKernelNames[] = {"ws", "wg", "wgp", "wgk", "wgs2", "wgs3", "wgs4", "read"};
     std::vector<std::string> kernels;
     if (kernel == "all") {
       kernels.assign(std::begin(kKernelNames), std::end(kKernelNames));
