@@ -35,13 +35,19 @@
 //               slot's q (loaded into registers a slot earlier) is staged and its first tile's
 //               scores are issued before the slot's partial, which runs under them. Same ring
 //               (3 stages, at most 2 held), same single P^T buffer.
+//           wgk wg with each stage's K given back once the tile's scores are computed and its V
+//               after the P.V (K and V on their own barriers, K filled one tile ahead of V).
+//           wgs2, wgs3, wgs4  wg's tile in 2, 3 or 4 consumer warpgroups of one CTA an SM over
+//               one shared ring of 6, 5 or 5 stages, each warpgroup walking its own slots.
+//         Every wgmma kernel keeps wg's per-slot math: its partials must be wg's bits.
+//         --hold C adds ws rows whose consumers hold each tile C clock cycles before the release.
 //         Shapes (design.md, stage 2): (a) 1 sequence x 32,768 tokens, 256 CTAs of one 8-block
 //         slot; (b) 16 x 2,048, 1,024 two-block slots walked 4 per CTA; (c) 16 x 32,768, 8-block
 //         slots walked 16 per CTA. Both KV heads of a layer, token-major planes (row = token, 2
 //         heads x 128 dims x 2 B), K and V separate; enough copies to rotate beyond L2. Before
-//         timing, wg's and wgp's partials of a few slots are checked against an f64 host
-//         reference of the same stand-in math (a wrong descriptor fails loudly), and wgp's
-//         partials against wg's bits. The read ceiling is the library's read probe
+//         timing, every wgmma kernel's partials of a few slots are checked against an f64 host
+//         reference of the same stand-in math (a wrong descriptor fails loudly), and all its
+//         partials against the first checked kernel's bits. The read ceiling is the library's read probe
 //         (src/cuda/device.cu) over the same bytes.
 //
 // wgmma exists only in the sm_90a image (__CUDA_ARCH_FEAT_SM90_ALL); the sm_90 image compiles the
