@@ -10,7 +10,12 @@
 #                   death tests; ~230 s on an H200 on 2026-12-03), `ladder demo` / `ladder parity`
 #                   on the GPU; then, in what time is left, the Xeon host's CPU diagnostic
 #                   without its rounds.
-#   call.sh bench   (carry .carry/bench): `ladder bench` with batch 1, 4, 16, 64 (single layers,
+#   call.sh san TOOLS  (carry .carry/main): the default sanitizer sweep of the comma-separated
+#                   compute-sanitizer TOOLS alone (no suite), under SAN_LIMIT (default 560 s); the
+#                   default sweep of all four did not fit one call beside the suite on 2026-12-07
+#                   (memcheck alone ran 61 tests in the ~45 s left after the suite).
+#   call.sh bench   (carry .carry/bench, or .carry/benchp: the prefix and ladder.xz, unpacked into
+#                   .carry/bench here): `ladder bench` with batch 1, 4, 16, 64 (single layers,
 #                   same-depth and mixed-length engine rows up to 8,192) and bench/peers.py
 #                   (cuDNN SDPA and FlashInfer beside it), the Python module and its GPU tests.
 # Everything under $OUT comes back as one archive (the device tool returns at most 8 files).
@@ -35,11 +40,25 @@ case "${1:-}" in
     OUT=$w ROUNDS=0 timeout "${DIAG_LIMIT:-90}" bash docs/bench/cpu-xeon16-2026-12-07/diag.sh >"$w/diag.txt" 2>&1
     tar czf "$R/suite.tgz" --exclude=bin -C /tmp verify xdiag 2>/dev/null || tar czf "$R/suite.tgz" --exclude=bin -C /tmp verify
     ;;
+  san)
+    mkdir -p "$w/bin"
+    for f in .carry/main/*.xz; do xz -dc "$f" >"$w/bin/$(basename "$f" .xz)"; done
+    chmod +x "$w/bin"/*
+    OUT=$w/san LADDER_BIN_DIR=$w/bin LADDER_STEPS=san LADDER_SAN_TOOLS="${2:?call.sh san TOOLS}" \
+      LADDER_SAN_JOBS=16 timeout "${SAN_LIMIT:-560}" bash scripts/device_run.sh >"$w/san-run.txt" 2>&1
+    echo "device_run rc=$?" >>"$w/san-run.txt"
+    pkill -f '[c]ompute-sanitizer'; pkill -f '[l]adder_gpu_tests'
+    tar czf "$R/san.tgz" --exclude=bin -C /tmp verify
+    ;;
   bench)
+    if [ ! -x .carry/bench/bin/ladder ] && [ -f .carry/benchp/ladder.xz ]; then
+      mkdir -p .carry/bench/bin && cp -r .carry/benchp/prefix .carry/bench/
+      xz -dc .carry/benchp/ladder.xz >.carry/bench/bin/ladder && chmod +x .carry/bench/bin/ladder
+    fi
     OUT=$w/bench LADDER_BENCH_ARGS="--batch 1,4,16,64 --batch-max-depth 8192 --step-depths 2048,8192,32768" \
       BENCH_TIMEOUT=${BENCH_LIMIT:-300} PEERS_TIMEOUT=${PEERS_LIMIT:-200} bash scripts/bench_device.sh run \
       >"$w/bench-run.txt" 2>&1
     tar czf "$R/bench.tgz" -C /tmp verify
     ;;
-  *) sed -n 2,17p "$0" >&2; exit 2 ;;
+  *) sed -n 2,21p "$0" >&2; exit 2 ;;
 esac
