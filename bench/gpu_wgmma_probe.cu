@@ -687,6 +687,21 @@ __device__ __forceinline__ void init_ring(RingSmem<L>& sm) {
   __syncthreads();
 }
 
+// Tile i of the slot at `at` from one plane (map) into one tile of a stage at shared address dst:
+// per 32-row block, its 64-dim boxes, all completing on the mbarrier `full`.
+__device__ __forceinline__ void copy_tile(const TimeWork& w, const SlotAt& at, int i, const CUtensorMap* map,
+                                          unsigned dst, unsigned full) {
+#pragma unroll
+  for (int blk = 0; blk < kBlocksPerTile; ++blk) {
+    const int y = at.seq * w.tokens + slot_block(w, at, kBlocksPerTile * i + blk) * kBlockRows;
+#pragma unroll
+    for (int box = 0; box < KvTile::kBoxes; ++box) {
+      const int x = at.kvh * kHeadDim + box * kBoxCols;
+      tma_2d(dst + box * KvTile::kBoxBytes + blk * kBoxRows * KvTile::kRowBytes, map, x, y, full);
+    }
+  }
+}
+
 // The producer warp's lane 0: every tile of every walker of this CTA, in fill order, each into
 // the next stage once its consumers released it.
 template <class L>
@@ -712,17 +727,8 @@ __device__ __forceinline__ void produce(const TimeWork& w, const TmaMaps& maps, 
       if (round > 0) mbar_wait(lc::smem_u32(&sm.empty[s]), (round - 1) & 1);
       const unsigned full = lc::smem_u32(&sm.full[s]);
       mbar_expect(full, kStageBytes);
-#pragma unroll
-      for (int blk = 0; blk < kBlocksPerTile; ++blk) {
-        const int y = at.seq * w.tokens + slot_block(w, at, kBlocksPerTile * i + blk) * kBlockRows;
-#pragma unroll
-        for (int box = 0; box < KvTile::kBoxes; ++box) {
-          const int x = at.kvh * kHeadDim + box * kBoxCols;
-          const unsigned off = box * KvTile::kBoxBytes + blk * kBoxRows * KvTile::kRowBytes;
-          tma_2d(lc::smem_u32(sm.k[s]) + off, &maps.k, x, y, full);
-          tma_2d(lc::smem_u32(sm.v[s]) + off, &maps.v, x, y, full);
-        }
-      }
+      copy_tile(w, at, i, &maps.k, lc::smem_u32(sm.k[s]), full);
+      copy_tile(w, at, i, &maps.v, lc::smem_u32(sm.v[s]), full);
     }
   }
 }
@@ -744,17 +750,7 @@ __device__ __forceinline__ void produce_split(const TimeWork& w, const TmaMaps& 
     if (round > 0) mbar_wait(lc::smem_u32(is_k ? &sm.empty[s] : &sm.empty_v[s]), (round - 1) & 1);
     const unsigned full = lc::smem_u32(is_k ? &sm.full[s] : &sm.full_v[s]);
     mbar_expect(full, KvTile::kBytes);
-    unsigned char* dst = is_k ? sm.k[s] : sm.v[s];
-#pragma unroll
-    for (int blk = 0; blk < kBlocksPerTile; ++blk) {
-      const int y = at.seq * w.tokens + slot_block(w, at, kBlocksPerTile * i + blk) * kBlockRows;
-#pragma unroll
-      for (int box = 0; box < KvTile::kBoxes; ++box) {
-        const int x = at.kvh * kHeadDim + box * kBoxCols;
-        const unsigned off = box * KvTile::kBoxBytes + blk * kBoxRows * KvTile::kRowBytes;
-        tma_2d(lc::smem_u32(dst) + off, is_k ? &maps.k : &maps.v, x, y, full);
-      }
-    }
+    copy_tile(w, at, i, is_k ? &maps.k : &maps.v, lc::smem_u32(is_k ? sm.k[s] : sm.v[s]), full);
   };
   for (int j = 0; j <= tiles; ++j) {
     if (j < tiles) issue(j, true);
