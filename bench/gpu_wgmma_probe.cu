@@ -758,15 +758,15 @@ __device__ __forceinline__ void produce_split(const TimeWork& w, const TmaMaps& 
   }
 }
 
-template <class L>
-__device__ __forceinline__ void release(RingSmem<L>& sm, int s, int lane) {
-  __syncwarp();
-  if (lane == 0) mbar_arrive(lc::smem_u32(&sm.empty[s]));
-}
-
+// One consumer warp's release of an empty barrier (its lane 0 arrives once the warp is done).
 __device__ __forceinline__ void release_bar(unsigned long long& bar, int lane) {
   __syncwarp();
   if (lane == 0) mbar_arrive(lc::smem_u32(&bar));
+}
+// A whole stage given back: its empty barrier.
+template <class L>
+__device__ __forceinline__ void release(RingSmem<L>& sm, int s, int lane) {
+  release_bar(sm.empty[s], lane);
 }
 
 // ws: the ring alone; the consumers read one 16-byte word of each tile into an xor that escapes
@@ -1919,6 +1919,18 @@ bool run_time(const std::vector<int>& shapes, const std::vector<std::string>& ke
   return ok;
 }
 
+// "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list as given (empty ones kept, so that the
+// caller refuses them).
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> items;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    items.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
 void usage(const char* argv0) {
   std::printf(
       "usage: %s bits [--trials N=4096] [--dtype f16|bf16|both=both]\n"
@@ -1983,16 +1995,13 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::atoi(value().c_str());
     else if (a == "--no-check") check = false;
     else if (a == "--hold") {
-      const std::string list = value();
-      for (std::size_t at = 0; at <= list.size();) {
-        const std::size_t comma = std::min(list.find(',', at), list.size());
-        const long long c = std::atoll(list.substr(at, comma - at).c_str());
+      for (const std::string& item : split_commas(value())) {
+        const long long c = std::atoll(item.c_str());
         if (c <= 0) {
           std::fprintf(stderr, "--hold takes positive cycle counts\n");
           return 2;
         }
         holds.push_back(c);
-        at = comma + 1;
       }
     }
     else {
@@ -2025,11 +2034,7 @@ int main(int argc, char** argv) {
     if (kernel == "all") {
       kernels.assign(std::begin(kKernelNames), std::end(kKernelNames));
     } else {
-      for (std::size_t at = 0; at <= kernel.size();) {
-        const std::size_t comma = std::min(kernel.find(',', at), kernel.size());
-        kernels.push_back(kernel.substr(at, comma - at));
-        at = comma + 1;
-      }
+      kernels = split_commas(kernel);
     }
     bool known = !kernels.empty();
     for (const std::string& k : kernels)
