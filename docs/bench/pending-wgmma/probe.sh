@@ -8,7 +8,12 @@
 # summary.txt beside it.
 #
 #   [SKIP_BITS=1] [TIME_KERNELS=wg,wgs3,read] [NCU_KERNELS="wg wgs3"] [NCU_SHAPES="b c"] \
+#     [SAN_TOOLS="memcheck racecheck synccheck"] [SAN_KERNELS=ws,wg,wgk] [SAN_SHAPE=b] \
 #     docs/bench/pending-wgmma/probe.sh [DIR=.carry/wgmma]
+#
+# SAN_TOOLS: after the timing, each named compute-sanitizer tool over one unchecked-for-time run
+# (`time --reps 1`, the bit checks on) of SAN_KERNELS at SAN_SHAPE, SAN_LIMIT s each (default 120); a tool's
+# errors make the status 6.
 #
 # DIR holds ladder_wgmma_probe.xz (or ladder_wgmma_probe), built on the build machine:
 #   ninja -C build-wg ladder_wgmma_probe
@@ -59,6 +64,18 @@ step() {  # step NAME SECONDS ARGS...: the probe's output in $res/NAME.txt, its 
 step time 90 time --kernel "$TIME_KERNELS"
 step "time_bf16_${BF16_SHAPE:-a}" 30 time --shape "${BF16_SHAPE:-a}" --dtype bf16 --kernel "$TIME_KERNELS"
 
+SAN=$(command -v compute-sanitizer || true)
+[ -z "$SAN" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && SAN=/usr/local/cuda/bin/compute-sanitizer
+for tool in ${SAN_TOOLS:-}; do
+  if [ -z "$SAN" ]; then echo "san $tool: compute-sanitizer not found" >>"$res/summary.txt"; break; fi
+  t0=$SECONDS
+  timeout "${SAN_LIMIT:-120}" "$SAN" --tool "$tool" --error-exitcode 6 --print-limit 20 \
+    "$BIN" time --shape "${SAN_SHAPE:-b}" --kernel "${SAN_KERNELS:-ws,wg,wgk}" --reps 1 >"$res/san_$tool.txt" 2>&1
+  rc=$?
+  echo "san $tool (${SAN_KERNELS:-ws,wg,wgk} at ${SAN_SHAPE:-b}): rc=$rc ($((SECONDS - t0)) s)" >>"$res/summary.txt"
+  [ "$rc" -gt "$status" ] && status=$rc
+done
+
 NCU=$(command -v ncu || true)
 [ -z "$NCU" ] && [ -x /usr/local/cuda/bin/ncu ] && NCU=/usr/local/cuda/bin/ncu
 if [ -n "$NCU" ]; then
@@ -67,10 +84,13 @@ if [ -n "$NCU" ]; then
   # rate, stall reasons, occupancy and launch resources, instruction counts. (The tensor pipe's
   # f16 -> f32 operations were counted for wg on 2026-12-07; wgp issues the same 32 wgmma a tile.)
   # wg and wgs2-4 are one template (wgs_kernel<dtype, RingLayout<warpgroups, stages, CTAs an SM>>):
-  # matched by their layout in the mangled name.
+  # matched by their layout in the mangled name; wgk is wg's layout with the split release
+  # (StageRelease 1), so its name is matched by that (a first run asked for `wgk_kernel`, which
+  # does not exist: 2026-12-07 night, no wgk profile came back).
   ncu_regex() {
     case $1 in
-      wg) echo 'wgs_kernel.*RingLayoutILi1ELi3ELi2' ;;
+      wg) echo 'wgs_kernel.*RingLayoutILi1ELi3ELi2EEELNS_12StageReleaseE0' ;;
+      wgk) echo 'wgs_kernel.*StageReleaseE1' ;;
       wgs2) echo 'wgs_kernel.*RingLayoutILi2E' ;;
       wgs3) echo 'wgs_kernel.*RingLayoutILi3E' ;;
       wgs4) echo 'wgs_kernel.*RingLayoutILi4E' ;;
