@@ -25,7 +25,7 @@ from pathlib import Path
 RECORD = struct.Struct("<QQIIHHi")
 PRODUCER, REDUCER, LINK, FETCH, COUNT = 1, 2, 3, 4, 5
 KERNEL_NAMES = {PRODUCER: "producer", REDUCER: "reducer", LINK: "link", FETCH: "state fetch", COUNT: "input count"}
-ENTRY, WAITED, SLOT_BEGIN, SLOT_FOLDED, EXIT, SLOT_ISSUED, SLOT_WRITTEN = 0, 1, 2, 3, 4, 5, 6
+ENTRY, WAITED, SLOT_BEGIN, SLOT_FOLDED, EXIT, SLOT_ISSUED, SLOT_WRITTEN, SLOT_FIRST_BLOCK = 0, 1, 2, 3, 4, 5, 6, 7
 
 
 def read_records(path: Path) -> list[tuple]:
@@ -150,7 +150,7 @@ def producer_summary(launches: list[Launch]) -> list[str]:
     if not prods:
         return []
     to_wait, fold, between, exit_spread, span, slots_per_cta, first_slot = [], [], [], [], [], [], []
-    issue, write = [], []
+    issue, write, first_wait, after_first = [], [], [], []
     for x in prods:
         span.append(x.last(EXIT) - x.first(ENTRY))
         exits = x.by_event.get(EXIT, [])
@@ -165,6 +165,13 @@ def producer_summary(launches: list[Launch]) -> list[str]:
             slots_per_cta.append(len(begins))
             if begins and entry is not None:
                 first_slot.append(begins[0][0] - entry)
+            landed = dict((a, t) for t, a in ev.get(SLOT_FIRST_BLOCK, []))
+            for t, a in begins:
+                if a in landed:
+                    first_wait.append(landed[a] - t)
+            for t, a in folds:
+                if a in landed:
+                    after_first.append(t - landed[a])
             issued = dict((a, t) for t, a in ev.get(SLOT_ISSUED, []))
             written = dict((a, t) for t, a in ev.get(SLOT_WRITTEN, []))
             for t, a in folds:
@@ -188,7 +195,10 @@ def producer_summary(launches: list[Launch]) -> list[str]:
         f"p90 {q(between, .9) / 1e3:.2f}",
         f"  CTA exits spread (first to last exit of a launch): median {med(exit_spread) / 1e3:.2f} us",
     ] + ([f"  of a slot end: the next slot's copies issued {med(issue) / 1e3:.2f} us, then the partial written "
-          f"{med(write) / 1e3:.2f} us (medians, every slot; the last slot issues nothing)"] if issue else [])
+          f"{med(write) / 1e3:.2f} us (medians, every slot; the last slot issues nothing)"] if issue else []) + (
+        [f"  of a slot fold: begin -> first block landed median {med(first_wait) / 1e3:.2f} us (p90 "
+         f"{q(first_wait, .9) / 1e3:.2f}), first block landed -> folded {med(after_first) / 1e3:.2f} us"]
+        if first_wait else [])
 
 
 def prefix_summary(replays: list[list[tuple]]) -> list[str]:

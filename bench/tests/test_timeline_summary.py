@@ -105,3 +105,26 @@ def test_an_engine_calls_prefix_is_timed_from_the_state_fetch(tmp_path):
             "exit 14.00, reducer first entry 15.00, reducer last exit 16.00") in text
     assert "slot end (folded -> next slot begin: partial write, next prologue): median 3.00 us" in text
     assert "of a slot end: the next slot's copies issued 1.00 us, then the partial written 2.00 us" in text
+
+
+def test_a_slots_first_block_splits_its_fold(tmp_path):
+    # One CTA walks two slots: slot 0 begins at +1, its first block lands at +2, it is folded at
+    # +5; slot 1 begins at +6, its first block lands at +9 (a long wait), it is folded at +10.
+    records = [rec(0, 7, 0, ts.PRODUCER, ts.ENTRY),
+               rec(1 * US, 7, 0, ts.PRODUCER, ts.SLOT_BEGIN, 0),
+               rec(2 * US, 7, 0, ts.PRODUCER, ts.SLOT_FIRST_BLOCK, 0),
+               rec(5 * US, 7, 0, ts.PRODUCER, ts.SLOT_FOLDED, 0),
+               rec(6 * US, 7, 0, ts.PRODUCER, ts.SLOT_BEGIN, 1),
+               rec(9 * US, 7, 0, ts.PRODUCER, ts.SLOT_FIRST_BLOCK, 1),
+               rec(10 * US, 7, 0, ts.PRODUCER, ts.SLOT_FOLDED, 1),
+               rec(11 * US, 7, 0, ts.PRODUCER, ts.EXIT),
+               rec(12 * US, 9, 0, ts.REDUCER, ts.ENTRY), rec(13 * US, 9, 0, ts.REDUCER, ts.EXIT)]
+    text = "\n".join(ts.summarize(write(tmp_path, "first", records)))
+    # Waits of 1 and 3 us (median 2), then folds of 3 and 1 us after the landing (median 2).
+    assert "begin -> first block landed median 2.00 us (p90 3.00), first block landed -> folded 2.00 us" in text
+    assert "slot fold (begin -> folded): median 4.00 us" in text
+
+
+def test_without_first_block_marks_no_split_is_printed(tmp_path):
+    records, tags = chain(2)
+    assert "first block landed" not in "\n".join(ts.summarize(write(tmp_path, "old", records, tags)))

@@ -703,11 +703,11 @@ __device__ __forceinline__ void tc_fold_block(const TcQ& q, const KvWord* ktile,
 
 // Warp slot `flat`'s blocks folded into this thread's (m, s) and o fragment (both halves of a
 // pair end with the same (m, s)); the slot's prologue was issued before (tc_prologue). Ends with
-// nothing in flight.
+// nothing in flight. timeline (diagnostic builds): marks when the slot's first block has landed.
 template <class Family, class Tile, TcL2 kL2 = TcL2::normal>
 __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Schedule& sched, int flat,
                                              const TcThread& t, const TcQ& q, KvWord* smem, SoftmaxStats (&st)[2],
-                                             float (&o)[kHeadDim / 16][4]) {
+                                             float (&o)[kHeadDim / 16][4], TimelineCta* timeline = nullptr) {
   constexpr KvDtype D = Family::kDtype;
   constexpr bool kCurrentFromActivations = Family::kCurrentRow != CurrentRow::plane;
   const int lane = t.lane, pair = t.pair, half = t.half, kvh = t.kvh;
@@ -737,6 +737,7 @@ __device__ __forceinline__ void tc_fold_slot(const ProducerParams& p, const Sche
     // with block i - 1, whose stage the issue below refills.
     cp_async_wait<kTcStages - 2>();
     __syncthreads();
+    if (i == 0 && timeline != nullptr) timeline->mark(cuda::TimelineEvent::slot_first_block, flat);
     const int ahead = b + (kTcStages - 1) * pair_stride;
     if (live && ahead < sched.blocks)
       tc_issue_block<Family, Tile, kL2>(p, ahead, kvh, half, lane, wsm + ((i + kTcStages - 1) % kTcStages) * Smem::kStageHalfs);
@@ -954,7 +955,7 @@ __device__ __forceinline__ void produce_tc(const ProducerParams& p, KvWord* smem
     for (int j = 0; j < kHeadDim / 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-    tc_fold_slot<Family, Tile, kL2>(p, sched, flat, t, q, smem, st, o);
+    tc_fold_slot<Family, Tile, kL2>(p, sched, flat, t, q, smem, st, o, &timeline);
     __syncthreads();  // every pair is done with its tiles: the merge area and the next prologue reuse them
     timeline.mark(cuda::TimelineEvent::slot_folded, flat);
     const int next = walk.next(at).flat;

@@ -21,10 +21,11 @@ enum class TimelineEvent : std::uint16_t {
   exit = 4,        // the CTA's last instruction
   slot_issued = 5, // ... has issued the next slot's first copies (after slot_folded)
   slot_written = 6,// ... has written the folded slot's partial (the slot end's last step)
+  slot_first_block = 7,  // ... has its first block of slot `aux` landed (after slot_begin)
 };
-// Records one CTA may hold (the rest of its marks are dropped): entry, wait, exit, and four per
+// Records one CTA may hold (the rest of its marks are dropped): entry, wait, exit, and five per
 // walked slot (a batched launch walks at most 16 at the Muse Glimmer shapes).
-inline constexpr unsigned kTimelinePerCta = 80;
+inline constexpr unsigned kTimelinePerCta = 96;
 
 // One mark: the global timer (ns), the launch's tag (the producer's q, the reducer's out, the
 // link's layer output: which layer or sequence), the CTA (linear index), its SM, what and where.
