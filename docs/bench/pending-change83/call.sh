@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Change 83 (TcWalk::claimed, docs/perf.md) on the GPU machine in one call, each step under its
-# own timeout, everything under $OUT. Build here first:
+# own timeout, everything under $OUT. Build here first, on main with the patch applied
+# (`git apply docs/bench/pending-change83/change83.patch`; the diagnostic build from the same tree):
 #   scripts/pack_carry.sh build-cuda .carry/c83 ladder=ladder ladder_gpu_tests=ladder_gpu_tests
 #   scripts/pack_carry.sh build-diag .carry/c83diag ladder=ladder      (-DLADDER_DIAG_TIMELINE=ON)
 # and carry [".carry/c83", ".carry/c83diag"]. Steps:
