@@ -10,7 +10,11 @@ per file:
   layer's time goes: when its kernels' first CTA starts, when their CTAs pass the PDL wait, when
   the last CTA exits, each relative to the previous kernel's last exit, as medians over layers;
 * every row: the producer's CTAs (entry to the wait, each walked slot's fold and what follows
-  it to the next slot, CTA exit spread), per launch.
+  it to the next slot, CTA exit spread), per launch, and when its CTAs leave: the exits' spread
+  from the launch's first entry and each SM's mean exit (a launch whose CTAs all have the same
+  work but leave over a wide spread, SM by SM, has a tail that balancing could cut). Marks are
+  grouped into launches by kernel and tag, and a batched producer's tag is each entry's q: each
+  sequence of a batched launch counts as one launch here.
 
 usage: scripts/timeline_summary.py DIR [DIR...]
 """
@@ -57,10 +61,13 @@ class Launch:
         self.kernel, self.tag = kernel, tag
         self.by_event: dict[int, list[int]] = defaultdict(list)
         self.ctas: dict[int, dict[int, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+        self.sm_of: dict[int, int] = {}
 
-    def add(self, ns: int, cta: int, event: int, aux: int) -> None:
+    def add(self, ns: int, cta: int, event: int, aux: int, sm: int | None = None) -> None:
         self.by_event[event].append(ns)
         self.ctas[cta][event].append((ns, aux))
+        if sm is not None:
+            self.sm_of[cta] = sm
 
     def first(self, event: int) -> float:
         v = self.by_event.get(event)
@@ -74,11 +81,11 @@ class Launch:
 def launches_of(records: list[tuple]) -> list[Launch]:
     """Launches by (kernel, tag), in order of their first mark."""
     table: dict[tuple[int, int], Launch] = {}
-    for ns, tag, cta, _sm, kernel, event, aux in records:
+    for ns, tag, cta, sm, kernel, event, aux in records:
         key = (kernel, tag)
         if key not in table:
             table[key] = Launch(kernel, tag)
-        table[key].add(ns, cta, event, aux)
+        table[key].add(ns, cta, event, aux, sm)
     return sorted(table.values(), key=lambda x: x.first(ENTRY))
 
 
@@ -151,11 +158,27 @@ def producer_summary(launches: list[Launch]) -> list[str]:
         return []
     to_wait, fold, between, exit_spread, span, slots_per_cta, first_slot = [], [], [], [], [], [], []
     issue, write, first_wait, after_first = [], [], [], []
+    exit_q = defaultdict(list)  # quantile -> per launch, the CTAs' exits after its first entry
+    sm_first, sm_last, sms, single = [], [], [], []
+    q = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * len(xs)))] if xs else float("nan")
     for x in prods:
         span.append(x.last(EXIT) - x.first(ENTRY))
         exits = x.by_event.get(EXIT, [])
         if exits:
             exit_spread.append(max(exits) - min(exits))
+            t0 = x.first(ENTRY)
+            for name, f in (("first", 0.0), ("p10", 0.1), ("median", 0.5), ("last", 1.0)):
+                exit_q[name].append(q(exits, f) - t0)
+            by_sm = defaultdict(list)
+            for cta, ev in x.ctas.items():
+                if ev.get(EXIT) and cta in x.sm_of:
+                    by_sm[x.sm_of[cta]].append(max(t for t, _ in ev[EXIT]) - t0)
+            if by_sm:
+                means = [statistics.mean(v) for v in by_sm.values()]
+                sm_first.append(min(means))
+                sm_last.append(max(means))
+                sms.append(len(by_sm))
+                single.append(sum(1 for v in by_sm.values() if len(v) == 1))
         for cta, ev in x.ctas.items():
             entry = min(t for t, _ in ev[ENTRY]) if ev.get(ENTRY) else None
             if entry is not None and ev.get(WAITED):
@@ -184,7 +207,6 @@ def producer_summary(launches: list[Launch]) -> list[str]:
                     fold.append(folds[i][0] - b)
                 if i + 1 < len(begins) and i < len(folds):
                     between.append(begins[i + 1][0] - folds[i][0])
-    q = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * len(xs)))] if xs else float("nan")
     return [
         f"  producer launches {len(prods)}, CTAs {len(slots_per_cta)} ({med(slots_per_cta):.0f} slots each); "
         f"launch span median {med(span) / 1e3:.2f} us",
@@ -194,7 +216,11 @@ def producer_summary(launches: list[Launch]) -> list[str]:
         f"  slot end (folded -> next slot begin: partial write, next prologue): median {med(between) / 1e3:.2f} us, "
         f"p90 {q(between, .9) / 1e3:.2f}",
         f"  CTA exits spread (first to last exit of a launch): median {med(exit_spread) / 1e3:.2f} us",
-    ] + ([f"  of a slot end: the next slot's copies issued {med(issue) / 1e3:.2f} us, then the partial written "
+    ] + ([f"  CTA exits after the launch's first entry (medians over launches): first {med(exit_q['first']) / 1e3:.2f}, "
+          f"p10 {med(exit_q['p10']) / 1e3:.2f}, median {med(exit_q['median']) / 1e3:.2f}, "
+          f"last {med(exit_q['last']) / 1e3:.2f} us"] if exit_q else []) + (
+        [f"  by SM ({med(sms):.0f} SMs, {med(single):.0f} of them with one CTA): mean exit earliest "
+         f"{med(sm_first) / 1e3:.2f}, latest {med(sm_last) / 1e3:.2f} us (medians over launches)"] if sms else []) + ([f"  of a slot end: the next slot's copies issued {med(issue) / 1e3:.2f} us, then the partial written "
           f"{med(write) / 1e3:.2f} us (medians, every slot; the last slot issues nothing)"] if issue else []) + (
         [f"  of a slot fold: begin -> first block landed median {med(first_wait) / 1e3:.2f} us (p90 "
          f"{q(first_wait, .9) / 1e3:.2f}), first block landed -> folded {med(after_first) / 1e3:.2f} us"]

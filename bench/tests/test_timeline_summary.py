@@ -128,3 +128,19 @@ def test_a_slots_first_block_splits_its_fold(tmp_path):
 def test_without_first_block_marks_no_split_is_printed(tmp_path):
     records, tags = chain(2)
     assert "first block landed" not in "\n".join(ts.summarize(write(tmp_path, "old", records, tags)))
+
+
+def test_the_exits_are_told_by_quantile_and_by_sm(tmp_path):
+    # Four CTAs of one launch on two SMs: SM 3 holds CTAs 0 and 1 (exits at +10 and +12 us), SM 7
+    # CTAs 2 and 3 (exits at +20 and +22 us); every CTA enters at 0 and walks one slot.
+    records = []
+    for cta, sm, out in ((0, 3, 10), (1, 3, 12), (2, 7, 20), (3, 7, 22)):
+        records += [ts.RECORD.pack(0, 7, cta, sm, ts.PRODUCER, ts.ENTRY, 0),
+                    ts.RECORD.pack(1 * US, 7, cta, sm, ts.PRODUCER, ts.SLOT_BEGIN, cta),
+                    ts.RECORD.pack(5 * US, 7, cta, sm, ts.PRODUCER, ts.SLOT_FOLDED, cta),
+                    ts.RECORD.pack(out * US, 7, cta, sm, ts.PRODUCER, ts.EXIT, 0)]
+    records += [rec(30 * US, 9, 0, ts.REDUCER, ts.ENTRY), rec(31 * US, 9, 0, ts.REDUCER, ts.EXIT)]
+    text = "\n".join(ts.summarize(write(tmp_path, "tail", records)))
+    assert "CTA exits spread (first to last exit of a launch): median 12.00 us" in text
+    assert "first 10.00, p10 10.00, median 20.00, last 22.00 us" in text
+    assert "by SM (2 SMs, 0 of them with one CTA): mean exit earliest 11.00, latest 21.00 us" in text
