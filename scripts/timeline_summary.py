@@ -207,7 +207,7 @@ def producer_summary(launches: list[Launch]) -> list[str]:
                     fold.append(folds[i][0] - b)
                 if i + 1 < len(begins) and i < len(folds):
                     between.append(begins[i + 1][0] - folds[i][0])
-    return [
+    lines = [
         f"  producer launches {len(prods)}, CTAs {len(slots_per_cta)} ({med(slots_per_cta):.0f} slots each); "
         f"launch span median {med(span) / 1e3:.2f} us",
         f"  CTA entry -> wait passed: median {med(to_wait) / 1e3:.2f} us; entry -> first slot {med(first_slot) / 1e3:.2f}",
@@ -216,15 +216,21 @@ def producer_summary(launches: list[Launch]) -> list[str]:
         f"  slot end (folded -> next slot begin: partial write, next prologue): median {med(between) / 1e3:.2f} us, "
         f"p90 {q(between, .9) / 1e3:.2f}",
         f"  CTA exits spread (first to last exit of a launch): median {med(exit_spread) / 1e3:.2f} us",
-    ] + ([f"  CTA exits after the launch's first entry (medians over launches): first {med(exit_q['first']) / 1e3:.2f}, "
-          f"p10 {med(exit_q['p10']) / 1e3:.2f}, median {med(exit_q['median']) / 1e3:.2f}, "
-          f"last {med(exit_q['last']) / 1e3:.2f} us"] if exit_q else []) + (
-        [f"  by SM ({med(sms):.0f} SMs, {med(single):.0f} of them with one CTA): mean exit earliest "
-         f"{med(sm_first) / 1e3:.2f}, latest {med(sm_last) / 1e3:.2f} us (medians over launches)"] if sms else []) + ([f"  of a slot end: the next slot's copies issued {med(issue) / 1e3:.2f} us, then the partial written "
-          f"{med(write) / 1e3:.2f} us (medians, every slot; the last slot issues nothing)"] if issue else []) + (
-        [f"  of a slot fold: begin -> first block landed median {med(first_wait) / 1e3:.2f} us (p90 "
-         f"{q(first_wait, .9) / 1e3:.2f}), first block landed -> folded {med(after_first) / 1e3:.2f} us"]
-        if first_wait else [])
+    ]
+    if exit_q:
+        lines.append(f"  CTA exits after the launch's first entry (medians over launches): first "
+                     f"{med(exit_q['first']) / 1e3:.2f}, p10 {med(exit_q['p10']) / 1e3:.2f}, median "
+                     f"{med(exit_q['median']) / 1e3:.2f}, last {med(exit_q['last']) / 1e3:.2f} us")
+    if sms:
+        lines.append(f"  by SM ({med(sms):.0f} SMs, {med(single):.0f} of them with one CTA): mean exit earliest "
+                     f"{med(sm_first) / 1e3:.2f}, latest {med(sm_last) / 1e3:.2f} us (medians over launches)")
+    if issue:
+        lines.append(f"  of a slot end: the next slot's copies issued {med(issue) / 1e3:.2f} us, then the partial "
+                     f"written {med(write) / 1e3:.2f} us (medians, every slot; the last slot issues nothing)")
+    if first_wait:
+        lines.append(f"  of a slot fold: begin -> first block landed median {med(first_wait) / 1e3:.2f} us (p90 "
+                     f"{q(first_wait, .9) / 1e3:.2f}), first block landed -> folded {med(after_first) / 1e3:.2f} us")
+    return lines
 
 
 def prefix_summary(replays: list[list[tuple]]) -> list[str]:

@@ -64,8 +64,10 @@ step() {  # step NAME SECONDS ARGS...: the probe's output in $res/NAME.txt, its 
 step time 90 time --kernel "$TIME_KERNELS"
 step "time_bf16_${BF16_SHAPE:-a}" 30 time --shape "${BF16_SHAPE:-a}" --dtype bf16 --kernel "$TIME_KERNELS"
 
-SAN=$(command -v compute-sanitizer || true)
-[ -z "$SAN" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && SAN=/usr/local/cuda/bin/compute-sanitizer
+cuda_tool() {  # cuda_tool NAME: its path on PATH or in /usr/local/cuda/bin, else nothing
+  command -v "$1" || { [ -x "/usr/local/cuda/bin/$1" ] && echo "/usr/local/cuda/bin/$1"; } || true
+}
+SAN=$(cuda_tool compute-sanitizer)
 for tool in ${SAN_TOOLS:-}; do
   if [ -z "$SAN" ]; then echo "san $tool: compute-sanitizer not found" >>"$res/summary.txt"; break; fi
   t0=$SECONDS
@@ -76,8 +78,7 @@ for tool in ${SAN_TOOLS:-}; do
   [ "$rc" -gt "$status" ] && status=$rc
 done
 
-NCU=$(command -v ncu || true)
-[ -z "$NCU" ] && [ -x /usr/local/cuda/bin/ncu ] && NCU=/usr/local/cuda/bin/ncu
+NCU=$(cuda_tool ncu)
 if [ -n "$NCU" ]; then
   # The timed launch after the warm-up one (--launch-skip 1), caches flushed (ncu's default). The
   # sections design.md asks for: duration, DRAM bytes and throughput, eligible warps and issue
