@@ -9,8 +9,8 @@
 #   1. the walk tests on the reduced sweep (their bits first: a broken walk's timing means nothing)
 #   2. VARIANTS of one binary (LADDER_GPU_WALK=groups / slots / claimed / tail), ROUNDS alternated
 #      rounds of the batch-16 layer rows at BENCH_DEPTHS (scripts/bench_variants.sh)
-#   3. the slot-walk, batch and fused tests, full sweep
-#   4. the kernels' timeline of TIMELINE_WALK (default tail) at 32,768 (the diagnostic build)
+#   3. the kernels' timeline of TIMELINE_WALK (default tail) at 32,768 (the diagnostic build)
+#   4. the slot-walk, batch and fused tests, full sweep (last: the longest, cut by TEST_LIMIT)
 set -u
 cd "$(dirname "$0")/../../.."
 R=${OUT:?run through the device tool}
@@ -30,13 +30,13 @@ for v in ${VARIANTS:-groups slots claimed tail}; do
   variants+=("$w/$v")
 done
 OUT=$R/ab timeout "${AB_LIMIT:-300}" scripts/bench_variants.sh "${ROUNDS:-2}" "${variants[@]}" -- \
-  --depths "${BENCH_DEPTHS:-8192,32768,131072}" --routes none --batch 16 --batch-max-depth 0 --step-depths none \
+  --depths "${BENCH_DEPTHS:-8192,32768,131072}" --routes splitk/ring,vec/growing --batch 16 --batch-max-depth 0 --step-depths none \
   --no-fallback-step --no-engine >"$R/ab.log" 2>&1
 echo "ab rc=$?" >>"$R/rc.txt"
+LADDER_GPU_WALK=${TIMELINE_WALK:-tail} OUT=$R/tl timeout 90 scripts/timeline_device.sh .carry/c84diag/ladder.xz \
+  --depths 32768 --routes splitk/ring --batch 16 --batch-max-depth 0 --step-depths none --no-fallback-step --no-engine \
+  >/dev/null 2>&1
+echo "timeline rc=$?" >>"$R/rc.txt"
 timeout "${TEST_LIMIT:-150}" "$w/bin/ladder_gpu_tests" --gtest_filter='GpuSlotWalk.*:GpuBatch*:GpuFused*' \
   >"$R/tests.txt" 2>&1
 echo "tests rc=$?" >>"$R/rc.txt"
-LADDER_GPU_WALK=${TIMELINE_WALK:-tail} OUT=$R/tl timeout 90 scripts/timeline_device.sh .carry/c84diag/ladder.xz \
-  --depths 32768 --routes none --batch 16 --batch-max-depth 0 --step-depths none --no-fallback-step --no-engine \
-  >/dev/null 2>&1
-echo "timeline rc=$?" >>"$R/rc.txt"
