@@ -14,6 +14,10 @@
 #                   compute-sanitizer TOOLS alone (no suite), under SAN_LIMIT (default 560 s); the
 #                   default sweep of all four did not fit one call beside the suite on 2026-12-07
 #                   (memcheck alone ran 61 tests in the ~45 s left after the suite).
+#   call.sh owed    (carry .carry/main): what two `san` calls on the H100 left unrun (2026-12-07
+#                   19:54Z and 2026-12-08 00:00Z: both reached the same 39 racecheck tests in
+#                   330-400 s), side by side under SAN_LIMIT (default 560 s): memcheck over its
+#                   two tests (2 processes) and racecheck over the other 54 (14 processes).
 #   call.sh bench   (carry .carry/bench, or .carry/benchp: the prefix and ladder.xz, unpacked into
 #                   .carry/bench here): `ladder bench` with batch 1, 4, 16, 64 (single layers,
 #                   same-depth and mixed-length engine rows up to 8,192) and bench/peers.py
@@ -50,6 +54,27 @@ case "${1:-}" in
     pkill -f '[c]ompute-sanitizer'; pkill -f '[l]adder_gpu_tests'
     tar czf "$R/san.tgz" --exclude=bin -C /tmp verify
     ;;
+  owed)
+    mkdir -p "$w/bin"
+    for f in .carry/main/*.xz; do xz -dc "$f" >"$w/bin/$(basename "$f" .xz)"; done
+    chmod +x "$w/bin"/*
+    # device_run.sh's default exclusions, kept after the positive patterns.
+    skip=GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*:GpuBatchKey.*
+    skip+=:GpuSlotWalk.DefaultRuleLaunchesOneWaveOfWholeFoldGroups:GpuSlotWalk.FoldGroupsCoverEverySlotOnce
+    skip+=:GpuSlotWalk.FoldsWholeGroupsOnlyWhereNoWalkGrows:GpuSlotWalk.TilesResolveFromTheEnvironment
+    skip+=:GpuSlotWalk.FirstBatchedLaunchWalksInAFreshProcess
+    mem=GpuFused.BatchOneEngineReducerWaitsForItsProducers:GpuSlotWalk.FoldedGroupsGiveTheReducerBits
+    race=Cases/*:Gpu/*:GpuBf16/*:GpuSlotWalk.*:GpuSmCount.*:GpuEngine.ReplayedTimedCallsGiveTheSameBits
+    race+=:GpuFused.BatchOneEngineReducerWaitsForItsProducers
+    limit=${SAN_LIMIT:-560}
+    OUT=$w/mem LADDER_BIN_DIR=$w/bin LADDER_STEPS=san LADDER_SAN_TOOLS=memcheck LADDER_SAN_FILTER="$mem-$skip" \
+      LADDER_SAN_JOBS=2 LADDER_SAN_TIMEOUT=$((limit - 10)) timeout "$limit" bash scripts/device_run.sh >"$w/mem-run.txt" 2>&1 &
+    OUT=$w/race LADDER_BIN_DIR=$w/bin LADDER_STEPS=san LADDER_SAN_TOOLS=racecheck LADDER_SAN_FILTER="$race-$skip" \
+      LADDER_SAN_JOBS=14 LADDER_SAN_TIMEOUT=$((limit - 10)) timeout "$limit" bash scripts/device_run.sh >"$w/race-run.txt" 2>&1 &
+    wait
+    pkill -f '[c]ompute-sanitizer'; pkill -f '[l]adder_gpu_tests'
+    tar czf "$R/owed.tgz" --exclude=bin -C /tmp verify
+    ;;
   bench)
     if [ ! -x .carry/bench/bin/ladder ] && [ -f .carry/benchp/ladder.xz ]; then
       mkdir -p .carry/bench/bin && cp -r .carry/benchp/prefix .carry/bench/
@@ -60,5 +85,5 @@ case "${1:-}" in
       >"$w/bench-run.txt" 2>&1
     tar czf "$R/bench.tgz" -C /tmp verify
     ;;
-  *) sed -n 2,21p "$0" >&2; exit 2 ;;
+  *) sed -n 2,25p "$0" >&2; exit 2 ;;
 esac

@@ -2,7 +2,8 @@
 # Does a batched call's first producer start while the state fetch runs (change 38's PDL behind
 # the fetch)? Every batch-16 timeline since 2026-12-04 puts its first CTA's entry 1.0-1.3 us after
 # the fetch's exit, as if launched plainly. The kernels' timeline (diagnostic build, carried as
-# DIAG, default .carry/c84diag: change 84's tree, whose default walk and engine are main's) of the
+# DIAG, default .carry/c84diag: change 84's tree, whose default walk and engine are main's; run on
+# 2026-12-07 with DIAG=.carry/maindiag, main's own diagnostic build of ebfb86b) of the
 # batch-16 layer at 2,048 with PDL on (the default) and off (LADDER_GPU_PDL=0). One archive back.
 set -u
 cd "$(dirname "$0")/../../.."
