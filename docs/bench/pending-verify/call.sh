@@ -15,7 +15,7 @@
 #                   default sweep of all four did not fit one call beside the suite on 2026-12-07
 #                   (memcheck alone ran 61 tests in the ~45 s left after the suite).
 #   call.sh owed    (carry .carry/main): what two `san` calls on the H100 left unrun (2026-12-07
-#                   19:54Z and 2026-12-08 00:00Z: both reached the same 39 racecheck tests in
+#                   19:54Z and 23:51Z: both reached the same 39 racecheck tests in
 #                   330-400 s), side by side under SAN_LIMIT (default 560 s): memcheck over its
 #                   two tests (2 processes) and racecheck over the other 54 (14 processes).
 #   call.sh bench   (carry .carry/bench, or .carry/benchp: the prefix and ladder.xz, unpacked into
