@@ -28,11 +28,15 @@ cd "$(dirname "$0")/../../.."
 R=${OUT:?run through the device tool}
 w=/tmp/verify
 mkdir -p "$w"
+# main's carried binaries into $w/bin.
+unpack_main() {
+  mkdir -p "$w/bin"
+  for f in .carry/main/*.xz; do xz -dc "$f" >"$w/bin/$(basename "$f" .xz)"; done
+  chmod +x "$w/bin"/*
+}
 case "${1:-}" in
   suite)
-    mkdir -p "$w/bin"
-    for f in .carry/main/*.xz; do xz -dc "$f" >"$w/bin/$(basename "$f" .xz)"; done
-    chmod +x "$w/bin"/*
+    unpack_main
     OUT=$w/dev LADDER_BIN_DIR=$w/bin LADDER_STEPS=tests,san,cli timeout "${SUITE_LIMIT:-470}" \
       bash scripts/device_run.sh >"$w/dev-run.txt" 2>&1
     echo "device_run rc=$?" >>"$w/dev-run.txt"
@@ -45,9 +49,7 @@ case "${1:-}" in
     tar czf "$R/suite.tgz" --exclude=bin -C /tmp verify xdiag 2>/dev/null || tar czf "$R/suite.tgz" --exclude=bin -C /tmp verify
     ;;
   san)
-    mkdir -p "$w/bin"
-    for f in .carry/main/*.xz; do xz -dc "$f" >"$w/bin/$(basename "$f" .xz)"; done
-    chmod +x "$w/bin"/*
+    unpack_main
     OUT=$w/san LADDER_BIN_DIR=$w/bin LADDER_STEPS=san LADDER_SAN_TOOLS="${2:?call.sh san TOOLS}" \
       LADDER_SAN_JOBS=16 timeout "${SAN_LIMIT:-560}" bash scripts/device_run.sh >"$w/san-run.txt" 2>&1
     echo "device_run rc=$?" >>"$w/san-run.txt"
@@ -55,21 +57,14 @@ case "${1:-}" in
     tar czf "$R/san.tgz" --exclude=bin -C /tmp verify
     ;;
   owed)
-    mkdir -p "$w/bin"
-    for f in .carry/main/*.xz; do xz -dc "$f" >"$w/bin/$(basename "$f" .xz)"; done
-    chmod +x "$w/bin"/*
-    # device_run.sh's default exclusions, kept after the positive patterns.
-    skip=GpuPerf.*:GpuErrors.OutOfDeviceMemoryIsAValue:GpuStaleError.*:GpuBatchKey.*
-    skip+=:GpuSlotWalk.DefaultRuleLaunchesOneWaveOfWholeFoldGroups:GpuSlotWalk.FoldGroupsCoverEverySlotOnce
-    skip+=:GpuSlotWalk.FoldsWholeGroupsOnlyWhereNoWalkGrows:GpuSlotWalk.TilesResolveFromTheEnvironment
-    skip+=:GpuSlotWalk.FirstBatchedLaunchWalksInAFreshProcess
+    unpack_main
     mem=GpuFused.BatchOneEngineReducerWaitsForItsProducers:GpuSlotWalk.FoldedGroupsGiveTheReducerBits
     race=Cases/*:Gpu/*:GpuBf16/*:GpuSlotWalk.*:GpuSmCount.*:GpuEngine.ReplayedTimedCallsGiveTheSameBits
     race+=:GpuFused.BatchOneEngineReducerWaitsForItsProducers
     limit=${SAN_LIMIT:-560}
-    OUT=$w/mem LADDER_BIN_DIR=$w/bin LADDER_STEPS=san LADDER_SAN_TOOLS=memcheck LADDER_SAN_FILTER="$mem-$skip" \
+    OUT=$w/mem LADDER_BIN_DIR=$w/bin LADDER_STEPS=san LADDER_SAN_TOOLS=memcheck LADDER_SAN_TESTS=$mem \
       LADDER_SAN_JOBS=2 LADDER_SAN_TIMEOUT=$((limit - 10)) timeout "$limit" bash scripts/device_run.sh >"$w/mem-run.txt" 2>&1 &
-    OUT=$w/race LADDER_BIN_DIR=$w/bin LADDER_STEPS=san LADDER_SAN_TOOLS=racecheck LADDER_SAN_FILTER="$race-$skip" \
+    OUT=$w/race LADDER_BIN_DIR=$w/bin LADDER_STEPS=san LADDER_SAN_TOOLS=racecheck LADDER_SAN_TESTS=$race \
       LADDER_SAN_JOBS=14 LADDER_SAN_TIMEOUT=$((limit - 10)) timeout "$limit" bash scripts/device_run.sh >"$w/race-run.txt" 2>&1 &
     wait
     pkill -f '[c]ompute-sanitizer'; pkill -f '[l]adder_gpu_tests'
