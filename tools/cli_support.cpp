@@ -138,6 +138,15 @@ std::vector<int> parse_int_list(const std::string& text, const char* what, long 
   return out;
 }
 
+CLI::Option* add_seed_option(CLI::App& app, std::uint64_t& seed, const std::string& help) {
+  const CLI::Validator non_negative(
+      [](std::string& text) -> std::string {
+        return !text.empty() && text.front() == '-' ? "must be a non-negative integer (got " + text + ")" : "";
+      },
+      "NON-NEGATIVE");
+  return app.add_option("--seed", seed, help)->check(non_negative)->capture_default_str();
+}
+
 void CpuFlags::add_to(CLI::App& app) {
   app.add_option("--threads", threads,
                  fmt::format("CPU worker threads, 0..{} (0: one per CPU this process may use: its affinity mask and cgroup CPU quota)", kMaxCpuThreads))

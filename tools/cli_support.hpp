@@ -64,6 +64,10 @@ struct CpuFlags {
   void apply() const;
 };
 
+// --seed N: a std::uint64_t seed. CLI11 converts "-1" to an unsigned target by wrapping it to
+// 2^64 - 1; the check refuses any negative value instead.
+CLI::Option* add_seed_option(CLI::App& app, std::uint64_t& seed, const std::string& help);
+
 // --device cpu|cuda|auto: auto is cuda when a CUDA device is usable, else cpu.
 Device resolve_device(const std::string& name);
 

@@ -335,7 +335,7 @@ const Register reg{Command{
       app.add_option("--tokens", o->tokens, "Tokens to decode")->capture_default_str();
       app.add_option("--depth", o->depth, "Position of the first decoded token (the planes are filled to it)")
           ->capture_default_str();
-      app.add_option("--seed", o->seed, "Seed of the synthetic activations")->capture_default_str();
+      add_seed_option(app, o->seed, "Seed of the synthetic activations");
       app.add_option("--batch", o->batch,
                      "Sequences decoded per call (mixed lengths: sequence i starts at depth - i*depth/batch)")
           ->capture_default_str();

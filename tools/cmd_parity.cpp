@@ -346,7 +346,7 @@ const Register reg{Command{
       auto o = std::make_shared<Options>();
       app.add_option("--position", o->position, "Position of the current token (sets the ring's wrap state)")
           ->capture_default_str();
-      app.add_option("--seed", o->seed, "Seed of the synthetic input")->capture_default_str();
+      add_seed_option(app, o->seed, "Seed of the synthetic input");
       app.add_option("--device", o->device, "cpu, cuda, or all (cpu and cuda)")
           ->check(CLI::IsMember({"cpu", "cuda", "all"}))
           ->capture_default_str();

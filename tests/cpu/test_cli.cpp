@@ -145,6 +145,10 @@ TEST_F(Cli, DemoRejectsBadArguments) {
   EXPECT_RUN("demo --threads -1", kUsage, "--threads");
   EXPECT_RUN("demo --heads 5 --kv-heads 2", kUsage, "multiple of n_kv_heads");
   EXPECT_RUN("demo --check-layers 99", kUsage, "--check-layers");
+  // An unsigned seed is not wrapped from a negative one.
+  EXPECT_RUN("demo --seed -1", kUsage, "--seed: must be a non-negative integer (got -1)");
+  EXPECT_RUN("parity --seed -1", kUsage, "--seed: must be a non-negative integer (got -1)");
+  EXPECT_RUN("demo --seed x", kUsage, "--seed");
   if (!ladder::cuda_available()) EXPECT_RUN("demo --device cuda --depth 10" + kSmall, kFailure, "no CUDA");
 }
 
