@@ -14,7 +14,9 @@ per file:
   from the launch's first entry and each SM's mean exit (a launch whose CTAs all have the same
   work but leave over a wide spread, SM by SM, has a tail that balancing could cut). Marks are
   grouped into launches by kernel and tag, and a batched producer's tag is each entry's q: each
-  sequence of a batched launch counts as one launch here.
+  sequence of a batched launch counts as one launch here. A call's first batched producer (right
+  behind the state fetch) marks its entry only after its PDL wait and its entry's load, so its
+  "entry -> wait passed" is the first copies' issue alone, not a wait (docs/gpu.md).
 
 usage: scripts/timeline_summary.py DIR [DIR...]
 """
